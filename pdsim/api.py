@@ -1,0 +1,57 @@
+"""The one public surface: ``load_scenario`` and ``simulate``. CLI, dashboard and sweeps call these."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from .metrics.results import Results
+from .sim.cluster import World
+from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
+from .specs.errors import SpecError
+from .specs.scenario import (ResolvedScenario, Scenario, apply_overrides, normalize_cluster, parse_scenario,
+                             read_scenario_data, validate_against)
+from .workload import materialize
+
+
+def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | None = None) -> ResolvedScenario:
+    """Validate raw scenario data (a dict as read from YAML) against its hardware and model."""
+    data = normalize_cluster(data)
+    sc = parse_scenario(data, source)
+    base = base_dir or Path(".")
+    hw = load_hardware_ref(sc.hardware, base, source)
+    model = load_model_ref(sc.model, base, source)
+    validate_against(sc, hw, model, source)
+    return ResolvedScenario(sc, hw, model, source, base)
+
+
+def load_scenario_data(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> tuple[dict, Path]:
+    p = scenario_path(str(path))
+    data = read_scenario_data(p)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return data, p
+
+
+def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> ResolvedScenario:
+    """Load a scenario YAML (a path or a bundled key), apply ``--set``-style overrides, validate.
+
+    Raises SpecError naming the file and field on any problem.
+    """
+    data, p = load_scenario_data(path, overrides)
+    return resolve_scenario(data, str(p), p.parent)
+
+
+def simulate(scenario: ResolvedScenario | str | Path,
+             progress: Callable[[float, float, int, int], None] | None = None) -> Results:
+    """Run one simulation. ``progress(sim_now_s, wall_s, done, total)`` is called periodically."""
+    if not isinstance(scenario, ResolvedScenario):
+        scenario = load_scenario(scenario)
+    sc = scenario.scenario
+    try:
+        table = materialize(sc.workload, seed=sc.seed, base_dir=scenario.base_dir)
+    except SpecError as err:
+        raise err.at(source=err.source or scenario.source) from None
+    if len(table) == 0:
+        raise SpecError("the workload produced no requests", source=scenario.source, field="workload")
+    log = World(scenario, table, progress=progress).run()
+    return Results(scenario, log)

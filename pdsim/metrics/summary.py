@@ -1,0 +1,78 @@
+"""Summary metrics with SGLang ``bench_serving`` field names, plus goodput under the SLO.
+
+Definitions (DOMAIN.md s1): TTFT = first token - arrival; ITL = every gap between consecutive
+tokens (percentiles over all gaps of all requests, as bench_serving); TPOT = (t_last - t_first)
+/ (N - 1) per request; E2E = t_last - arrival. Throughputs divide by the benchmark duration
+(first arrival to last finish). Goodput: requests meeting every SLO bound (vLLM --goodput).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..specs.scenario import SLOSpec
+
+
+def _stats(prefix: str, values_s: np.ndarray, out: dict) -> None:
+    v = np.asarray(values_s, dtype=np.float64)
+    v = v[~np.isnan(v)] * 1e3
+    if v.size == 0:
+        for k in ("mean", "median", "std", "p90", "p99"):
+            out[f"{k}_{prefix}_ms"] = None
+        return
+    out[f"mean_{prefix}_ms"] = float(v.mean())
+    out[f"median_{prefix}_ms"] = float(np.median(v))
+    out[f"std_{prefix}_ms"] = float(v.std())
+    out[f"p90_{prefix}_ms"] = float(np.percentile(v, 90))
+    out[f"p99_{prefix}_ms"] = float(np.percentile(v, 99))
+
+
+def meets_slo(df: pd.DataFrame, itl_max_s: np.ndarray, slo: SLOSpec) -> np.ndarray:
+    ok = df["finished"].to_numpy().copy()
+    if slo.ttft_ms is not None:
+        ok &= (df["ttft_s"].to_numpy() * 1e3 <= slo.ttft_ms)
+    if slo.tpot_ms is not None:
+        t = df["tpot_s"].to_numpy()
+        ok &= np.isnan(t) | (t * 1e3 <= slo.tpot_ms)
+    if slo.itl_ms is not None:
+        ok &= np.isnan(itl_max_s) | (itl_max_s * 1e3 <= slo.itl_ms)
+    if slo.e2e_ms is not None:
+        ok &= (df["e2e_s"].to_numpy() * 1e3 <= slo.e2e_ms)
+    return ok
+
+
+def summarize(df: pd.DataFrame, itls: np.ndarray, ok: np.ndarray, nodes: float, gpus: int) -> dict:
+    fin = df[df["finished"]]
+    out: dict = {}
+    start = float(df["arrival_s"].min()) if len(df) else 0.0
+    end = float(fin["finish_s"].max()) if len(fin) else start
+    duration = max(end - start, 1e-9)
+    out["duration"] = duration
+    out["completed"] = int(len(fin))
+    out["dropped"] = int((~df["finished"]).sum())
+    out["total_input_tokens"] = int(fin["input_len"].sum())
+    out["total_output_tokens"] = int(fin["output_len"].sum())
+    out["request_throughput"] = len(fin) / duration
+    out["input_throughput"] = out["total_input_tokens"] / duration
+    out["output_throughput"] = out["total_output_tokens"] / duration
+    out["total_throughput"] = out["input_throughput"] + out["output_throughput"]
+    out["input_throughput_per_node"] = out["input_throughput"] / nodes
+    out["output_throughput_per_node"] = out["output_throughput"] / nodes
+    out["output_throughput_per_gpu"] = out["output_throughput"] / gpus
+    _stats("ttft", fin["ttft_s"].to_numpy(), out)
+    _stats("itl", itls, out)
+    _stats("tpot", fin["tpot_s"].to_numpy(), out)
+    _stats("e2e_latency", fin["e2e_s"].to_numpy(), out)
+    out["goodput_share"] = float(ok.sum() / len(df)) if len(df) else 0.0
+    out["request_goodput"] = float(ok.sum() / duration)
+    out["max_concurrency_seen"] = None
+    out["preemptions"] = int(df["preemptions"].sum())
+    out["cached_tokens"] = int(df["cached_tokens"].sum())
+    if len(fin):
+        out["mean_queue_ms"] = float(np.nanmean(fin["queue_s"]) * 1e3)
+        out["mean_prefill_ms"] = float(np.nanmean(fin["prefill_s"]) * 1e3)
+        tr = fin["transfer_s"].to_numpy()
+        out["mean_transfer_ms"] = float(np.nanmean(tr) * 1e3) if np.isfinite(tr).any() else None
+    drops = df.loc[~df["finished"], "drop_reason"].value_counts().to_dict()
+    out["drop_reasons"] = {str(k): int(v) for k, v in drops.items()}
+    return out

@@ -1,0 +1,221 @@
+"""The world: one SimPy environment holding clients, router, instances and the fabric.
+
+``World(resolved, table).run()`` plays the request table through the cluster and returns a
+``RunLog`` of raw records (requests, per-instance step logs, link usage). Simulated time only;
+the progress callback is the single place wall time is read, and only for display.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import networkx as nx
+import numpy as np
+import simpy
+
+from ..costs import build_step_cost
+from ..costs.transfer import flow_cap, instance_nic_capacity, transfer_plan
+from ..specs.errors import SpecError
+from ..specs.memory import instance_memory, kv_dtype
+from ..specs.scenario import ResolvedScenario
+from ..workload.table import RequestTable
+from .instance import Instance
+from .network import Fabric
+from .request import Request
+from .router import ROUTERS
+
+SWITCH = "fabric"
+
+
+@dataclass
+class RunLog:
+    """Raw records of one run; ``pdsim.metrics`` turns them into tables."""
+
+    requests: list[Request]
+    instances: list[Instance]
+    link_usage: list[tuple[float, str, float, int]]
+    link_capacity: dict[str, float]
+    sim_end: float
+    wall_s: float
+    events: int
+    disaggregated: bool
+    extra: dict = field(default_factory=dict)
+
+
+class World:
+    def __init__(self, resolved: ResolvedScenario, table: RequestTable,
+                 progress: Callable[[float, float, int, int], None] | None = None):
+        sc = resolved.scenario
+        self.resolved = resolved
+        self.hw, self.model = resolved.hardware, resolved.model
+        self.env = simpy.Environment()
+        self.rng = np.random.default_rng(sc.seed)
+        self.table = table
+        self.progress = progress
+        self.transfer = sc.transfer
+        self.duration_limit = sc.duration_limit_s
+        self.finished = 0
+        self.dropped = 0
+        self.requests: list[Request] = []
+        self.in_flight = 0
+        self._cc_waiting: deque[int] = deque()
+        graph = nx.Graph()
+        graph.add_node(SWITCH)
+        self.prefill: list[Instance] = []
+        self.decode: list[Instance] = []
+        self.colocated: list[Instance] = []
+        self.instances: list[Instance] = []
+        nic_gbit = sc.transfer.nic_gbit
+        for role, gi, g in sc.cluster.groups():
+            mem = instance_memory(self.hw, self.model, g)
+            kv_tokens = mem.kv_tokens
+            if role == "decode" and sc.transfer.backend == "nccl" and sc.transfer.kv_buffer_fraction > 0:
+                # the receive buffer is carved out of the decode KV pool (vLLM kv_buffer_size)
+                buf = sc.transfer.kv_buffer_fraction * self.hw.gpu.hbm_bytes
+                kv_tokens = max(0, int(kv_tokens - g.dp * buf / mem.kv_bytes_per_token_per_gpu))
+            try:
+                cost = build_step_cost(sc.cost_model, self.hw, self.model, g, role, nic_gbit=nic_gbit)
+            except KeyError:
+                raise SpecError(f"unknown cost model {sc.cost_model!r}", field="cost_model") from None
+            kvb = self.model.kv_bytes_per_token(kv_dtype(self.model, g.engine.kv_cache_dtype))
+            for k in range(g.count):
+                iid = len(self.instances)
+                label = g.name or f"{role[0].upper()}{gi}"
+                name = f"{label}.{k}" if g.count > 1 or len(getattr(sc.cluster, role)) > 1 else f"{label}"
+                node = f"inst{iid}"
+                gpus = g.gpus_per_instance(self.hw.gpus_per_node)
+                graph.add_edge(node, SWITCH, name=f"{name}.nic",
+                               capacity=instance_nic_capacity(self.hw, gpus, nic_gbit))
+                inst = Instance(self, iid, name, role, g, cost, kv_tokens, kvb, node)
+                self.instances.append(inst)
+                getattr(self, role).append(inst)
+        self.fabric = Fabric(self.env, graph)
+        self.router = ROUTERS.create(sc.router.policy, field="router.policy", rng=self.rng, **sc.router.params)
+        self.disaggregated = sc.cluster.disaggregated
+        self.env.process(self._client())
+
+    # ---- arrivals ------------------------------------------------------------------------
+    def _client(self):
+        t = self.table
+        env = self.env
+        arrivals, inputs, outputs = t.arrival_s.tolist(), t.input_len.tolist(), t.output_len.tolist()
+        hashes = t.hash_ids
+        cc = t.max_concurrency
+        for i in range(len(arrivals)):
+            dt = arrivals[i] - env.now
+            if dt > 0:
+                yield env.timeout(dt)
+            req = Request(i, arrivals[i], inputs[i], outputs[i], hashes[i] if hashes is not None else None)
+            self.requests.append(req)
+            if cc is not None and self.in_flight >= cc:
+                self._cc_waiting.append(i)  # starts when a slot frees (closed loop)
+                continue
+            self._start(req)
+
+    def _start(self, req: Request) -> None:
+        self.in_flight += 1
+        if req.input_len + req.output_len > self.model.max_context:
+            self.drop(req, "exceeds_model_max_context")
+            return
+        req.routed = self.env.now
+        if self.disaggregated:
+            p = self.router.pick_prefill(req, self.prefill)
+            d = self.router.pick_decode(req, self.decode)
+            req.p_inst, req.d_inst = p.iid, d.iid
+            d.enqueue_prealloc(req)
+            if req.drop_reason is None:
+                p.enqueue_prefill(req)
+        else:
+            inst = self.router.pick_prefill(req, self.colocated)
+            req.p_inst = req.d_inst = inst.iid
+            inst.enqueue_prefill(req)
+
+    # ---- P/D handshake and KV transfer -----------------------------------------------------
+    def on_decode_allocated(self, req: Request) -> None:
+        req.d_ready = True
+        if req.prefill_ready:
+            self._start_transfer(req)
+
+    def on_prefill_done(self, req: Request) -> None:
+        req.prefill_ready = True
+        if req.d_ready:
+            self._start_transfer(req)
+
+    def _start_transfer(self, req: Request) -> None:
+        p = self.instances[req.p_inst]
+        d = self.instances[req.d_inst]
+        req.transfer_start = self.env.now
+        plan = transfer_plan(self.model, self.hw, self.transfer, req.input_len, p.group.world(self.hw.gpus_per_node)
+                             // p.group.dp, p.page, p.group.engine.kv_cache_dtype)
+        req.transfer_bytes = plan.nbytes
+        cap = flow_cap(self.hw, plan.senders, min(p.gpus, d.gpus), self.transfer.nic_gbit)
+
+        def send(_ev=None):
+            self.fabric.send(p.nic_node, d.nic_node, plan.nbytes, cap, lambda _f: self._transfer_done(req))
+
+        if plan.fixed_s > 0:
+            self.env.timeout(plan.fixed_s).callbacks.append(send)
+        else:
+            send()
+
+    def _transfer_done(self, req: Request) -> None:
+        req.transfer_end = self.env.now
+        self.instances[req.p_inst].release_prefill_kv(req)
+        self.instances[req.d_inst].on_transferred(req)
+
+    # ---- endings ---------------------------------------------------------------------------
+    def on_finished(self, req: Request) -> None:
+        self.finished += 1
+        self._release_slot()
+
+    def drop(self, req: Request, reason: str) -> None:
+        if req.drop_reason is not None:
+            return
+        req.drop_reason = reason
+        self.dropped += 1
+        self._release_slot()
+
+    def _release_slot(self) -> None:
+        self.in_flight -= 1
+        if self._cc_waiting:
+            req = self.requests[self._cc_waiting.popleft()]
+            self._start(req)
+
+    # ---- run ---------------------------------------------------------------------------------
+    def run(self, chunk_s: float | None = None) -> RunLog:
+        env = self.env
+        n = len(self.table)
+        horizon = self.duration_limit
+        wall0 = time.perf_counter()
+        step = chunk_s or max(1.0, (self.table.duration_s or 60.0) / 50)
+        while True:
+            target = env.now + step
+            if horizon is not None:
+                target = min(target, horizon)
+            # run until the target time or until nothing is left to simulate
+            try:
+                env.run(until=target)
+            except simpy.core.EmptySchedule:  # pragma: no cover - simpy raises only on step()
+                break
+            if self.progress:
+                self.progress(env.now, time.perf_counter() - wall0, self.finished + self.dropped, n)
+            if self.finished + self.dropped >= n and len(self.requests) == n:
+                break
+            if horizon is not None and env.now >= horizon:
+                break
+            if env.peek() == math.inf:
+                break
+        for req in self.requests:
+            if not req.done:
+                req.drop_reason = "unfinished_at_end" if horizon is not None else "stuck"
+        for i in range(len(self.requests), n):  # arrivals after the horizon
+            req = Request(i, float(self.table.arrival_s[i]), int(self.table.input_len[i]), int(self.table.output_len[i]))
+            req.drop_reason = "not_arrived_by_end"
+            self.requests.append(req)
+        wall = time.perf_counter() - wall0
+        events = sum(len(i.log_t) for i in self.instances)
+        return RunLog(self.requests, self.instances, self.fabric.usage_log, dict(self.fabric.capacity),
+                      env.now, wall, events, self.disaggregated)

@@ -1,0 +1,140 @@
+"""Links and flows: bandwidth shared among concurrent transfers by max-min fairness.
+
+The topology is a networkx graph whose edges are links (capacity in bytes/s); a flow takes
+the shortest path between two endpoints and may carry its own rate cap (the NICs its bytes
+can use). Rates are re-solved by progressive filling whenever a flow starts or ends, and
+one SimPy timeout is pending for the earliest completion (stale ones are ignored).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import networkx as nx
+import simpy
+
+INF = float("inf")
+
+
+class Flow:
+    __slots__ = ("fid", "path", "remaining", "cap", "rate", "on_done", "start", "nbytes")
+
+    def __init__(self, fid: int, path: tuple[str, ...], nbytes: float, cap: float, on_done: Callable, start: float):
+        self.fid = fid
+        self.path = path
+        self.remaining = nbytes
+        self.nbytes = nbytes
+        self.cap = cap
+        self.rate = 0.0
+        self.on_done = on_done
+        self.start = start
+
+
+class Fabric:
+    """Links between endpoints; ``send`` starts a flow and calls ``on_done(flow)`` at its end."""
+
+    def __init__(self, env: simpy.Environment, graph: nx.Graph, log_usage: bool = True):
+        self.env = env
+        self.graph = graph
+        self.capacity: dict[str, float] = {}
+        for u, v, data in graph.edges(data=True):
+            self.capacity[data["name"]] = float(data["capacity"])
+        self.flows: dict[int, Flow] = {}
+        self._next_id = 0
+        self._version = 0
+        self._last = 0.0
+        self._paths: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.usage_log: list[tuple[float, str, float, int]] = []  # (time, link, bytes/s in use, flows)
+        self._log = log_usage
+        self.bytes_sent = 0.0
+        self._busy: set[str] = set()
+
+    def path(self, src: str, dst: str) -> tuple[str, ...]:
+        key = (src, dst)
+        if key not in self._paths:
+            nodes = nx.shortest_path(self.graph, src, dst)
+            self._paths[key] = tuple(self.graph.edges[a, b]["name"] for a, b in zip(nodes, nodes[1:]))
+        return self._paths[key]
+
+    def send(self, src: str, dst: str, nbytes: float, cap: float, on_done: Callable) -> Flow:
+        """Start moving ``nbytes`` from ``src`` to ``dst`` at most ``cap`` bytes/s."""
+        self._advance()
+        f = Flow(self._next_id, self.path(src, dst), float(nbytes), cap, on_done, self.env.now)
+        self._next_id += 1
+        self.bytes_sent += nbytes
+        if nbytes <= 0:
+            self.env.timeout(0).callbacks.append(lambda _e, f=f: on_done(f))
+            return f
+        self.flows[f.fid] = f
+        self._reschedule()
+        return f
+
+    # -- internals ------------------------------------------------------------------------
+    def _advance(self) -> None:
+        dt = self.env.now - self._last
+        if dt > 0:
+            for f in self.flows.values():
+                f.remaining -= f.rate * dt
+        self._last = self.env.now
+
+    def _solve(self) -> None:
+        """Max-min fair rates with per-flow caps (progressive filling)."""
+        flows = list(self.flows.values())
+        cap_left = {}
+        users: dict[str, list[Flow]] = {}
+        for f in flows:
+            f.rate = -1.0
+            for link in f.path:
+                users.setdefault(link, []).append(f)
+                cap_left[link] = self.capacity[link]
+        active = set(f.fid for f in flows)
+        while active:
+            # the tightest constraint: a link's fair share or a flow's own cap
+            best_share, best_link = INF, None
+            for link, fs in users.items():
+                n = sum(1 for f in fs if f.fid in active)
+                if n:
+                    share = cap_left[link] / n
+                    if share < best_share:
+                        best_share, best_link = share, link
+            min_cap_flow = min((self.flows[i] for i in active), key=lambda f: f.cap)
+            if min_cap_flow.cap <= best_share:
+                fixed = [min_cap_flow]
+                rate = min_cap_flow.cap
+            else:
+                fixed = [f for f in users[best_link] if f.fid in active]
+                rate = best_share
+            for f in fixed:
+                f.rate = rate
+                active.discard(f.fid)
+                for link in f.path:
+                    cap_left[link] = max(0.0, cap_left[link] - rate)
+        if self._log:
+            now = self.env.now
+            for link in users:
+                used = sum(f.rate for f in users[link])
+                self.usage_log.append((now, link, used, len(users[link])))
+            for link in self._busy - users.keys():
+                self.usage_log.append((now, link, 0.0, 0))
+        self._busy = set(users)
+
+    def _reschedule(self) -> None:
+        self._solve()
+        self._version += 1
+        if not self.flows:
+            return
+        dt = min(f.remaining / f.rate if f.rate > 0 else INF for f in self.flows.values())
+        version = self._version
+        ev = self.env.timeout(max(dt, 0.0))
+        ev.callbacks.append(lambda _e: self._on_timer(version))
+
+    def _on_timer(self, version: int) -> None:
+        if version != self._version:
+            return
+        self._advance()
+        # tolerance: a flow within 1 byte (or 1 ns of work) of its end is done
+        done = [f for f in self.flows.values() if f.remaining <= max(1.0, f.rate * 1e-9)]
+        for f in done:
+            del self.flows[f.fid]
+        self._reschedule()
+        for f in done:
+            f.on_done(f)

@@ -1,0 +1,190 @@
+"""Strict conversion of plain YAML data into frozen dataclasses.
+
+Unknown keys, missing required keys and values of the wrong type raise :class:`SpecError`
+naming the field path, so every spec file gets the same error quality.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+from .errors import SpecError
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def _describe(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    if origin in (tuple, list):
+        return "a list"
+    if origin is dict:
+        return "a mapping"
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in get_args(tp) if a is not type(None))
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+
+
+def convert(tp: Any, value: Any, path: str) -> Any:
+    """Convert ``value`` to type ``tp``; raise SpecError(field=path) when it does not fit."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return convert(arg, value, path)
+            except SpecError as err:
+                errors.append(err)
+        raise SpecError(f"expected {_describe(tp)}, got {value!r}", field=path)
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise SpecError(f"expected {_describe(tp)}, got {value!r}", field=path)
+        return value
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, path)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise SpecError(f"expected a list, got {value!r}", field=path)
+        args = get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(convert(args[0], v, _join(path, i)) for i, v in enumerate(value))
+        if len(args) != len(value):
+            raise SpecError(f"expected a list of {len(args)} items, got {len(value)}", field=path)
+        return tuple(convert(a, v, _join(path, i)) for i, (a, v) in enumerate(zip(args, value)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise SpecError(f"expected a mapping, got {value!r}", field=path)
+        kt, vt = get_args(tp)
+        return {convert(kt, k, path): convert(vt, v, _join(path, str(k))) for k, v in value.items()}
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise SpecError(f"expected true or false, got {value!r}", field=path)
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise SpecError(f"expected an integer, got {value!r}", field=path)
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, str):
+                try:
+                    return float(value)  # YAML 1.1 reads "1e9" as a string
+                except ValueError:
+                    pass
+            raise SpecError(f"expected a number, got {value!r}", field=path)
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise SpecError(f"expected a string, got {value!r}", field=path)
+        return value
+    raise TypeError(f"unsupported spec type {tp!r} at {path}")  # programming error, not user input
+
+
+def build(cls: type, data: Any, path: str = "") -> Any:
+    """Build dataclass ``cls`` from mapping ``data``, strictly."""
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, dict):
+        raise SpecError(f"expected a mapping, got {data!r}", field=path or None)
+    hints = _hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SpecError(f"unknown field{hint}; expected one of {', '.join(sorted(fields))}",
+                            field=_join(path, str(key)))
+        kwargs[key] = convert(hints[key], value, _join(path, key))
+    for name, f in fields.items():
+        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise SpecError(f"missing required field ({_describe(hints[name])})", field=_join(path, name))
+    try:
+        return cls(**kwargs)
+    except SpecError as err:
+        raise err.at(prefix=path or None) from None
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file with safe_load; a syntax error names the file and line."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise SpecError("file not found", source=str(path)) from None
+    except OSError as err:
+        raise SpecError(f"cannot read: {err.strerror}", source=str(path)) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise SpecError(f"{where}invalid YAML: {problem}", source=str(path)) from None
+
+
+def check(cond: bool, message: str, field: str) -> None:
+    """Raise SpecError(message, field) unless ``cond``; used in __post_init__ validators."""
+    if not cond:
+        raise SpecError(message, field=field)
+
+
+def replace_path(data: dict, dotted: str, value: Any) -> None:
+    """Set ``data[a][b][0][c] = value`` for ``dotted == 'a.b[0].c'`` (or 'a.b.0.c'); for --set."""
+    tokens: list[str | int] = []
+    for part in dotted.replace("]", "").replace("[", ".").split("."):
+        if part == "":
+            raise SpecError(f"malformed field path {dotted!r}", field=dotted)
+        tokens.append(int(part) if part.isdigit() else part)
+    node: Any = data
+    for i, tok in enumerate(tokens[:-1]):
+        here = ".".join(str(t) for t in tokens[: i + 1])
+        if isinstance(tok, int):
+            if not isinstance(node, list) or tok >= len(node):
+                raise SpecError(f"no list item {tok} here", field=here)
+            node = node[tok]
+        else:
+            if not isinstance(node, dict):
+                raise SpecError("not a mapping", field=here)
+            if tok not in node or node[tok] is None:
+                node[tok] = {}
+            node = node[tok]
+    last = tokens[-1]
+    if isinstance(last, int):
+        if not isinstance(node, list) or last >= len(node):
+            raise SpecError(f"no list item {last} here", field=dotted)
+        node[last] = value
+    else:
+        if not isinstance(node, dict):
+            raise SpecError("not a mapping", field=dotted)
+        node[last] = value

@@ -1,0 +1,110 @@
+"""Bundled data: hardware profiles, model specs and example scenarios.
+
+They live at the top of the repository (hardware_profiles/, workloads/) and ship inside the
+``pdsim`` namespace as package data, so both a checkout and a plain ``pip install`` find them.
+"""
+from __future__ import annotations
+
+import importlib.resources
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import SpecError
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _root(package: str, folder: str) -> Path:
+    local = _REPO / folder
+    if local.is_dir():
+        return local
+    try:
+        return Path(str(importlib.resources.files(package)))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - broken install
+        raise SpecError(f"bundled data folder {folder}/ not found; reinstall pdsim") from None
+
+
+def hardware_dir() -> Path:
+    return _root("pdsim.hardware_profiles", "hardware_profiles")
+
+
+def workloads_dir() -> Path:
+    return _root("pdsim.workloads", "workloads")
+
+
+def models_dir() -> Path:
+    return workloads_dir() / "models"
+
+
+def scenarios_dir() -> Path:
+    return workloads_dir() / "scenarios"
+
+
+def traces_dir() -> Path:
+    return workloads_dir() / "traces"
+
+
+def calibration_dir() -> Path:
+    return _root("pdsim.calibration", "calibration")
+
+
+def _keys(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def hardware_keys() -> list[str]:
+    return _keys(hardware_dir())
+
+
+def model_keys() -> list[str]:
+    return _keys(models_dir())
+
+
+def scenario_keys() -> list[str]:
+    return _keys(scenarios_dir())
+
+
+def resolve(ref: str, folder: Path, kind: str, base_dir: Path | None, source: str, field: str) -> Path:
+    """A bundled key (``h800``) or a path (absolute, or relative to the scenario's folder)."""
+    if (folder / f"{ref}.yaml").is_file():
+        return folder / f"{ref}.yaml"
+    for cand in ([base_dir / ref] if base_dir else []) + [Path(ref)]:
+        if cand.is_file():
+            return cand
+    raise SpecError(f"unknown {kind} {ref!r}; expected one of {', '.join(_keys(folder))} or a YAML path",
+                    source=source, field=field)
+
+
+@lru_cache(maxsize=64)
+def _cached_hw(path: str, mtime: float):
+    from .hardware import load_hardware
+
+    return load_hardware(path)
+
+
+@lru_cache(maxsize=64)
+def _cached_model(path: str, mtime: float):
+    from .model import load_model
+
+    return load_model(path)
+
+
+def load_hardware_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>"):
+    p = resolve(ref, hardware_dir(), "hardware profile", base_dir, source, "hardware")
+    return _cached_hw(str(p), p.stat().st_mtime)
+
+
+def load_model_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>"):
+    p = resolve(ref, models_dir(), "model", base_dir, source, "model")
+    return _cached_model(str(p), p.stat().st_mtime)
+
+
+def scenario_path(ref: str) -> Path:
+    """A bundled scenario key or a path."""
+    p = Path(ref)
+    if p.is_file():
+        return p
+    cand = scenarios_dir() / f"{ref}.yaml"
+    if cand.is_file():
+        return cand
+    raise SpecError(f"no such scenario file; bundled ones: {', '.join(scenario_keys())}", source=ref)

@@ -1,0 +1,310 @@
+"""Scenario spec: cluster layout, engine knobs, router, KV transfer, workload, SLO, seed.
+
+Engine knobs are named after SGLang's server arguments so a deployment's launch command maps
+one-to-one. Validation here is static (types, divisibility, memory fit); the world trusts it.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ._convert import build, check, read_yaml, replace_path
+from .errors import SpecError
+from .hardware import HardwareProfile
+from .model import DTYPE_BYTES, ModelSpec
+from .workload import WorkloadSpec
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """Per-group engine knobs (SGLang server-argument names and defaults)."""
+
+    chunked_prefill_size: int = 8192  # tokens per prefill step per instance (SGLang divides it by dp
+    #   under DP attention); -1 disables chunking
+    max_prefill_tokens: int = 16384  # tokens in one prefill batch of one DP rank
+    max_running_requests: int | None = None  # per instance; None = bounded by KV memory
+    max_total_tokens: int | None = None  # KV pool cap in tokens per instance
+    page_size: int = 1  # tokens per KV page (also the unit of KV transfer)
+    mem_fraction_static: float = 0.88  # share of HBM for weights + KV pool
+    cuda_graph_max_bs: int = 160  # decode batches up to this size replay a CUDA graph
+    enable_two_batch_overlap: bool = False
+    ep_num_redundant_experts: int = 0
+    deepep_mode: Literal["auto", "normal", "low_latency"] = "auto"
+    kv_cache_dtype: Literal["auto", "bf16", "fp8"] = "auto"
+    enable_mixed_chunk: bool = True  # colocated: prefill chunks ride in decode batches
+    init_new_token_ratio: float = 0.7  # decode admission reserve for future tokens (SGLang)
+    min_new_token_ratio: float = 0.1
+    new_token_ratio_decay_steps: int = 600
+    min_kv_reserve_tokens: int = 4096  # the memory check's minimum KV pool per instance
+
+    def __post_init__(self) -> None:
+        check(self.chunked_prefill_size == -1 or self.chunked_prefill_size >= 1,
+              "must be >= 1 or -1 (disabled)", "chunked_prefill_size")
+        check(self.max_prefill_tokens >= 1, "must be >= 1", "max_prefill_tokens")
+        check(self.max_running_requests is None or self.max_running_requests >= 1, "must be >= 1", "max_running_requests")
+        check(self.max_total_tokens is None or self.max_total_tokens >= 1, "must be >= 1", "max_total_tokens")
+        check(self.page_size >= 1, "must be >= 1", "page_size")
+        check(0 < self.mem_fraction_static <= 1, "must be in (0, 1]", "mem_fraction_static")
+        check(self.cuda_graph_max_bs >= 0, "must be >= 0", "cuda_graph_max_bs")
+        check(self.ep_num_redundant_experts >= 0, "must be >= 0", "ep_num_redundant_experts")
+        check(0 <= self.min_new_token_ratio <= self.init_new_token_ratio <= 1,
+              "need 0 <= min_new_token_ratio <= init_new_token_ratio <= 1", "init_new_token_ratio")
+        check(self.new_token_ratio_decay_steps >= 1, "must be >= 1", "new_token_ratio_decay_steps")
+
+    def prefill_budget(self, dp: int = 1) -> int:
+        """Tokens one of ``dp`` attention-DP ranks prefills per step: its share of the chunk
+        size (SGLang: chunked_prefill_size // dp_size), or max_prefill_tokens unchunked."""
+        if self.chunked_prefill_size == -1:
+            return self.max_prefill_tokens
+        return max(1, min(self.chunked_prefill_size // dp, self.max_prefill_tokens))
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """``count`` identical instances. An instance spans ``nodes`` whole nodes or ``gpus`` GPUs
+    of one node. ``tp`` is the instance's world size as in SGLang (``--tp``), ``dp`` the
+    attention data-parallel size (with ``enable_dp_attention``), ``ep`` the MoE expert-parallel
+    size (1 = MoE weights tensor-parallel)."""
+
+    count: int = 1
+    nodes: int | None = None
+    gpus: int | None = None
+    tp: int | None = None
+    dp: int = 1
+    ep: int = 1
+    enable_dp_attention: bool = False
+    engine: EngineSpec = field(default_factory=EngineSpec)
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        check(self.count >= 1, "must be >= 1", "count")
+        check((self.nodes is None) != (self.gpus is None), "give exactly one of nodes or gpus", "nodes")
+        check(self.nodes is None or self.nodes >= 1, "must be >= 1", "nodes")
+        check(self.gpus is None or self.gpus >= 1, "must be >= 1", "gpus")
+        check(self.dp >= 1, "must be >= 1", "dp")
+        check(self.ep >= 1, "must be >= 1", "ep")
+        check(self.dp == 1 or self.enable_dp_attention, "dp > 1 needs enable_dp_attention: true", "dp")
+
+    def gpus_per_instance(self, gpus_per_node: int) -> int:
+        return self.nodes * gpus_per_node if self.nodes is not None else self.gpus
+
+    def world(self, gpus_per_node: int) -> int:
+        return self.tp if self.tp is not None else self.gpus_per_instance(gpus_per_node)
+
+    def attn_tp(self, gpus_per_node: int) -> int:
+        return self.world(gpus_per_node) // self.dp
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Disaggregated (``prefill`` + ``decode`` groups) or aggregated (``colocated`` groups)."""
+
+    prefill: tuple[GroupSpec, ...] = ()
+    decode: tuple[GroupSpec, ...] = ()
+    colocated: tuple[GroupSpec, ...] = ()
+
+    def __post_init__(self) -> None:
+        disagg = bool(self.prefill) or bool(self.decode)
+        check(disagg or bool(self.colocated), "needs prefill and decode groups, or colocated groups", "prefill")
+        check(not (disagg and self.colocated), "mix of disaggregated and colocated groups is not supported", "colocated")
+        if disagg:
+            check(bool(self.prefill), "a disaggregated cluster needs at least one prefill group", "prefill")
+            check(bool(self.decode), "a disaggregated cluster needs at least one decode group", "decode")
+
+    @property
+    def disaggregated(self) -> bool:
+        return bool(self.prefill)
+
+    def groups(self) -> list[tuple[str, int, GroupSpec]]:
+        """(role, index, group) for every group, in declaration order."""
+        out = []
+        for role in ("prefill", "decode", "colocated"):
+            for i, g in enumerate(getattr(self, role)):
+                out.append((role, i, g))
+        return out
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    """Request router. ``policy`` is a registry key (``round_robin``, ``random``,
+    ``least_loaded``...) or ``package.module:ClassName``; ``params`` go to its constructor."""
+
+    policy: str = "round_robin"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TransferSpec:
+    """P->D KV transfer. Mooncake transfer engine (batched or per-page) or vLLM P2P NCCL."""
+
+    backend: Literal["mooncake", "nccl"] = "mooncake"
+    mode: Literal["put", "put_async", "get"] = "get"  # mooncake in SGLang: D pre-allocates, P writes
+    batched: bool = True  # Mooncake batch transfer (PR #499); false = one transfer per page
+    setup_ms: float | None = None  # per-transfer fixed cost; None = backend default
+    per_page_us: float | None = None  # per-page submission cost; None = backend default
+    nic_gbit: float | None = None  # override the profile's NIC line rate (what-if fabric)
+    kv_buffer_fraction: float = 0.0  # nccl: share of D's HBM for the receive buffer
+    overlap_chunks: bool = False  # send each finished prefill chunk while the next computes
+
+    def __post_init__(self) -> None:
+        check(self.setup_ms is None or self.setup_ms >= 0, "must be >= 0", "setup_ms")
+        check(self.per_page_us is None or self.per_page_us >= 0, "must be >= 0", "per_page_us")
+        check(self.nic_gbit is None or self.nic_gbit > 0, "must be > 0", "nic_gbit")
+        check(0 <= self.kv_buffer_fraction < 1, "must be in [0, 1)", "kv_buffer_fraction")
+
+
+@dataclass(frozen=True)
+class SLOSpec:
+    """Per-request service-level objective, in milliseconds; null = not checked. A request
+    meets the SLO when every given bound holds (vLLM ``--goodput`` semantics; ``itl_ms``
+    bounds the request's worst inter-token gap)."""
+
+    ttft_ms: float | None = 2000.0
+    itl_ms: float | None = None
+    tpot_ms: float | None = 50.0
+    e2e_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for f in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+            v = getattr(self, f)
+            check(v is None or v > 0, f"must be > 0 or null, got {v}", f)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    hardware: str  # profile key (see `pdsim list`) or a YAML path
+    model: str  # model key or a YAML path
+    cluster: ClusterSpec
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    router: RouterSpec = field(default_factory=RouterSpec)
+    transfer: TransferSpec = field(default_factory=TransferSpec)
+    slo: SLOSpec = field(default_factory=SLOSpec)
+    seed: int = 0
+    cost_model: str = "auto"  # "roofline", "calibrated", or "auto" (calibrated when the profile has constants)
+    description: str = ""
+    duration_limit_s: float | None = None  # stop simulated time here; unfinished requests get a drop reason
+
+
+@dataclass(frozen=True)
+class ResolvedScenario:
+    """A scenario with its hardware profile and model loaded; what the world consumes."""
+
+    scenario: Scenario
+    hardware: HardwareProfile
+    model: ModelSpec
+    source: str  # file it came from (for error messages)
+    base_dir: Path  # relative paths in the scenario (traces) resolve against this
+
+    @property
+    def name(self) -> str:
+        return self.scenario.name
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    try:
+        return build(Scenario, data)
+    except SpecError as err:
+        raise err.at(source=source) from None
+
+
+def apply_overrides(data: dict, overrides: list[str] | dict[str, Any], source: str = "--set") -> dict:
+    """Apply ``field.path=value`` overrides (values parsed as YAML scalars) to raw data."""
+    import yaml
+
+    data = copy.deepcopy(data)
+    items = overrides.items() if isinstance(overrides, dict) else []
+    if not isinstance(overrides, dict):
+        parsed = []
+        for item in overrides:
+            if "=" not in item:
+                raise SpecError(f"expected FIELD=VALUE, got {item!r}", source=source)
+            k, v = item.split("=", 1)
+            try:
+                parsed.append((k.strip(), yaml.safe_load(v)))
+            except yaml.YAMLError:
+                raise SpecError(f"cannot parse value {v!r}", source=source, field=k.strip()) from None
+        items = parsed
+    for key, value in items:
+        # `cluster.decode.count=6` addresses the first group when a role holds a list
+        replace_path(data, _first_group_alias(data, key), value)
+    return data
+
+
+def _first_group_alias(data: dict, key: str) -> str:
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[0] == "cluster" and parts[1] in ("prefill", "decode", "colocated"):
+        role = data.get("cluster", {}).get(parts[1]) if isinstance(data.get("cluster"), dict) else None
+        if isinstance(role, list) and not parts[2].startswith("[") and not parts[2].isdigit():
+            return ".".join(parts[:2]) + "[0]." + ".".join(parts[2:])
+    return key
+
+
+def normalize_cluster(data: Any) -> Any:
+    """Accept a single mapping where a list of groups is expected (``decode: {count: 2, ...}``)."""
+    if isinstance(data, dict) and isinstance(data.get("cluster"), dict):
+        cl = data["cluster"]
+        for role in ("prefill", "decode", "colocated"):
+            if isinstance(cl.get(role), dict):
+                cl[role] = [cl[role]]
+    return data
+
+
+def read_scenario_data(path: str | Path) -> dict:
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecError("expected a mapping at the top level", source=str(path))
+    return normalize_cluster(data)
+
+
+def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: ModelSpec, source: str) -> None:
+    """Cross-checks that need the hardware and the model: divisibility and memory fit."""
+    from .memory import instance_memory
+
+    gpn = hw.gpus_per_node
+    for role, i, g in resolved_scenario.cluster.groups():
+        where = f"cluster.{role}[{i}]"
+        gpus = g.gpus_per_instance(gpn)
+        if g.gpus is not None and gpus < gpn and gpn % gpus != 0:
+            raise SpecError(f"{gpus} GPUs do not divide {gpn} GPUs per node", source=source, field=f"{where}.gpus")
+        if g.gpus is not None and gpus > gpn:
+            raise SpecError(f"{gpus} GPUs exceed one node ({gpn}); use nodes: for multi-node instances",
+                            source=source, field=f"{where}.gpus")
+        world = g.world(gpn)
+        if world != gpus:
+            if gpus <= gpn and gpn % world != 0:
+                raise SpecError(f"{world} does not divide {gpn} GPUs per node", source=source, field=f"{where}.tp")
+            raise SpecError(f"tp is the instance's world size and must equal its {gpus} GPUs, got {world}",
+                            source=source, field=f"{where}.tp")
+        if world % g.dp:
+            raise SpecError(f"dp {g.dp} does not divide tp {world}", source=source, field=f"{where}.dp")
+        attn_tp = world // g.dp
+        if model.attention != "mla" and model.num_heads % attn_tp:
+            raise SpecError(f"attention TP {attn_tp} does not divide {model.num_heads} heads",
+                            source=source, field=f"{where}.tp")
+        if g.ep > 1:
+            if model.moe is None:
+                raise SpecError(f"ep {g.ep} on dense model {model.name}", source=source, field=f"{where}.ep")
+            if g.ep != world:
+                raise SpecError(f"ep must be 1 or the world size {world}, got {g.ep}", source=source, field=f"{where}.ep")
+            slots = model.moe.num_experts + g.engine.ep_num_redundant_experts
+            if slots % g.ep:
+                raise SpecError(f"{model.moe.num_experts} experts + {g.engine.ep_num_redundant_experts} redundant "
+                                f"do not divide over ep {g.ep}", source=source, field=f"{where}.ep")
+        if g.engine.kv_cache_dtype == "fp8" and hw.gpu.fp8_tflops == 0:
+            pass  # FP8 KV storage works without FP8 tensor cores (it is a storage format)
+        mem = instance_memory(hw, model, g)
+        if mem.kv_tokens < g.engine.min_kv_reserve_tokens:
+            raise SpecError(
+                f"{model.name} does not fit: per GPU it needs {mem.weights_gb:.1f} GB of weights + "
+                f"{mem.reserve_gb:.1f} GB KV reserve ({g.engine.min_kv_reserve_tokens} tokens) + "
+                f"{mem.activation_gb:.1f} GB activations = {mem.needed_gb:.1f} GB, but "
+                f"{mem.available_gb:.1f} GB is available (mem_fraction_static {g.engine.mem_fraction_static} "
+                f"x {hw.gpu.hbm_gib} GiB)", source=source, field=where)
+    if resolved_scenario.cluster.disaggregated:
+        kinds = {(g.world(gpn) // g.dp) for g in resolved_scenario.cluster.prefill + resolved_scenario.cluster.decode}
+        if resolved_scenario.transfer.backend == "nccl" and len(kinds) > 1:
+            raise SpecError("P2P NCCL needs the same attention TP on P and D (symmetric TP only)",
+                            source=source, field="transfer.backend")

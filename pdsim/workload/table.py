@@ -1,0 +1,44 @@
+"""The columnar request table every workload source produces and the world consumes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class RequestTable:
+    """Requests in arrival order.
+
+    arrival_s: arrival time of each request, seconds from the start (non-decreasing).
+    input_len / output_len: prompt tokens and tokens to generate (>= 1).
+    hash_ids: per request, the ids of its ``block_size``-token prompt blocks, prefix-chained
+      (Mooncake trace convention: equal id k implies equal blocks before it), or None.
+    max_concurrency: closed loop / bench_serving ``--max-concurrency``: at most this many
+      requests in flight; a request starts at max(arrival, a slot frees up).
+    """
+
+    arrival_s: np.ndarray
+    input_len: np.ndarray
+    output_len: np.ndarray
+    hash_ids: list[np.ndarray] | None = None
+    block_size: int = 512
+    max_concurrency: int | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        self.arrival_s = np.asarray(self.arrival_s, dtype=np.float64)
+        self.input_len = np.asarray(self.input_len, dtype=np.int64)
+        self.output_len = np.asarray(self.output_len, dtype=np.int64)
+        n = len(self.arrival_s)
+        if len(self.input_len) != n or len(self.output_len) != n:
+            raise ValueError("arrival_s, input_len and output_len must have the same length")
+        if self.hash_ids is not None and len(self.hash_ids) != n:
+            raise ValueError("hash_ids must have one entry per request")
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.arrival_s[-1] - self.arrival_s[0]) if len(self) else 0.0
