@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 from .metrics.results import Results
 from .sim.cluster import World
+from .sim.router import ROUTERS
 from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
 from .specs.errors import SpecError
 from .specs.scenario import (ResolvedScenario, Scenario, apply_overrides, normalize_cluster, parse_scenario,
@@ -21,6 +22,10 @@ def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | No
     hw = load_hardware_ref(sc.hardware, base, source)
     model = load_model_ref(sc.model, base, source)
     validate_against(sc, hw, model, source)
+    try:  # plug-ins are checked at load so a typo fails before any simulation
+        ROUTERS.get(sc.router.policy, field="router.policy")
+    except SpecError as err:
+        raise err.at(source=source) from None
     return ResolvedScenario(sc, hw, model, source, base)
 
 

@@ -52,6 +52,7 @@ class Instance:
         # prefill side
         self.pq: list[deque[Request]] = [deque() for _ in range(self.dp)]
         self.pq_tokens = 0  # prompt tokens waiting or in progress (router load signal)
+        self.pq_count = 0  # requests in the prefill queues
         self.prefilling = 0
         self._rr = 0
         self.recompute_ctx: dict[int, int] = {}  # rid -> context to re-prefill after a retraction
@@ -92,7 +93,8 @@ class Instance:
 
     @property
     def queue_len(self) -> int:
-        return sum(len(q) for q in self.pq) + len(self.prealloc_q) + len(self.ready_q)
+        """Requests waiting: for prefill (or recompute), for KV pre-allocation, for admission."""
+        return self.pq_count + len(self.prealloc_q) + len(self.ready_q)
 
     # ---- entry points --------------------------------------------------------------------
     def wake(self) -> None:
@@ -113,6 +115,7 @@ class Instance:
         req.dp_rank = rank
         q = self.pq[rank]
         (q.appendleft if front else q.append)(req)
+        self.pq_count += 1
         self.pq_tokens += plen - req.prefilled
         self.wake()
 
@@ -349,6 +352,7 @@ class Instance:
             if req.prefilled >= self._prompt_len(req):
                 q = self.pq[req.dp_rank]
                 q.remove(req) if q[0] is not req else q.popleft()
+                self.pq_count -= 1
                 self.prefilling -= 1
                 self._prefill_complete(req, now)
 

@@ -131,8 +131,9 @@ class Fabric:
         if version != self._version:
             return
         self._advance()
-        # tolerance: a flow within 1 byte (or 1 ns of work) of its end is done
-        done = [f for f in self.flows.values() if f.remaining <= max(1.0, f.rate * 1e-9)]
+        # floating-point tolerance: within a nanosecond of work (or 1e-9 of its bytes) is done
+        done = [f for f in self.flows.values()
+                if f.remaining <= f.nbytes * 1e-9 or (f.rate > 0 and f.remaining <= f.rate * 1e-9)]
         for f in done:
             del self.flows[f.fid]
         self._reschedule()

@@ -1,0 +1,216 @@
+"""Plotly figure builders shared by the CLI's HTML report and the dashboard.
+
+Each builder takes Results (or a mapping name -> Results to overlay runs) and returns a
+plotly Figure. Timelines are binned to at most ``bins`` points so figures stay small even
+for hour-long runs.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..metrics.results import Results
+
+RunSet = Mapping[str, Results]
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+
+def _runs(res: Results | RunSet) -> dict[str, Results]:
+    return {res.scenario.name: res} if isinstance(res, Results) else dict(res)
+
+
+def _cdf(values: np.ndarray, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    v = np.sort(values[~np.isnan(values)])
+    if v.size == 0:
+        return v, v
+    q = np.linspace(0, 1, min(max_points, v.size))
+    return np.quantile(v, q), q
+
+
+def latency_cdf_figure(res: Results | RunSet) -> go.Figure:
+    """CDFs of TTFT, ITL, TPOT and E2E (ms), one colour per run; SLO bounds dashed."""
+    runs = _runs(res)
+    fig = make_subplots(rows=2, cols=2, subplot_titles=("TTFT (ms)", "ITL (ms)", "TPOT (ms)", "E2E latency (ms)"))
+    for k, (name, r) in enumerate(runs.items()):
+        df = r.requests[r.requests["finished"]]
+        series = [df["ttft_s"].to_numpy(), r.itls, df["tpot_s"].to_numpy(), df["e2e_s"].to_numpy()]
+        for j, vals in enumerate(series):
+            x, y = _cdf(np.asarray(vals, dtype=float) * 1e3)
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=name, legendgroup=name, showlegend=j == 0,
+                                     line=dict(color=PALETTE[k % len(PALETTE)])), row=j // 2 + 1, col=j % 2 + 1)
+    slo = next(iter(runs.values())).scenario.scenario.slo
+    for j, bound in enumerate([slo.ttft_ms, slo.itl_ms, slo.tpot_ms, slo.e2e_ms]):
+        if bound:
+            fig.add_vline(x=bound, line_dash="dash", line_color="gray", row=j // 2 + 1, col=j % 2 + 1)
+    fig.update_yaxes(title_text="fraction of requests", range=[0, 1.01])
+    fig.update_layout(title="Latency CDFs", height=600, margin=dict(t=70, l=50, r=20, b=40))
+    return fig
+
+
+def _bin_instance(tl: pd.DataFrame, column: str, bins: int, how: str) -> pd.DataFrame:
+    inst = tl[tl["kind"] == "instance"]
+    if inst.empty:
+        return inst
+    t0, t1 = float(tl["time_s"].min()), float(tl["time_s"].max())
+    edges = np.linspace(t0, t1 + 1e-9, bins + 1)
+    out = []
+    for name, g in inst.groupby("entity", sort=False):
+        idx = np.clip(np.searchsorted(edges, g["time_s"].to_numpy(), side="right") - 1, 0, bins - 1)
+        s = pd.Series(g[column].to_numpy(), index=idx).groupby(level=0).agg(how)
+        out.append(pd.DataFrame({"time_s": edges[s.index], "entity": name, column: s.to_numpy()}))
+    return pd.concat(out, ignore_index=True)
+
+
+def throughput_timeline_figure(res: Results | RunSet, bins: int = 300) -> go.Figure:
+    """Output tokens/s (decode) and prefill tokens/s over time, summed over instances."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("output tokens/s", "prefill tokens/s"))
+    for k, (name, r) in enumerate(_runs(res).items()):
+        tl = r.timeline
+        inst = tl[tl["kind"] == "instance"]
+        if inst.empty:
+            continue
+        t = inst["time_s"].to_numpy()
+        edges = np.linspace(t.min(), t.max() + 1e-9, bins + 1)
+        width = edges[1] - edges[0]
+        for j, col in enumerate(["running_batch", "prefill_tokens"]):
+            h, _ = np.histogram(t, bins=edges, weights=inst[col].to_numpy())
+            fig.add_trace(go.Scatter(x=edges[:-1], y=h / width, mode="lines", name=name, legendgroup=name,
+                                     showlegend=j == 0, line=dict(color=PALETTE[k % len(PALETTE)])), row=1, col=j + 1)
+    fig.update_xaxes(title_text="time (s)")
+    fig.update_layout(title="Throughput over time", height=350, margin=dict(t=70, l=50, r=20, b=40))
+    return fig
+
+
+def instance_timeline_figure(res: Results, bins: int = 300) -> go.Figure:
+    """Per instance: queue depth, running batch and KV pool use over time (binned max)."""
+    tl = res.timeline
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True,
+                        subplot_titles=("queue depth (requests)", "running batch (requests)", "KV pool used (fraction)"))
+    for j, col in enumerate(["queue_depth", "running_batch", "kv_used_frac"]):
+        binned = _bin_instance(tl, col, bins, "max")
+        for k, (name, g) in enumerate(binned.groupby("entity", sort=False) if not binned.empty else []):
+            fig.add_trace(go.Scatter(x=g["time_s"], y=g[col], mode="lines", name=name, legendgroup=name,
+                                     showlegend=j == 0, line=dict(color=PALETTE[k % len(PALETTE)])), row=j + 1, col=1)
+    fig.update_xaxes(title_text="time (s)", row=3, col=1)
+    fig.update_layout(title="Instances over time", height=650, margin=dict(t=70, l=50, r=20, b=40))
+    return fig
+
+
+def link_timeline_figure(res: Results, bins: int = 300) -> go.Figure:
+    """Bandwidth in use per link (Gbit/s), time-weighted within each bin."""
+    tl = res.timeline
+    links = tl[tl["kind"] == "link"]
+    fig = go.Figure()
+    if not links.empty:
+        t_end = float(tl["time_s"].max())
+        edges = np.linspace(float(tl["time_s"].min()), t_end + 1e-9, bins + 1)
+        for k, (name, g) in enumerate(links.groupby("entity", sort=False)):
+            t = g["time_s"].to_numpy()
+            rate = g["link_bytes_per_s"].to_numpy()
+            # integrate the step function: bytes moved per bin / bin width
+            cum = np.concatenate([[0.0], np.cumsum(rate[:-1] * np.diff(t))])
+            moved = np.interp(edges, t, cum, left=0.0, right=cum[-1] + rate[-1] * 0)
+            gbps = np.diff(moved) / np.diff(edges) * 8 / 1e9
+            fig.add_trace(go.Scatter(x=edges[:-1], y=gbps, mode="lines", name=name,
+                                     line=dict(color=PALETTE[k % len(PALETTE)])))
+    fig.update_layout(title="KV transfer bandwidth per link", xaxis_title="time (s)", yaxis_title="Gbit/s",
+                      height=350, margin=dict(t=60, l=50, r=20, b=40))
+    return fig
+
+
+BREAKDOWN = [("queue_s", "queueing"), ("prefill_s", "prefill compute"), ("kv_load_s", "KV load"),
+             ("transfer_wait_s", "wait for D KV room"), ("transfer_s", "KV transfer"),
+             ("decode_wait_s", "D admission")]
+
+
+def ttft_breakdown_figure(res: Results | RunSet) -> go.Figure:
+    """Where TTFT goes: mean seconds per phase (stacked), per run."""
+    fig = go.Figure()
+    runs = _runs(res)
+    names = list(runs)
+    for j, (col, label) in enumerate(BREAKDOWN):
+        vals = []
+        for r in runs.values():
+            df = r.requests[r.requests["finished"]]
+            v = df[col].to_numpy(dtype=float) if col in df else np.array([np.nan])
+            vals.append(float(np.nanmean(v)) * 1e3 if np.isfinite(v).any() else 0.0)
+        fig.add_trace(go.Bar(x=names, y=vals, name=label, marker_color=PALETTE[j % len(PALETTE)]))
+    fig.update_layout(barmode="stack", title="TTFT breakdown (mean ms per phase)", yaxis_title="ms",
+                      height=350, margin=dict(t=60, l=50, r=20, b=40))
+    return fig
+
+
+def request_gantt_figure(res: Results, n: int = 25, seed: int = 0) -> go.Figure:
+    """The life of ``n`` sample requests: queue, prefill, transfer, decode as horizontal bars."""
+    df = res.requests[res.requests["finished"]]
+    if len(df) > n:
+        df = df.sample(n=n, random_state=seed).sort_values("arrival_s")
+    phases = [("queue", "arrival_s", "prefill_start_s", "#bbbbbb"),
+              ("prefill", "prefill_start_s", "prefill_end_s", "#1f77b4"),
+              ("wait+transfer", "prefill_end_s", "transfer_end_s", "#ff7f0e"),
+              ("to first token", "transfer_end_s", "first_token_s", "#9467bd"),
+              ("decode", "first_token_s", "finish_s", "#2ca02c")]
+    fig = go.Figure()
+    labels = [f"req {i}" for i in df["request_id"]]
+    for name, a, b, color in phases:
+        start = df[a].to_numpy(dtype=float)
+        end = df[b].to_numpy(dtype=float)
+        dur = np.where(np.isfinite(start) & np.isfinite(end), end - start, 0.0)
+        fig.add_trace(go.Bar(y=labels, x=np.clip(dur, 0, None), base=np.nan_to_num(start), orientation="h",
+                             name=name, marker_color=color,
+                             hovertemplate=name + ": %{x:.3f}s<extra></extra>"))
+    fig.update_layout(barmode="overlay", title="Sample request lives", xaxis_title="time (s)",
+                      height=max(300, 22 * len(df) + 100), margin=dict(t=60, l=80, r=20, b=40),
+                      yaxis=dict(autorange="reversed"))
+    return fig
+
+
+SUMMARY_ROWS = [
+    ("completed", "completed requests", "{:.0f}"), ("dropped", "dropped requests", "{:.0f}"),
+    ("request_throughput", "request throughput (req/s)", "{:.2f}"),
+    ("input_throughput", "input tokens/s", "{:.0f}"), ("output_throughput", "output tokens/s", "{:.0f}"),
+    ("output_throughput_per_node", "output tokens/s per node", "{:.0f}"),
+    ("goodput_share", "goodput share (meets SLO)", "{:.1%}"), ("request_goodput", "goodput (req/s)", "{:.2f}"),
+    ("mean_ttft_ms", "mean TTFT (ms)", "{:.1f}"), ("median_ttft_ms", "median TTFT (ms)", "{:.1f}"),
+    ("p90_ttft_ms", "p90 TTFT (ms)", "{:.1f}"), ("p99_ttft_ms", "p99 TTFT (ms)", "{:.1f}"),
+    ("mean_itl_ms", "mean ITL (ms)", "{:.2f}"), ("p90_itl_ms", "p90 ITL (ms)", "{:.2f}"),
+    ("p99_itl_ms", "p99 ITL (ms)", "{:.2f}"), ("mean_tpot_ms", "mean TPOT (ms)", "{:.2f}"),
+    ("p99_tpot_ms", "p99 TPOT (ms)", "{:.2f}"), ("mean_e2e_latency_ms", "mean E2E (ms)", "{:.0f}"),
+    ("p99_e2e_latency_ms", "p99 E2E (ms)", "{:.0f}"),
+]
+
+
+def summary_rows(summary: dict) -> list[tuple[str, str]]:
+    """(label, formatted value) pairs for tables in the CLI, HTML report and dashboard."""
+    rows = []
+    for key, label, fmt in SUMMARY_ROWS:
+        v = summary.get(key)
+        rows.append((label, "n/a" if v is None else fmt.format(v)))
+    return rows
+
+
+def report_html(res: Results, path: str) -> None:
+    """Write a standalone HTML report (plotly.js inlined, viewable offline)."""
+    import html
+
+    s = res.summary()
+    table = "".join(f"<tr><td>{html.escape(a)}</td><td style='text-align:right'>{html.escape(b)}</td></tr>"
+                    for a, b in summary_rows(s))
+    figs = [latency_cdf_figure(res), ttft_breakdown_figure(res), throughput_timeline_figure(res),
+            instance_timeline_figure(res), link_timeline_figure(res), request_gantt_figure(res)]
+    parts = [f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs)]
+    title = html.escape(f"pdsim report: {res.scenario.name}")
+    desc = html.escape(res.scenario.scenario.description or "")
+    doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
+           "<style>body{font-family:sans-serif;margin:20px} table{border-collapse:collapse}"
+           "td{padding:2px 12px;border-bottom:1px solid #ddd}</style></head><body>"
+           f"<h1>{title}</h1><p>{desc}</p><p>{s['gpus']} GPUs ({s['nodes']:g} nodes) on "
+           f"{html.escape(res.scenario.hardware.name)}, model {html.escape(res.scenario.model.name)}; "
+           f"simulated {s['sim_time_s']:.1f} s in {s['wall_s']:.2f} s wall.</p>"
+           f"<table>{table}</table>" + "".join(parts) + "</body></html>")
+    with open(path, "w") as f:
+        f.write(doc)

@@ -1,0 +1,40 @@
+"""Shared builders: small scenarios that simulate in milliseconds."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+import pdsim
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def scenario_dict(kind: str = "disagg", **over) -> dict:
+    """A small Llama-3.1-8B scenario on H100 GPUs; ``kind``: disagg | colocated."""
+    eng = {"chunked_prefill_size": 2048, "page_size": 16}
+    if kind == "colocated":
+        cluster = {"colocated": [{"count": 1, "gpus": 1, "engine": dict(eng)}]}
+    else:
+        cluster = {"prefill": [{"count": 1, "gpus": 1, "engine": dict(eng)}],
+                   "decode": [{"count": 1, "gpus": 1, "engine": dict(eng)}]}
+    d = {
+        "name": f"small-{kind}", "hardware": "h100", "model": "llama-3.1-8b", "cluster": cluster,
+        "workload": {"kind": "synthetic", "num_requests": 60, "rate": 8.0,
+                     "input": {"dist": "uniform", "min": 64, "max": 1024},
+                     "output": {"dist": "uniform", "min": 1, "max": 64}},
+        "slo": {"ttft_ms": 2000, "tpot_ms": 50}, "seed": 1,
+    }
+    for k, v in over.items():
+        d[k] = v
+    return d
+
+
+def resolve(d: dict):
+    return pdsim.resolve_scenario(copy.deepcopy(d), "<test>", REPO / "workloads" / "scenarios")
+
+
+
+
+
