@@ -29,7 +29,13 @@ def scenarios(draw):
                                max_total_tokens=draw(st.sampled_from([None, 6000, 20000])),
                                min_kv_reserve_tokens=1024,
                                enable_mixed_chunk=draw(st.booleans()))
-    d["router"] = {"policy": draw(st.sampled_from(["round_robin", "random", "least_loaded"]))}
+    d["router"] = {"policy": draw(st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware"]))}
+    if kind == "disagg":
+        mode = draw(st.sampled_from(["mooncake", "get", "put", "put_async"]))
+        if mode != "mooncake":
+            d["transfer"] = {"backend": "nccl", "mode": mode,
+                             "kv_buffer_fraction": draw(st.sampled_from([0.0, 0.0005, 0.002])),
+                             "host_pool_gib": draw(st.sampled_from([0.0, 0.1, 32.0]))}
     d["workload"].update(num_requests=draw(st.integers(1, 80)), rate=draw(st.sampled_from([None, 2.0, 50.0])),
                          output={"dist": "uniform", "min": 1, "max": draw(st.sampled_from([1, 50, 400]))},
                          input={"dist": "uniform", "min": 1, "max": draw(st.sampled_from([64, 3000]))},

@@ -58,4 +58,23 @@ class Results:
         slo = self.scenario.scenario.slo
         out["slo"] = {k: getattr(slo, k) for k in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")}
         out.pop("max_concurrency_seen", None)
+        ex = self.log.extra
+        if ex.get("tiers"):
+            out["tiers"] = [dict(t, hit_rate=self._tier_hit_rate(t)) for t in ex["tiers"]]
+        if ex.get("buffers"):
+            out["receive_buffers"] = ex["buffers"]
+        if ex.get("caches"):
+            out["prefix_caches"] = ex["caches"]
         return out
+
+    def _tier_hit_rate(self, tier: dict) -> float:
+        """Share of looked-up prompt tokens served from this tier."""
+        looked = sum(c["lookup_tokens"] for c in self.log.extra.get("caches", {}).values())
+        block = self._block_tokens()
+        return float(tier["hit_blocks"] * block / looked) if looked else 0.0
+
+    def _block_tokens(self) -> int:
+        for inst in self.log.instances:
+            if inst.cache is not None:
+                return inst.cache.block_tokens
+        return 0

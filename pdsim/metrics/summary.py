@@ -73,6 +73,12 @@ def summarize(df: pd.DataFrame, itls: np.ndarray, ok: np.ndarray, nodes: float, 
         out["mean_prefill_ms"] = float(np.nanmean(fin["prefill_s"]) * 1e3)
         tr = fin["transfer_s"].to_numpy()
         out["mean_transfer_ms"] = float(np.nanmean(tr) * 1e3) if np.isfinite(tr).any() else None
+    inp = int(df["input_len"].sum())
+    out["prefix_cache_hit_rate"] = float(df["cached_tokens"].sum() / inp) if inp else 0.0
+    out["offload_loaded_tokens"] = int(df["loaded_tokens"].sum())
+    out["kv_lost_recomputes"] = int(df["recomputes"].sum())
+    if len(fin):
+        out["mean_kv_load_ms"] = float(fin["kv_load_s"].mean() * 1e3)
     drops = df.loc[~df["finished"], "drop_reason"].value_counts().to_dict()
     out["drop_reasons"] = {str(k): int(v) for k, v in drops.items()}
     return out

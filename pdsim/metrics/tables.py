@@ -16,7 +16,8 @@ REQUEST_COLUMNS = [
     "request_id", "arrival_s", "input_len", "output_len", "cached_tokens", "prefill_instance",
     "decode_instance", "routed_s", "prefill_start_s", "prefill_end_s", "transfer_start_s",
     "transfer_end_s", "decode_alloc_s", "decode_admit_s", "first_token_s", "finish_s",
-    "drop_reason", "preemptions", "recompute_tokens", "transfer_bytes", "kv_load_s",
+    "drop_reason", "preemptions", "recompute_tokens", "transfer_bytes", "kv_load_s", "loaded_tokens",
+    "d_load_s", "recomputes",
 ]
 
 
@@ -26,7 +27,7 @@ def request_frame(log: RunLog) -> pd.DataFrame:
              names[r.p_inst] if r.p_inst >= 0 else None, names[r.d_inst] if r.d_inst >= 0 else None,
              r.routed, r.prefill_start, r.prefill_end, r.transfer_start, r.transfer_end, r.d_alloc,
              r.decode_admit, r.first_token, r.finish, r.drop_reason, r.preemptions, r.recompute_tokens,
-             r.transfer_bytes, r.kv_load_s) for r in log.requests]
+             r.transfer_bytes, r.kv_load_s, r.loaded_tokens, r.d_load_s, r.recomputes) for r in log.requests]
     df = pd.DataFrame.from_records(rows, columns=REQUEST_COLUMNS)
     df = df.sort_values("request_id", kind="stable").reset_index(drop=True)
     df["ttft_s"] = df["first_token_s"] - df["arrival_s"]
@@ -35,7 +36,8 @@ def request_frame(log: RunLog) -> pd.DataFrame:
     df["tpot_s"] = np.where(many, (df["finish_s"] - df["first_token_s"]) / (df["output_len"] - 1).clip(lower=1), np.nan)
     # TTFT breakdown: queueing before prefill, prefill compute, waiting for D + transfer, D admission
     df["queue_s"] = df["prefill_start_s"] - df["arrival_s"]
-    df["prefill_s"] = df["prefill_end_s"] - df["prefill_start_s"]
+    # prefill compute excludes the synchronous KV load from offload tiers (its own phase)
+    df["prefill_s"] = df["prefill_end_s"] - df["prefill_start_s"] - df["kv_load_s"]
     df["transfer_wait_s"] = df["transfer_start_s"] - df["prefill_end_s"]
     df["transfer_s"] = df["transfer_end_s"] - df["transfer_start_s"]
     df["decode_wait_s"] = df["first_token_s"] - df["transfer_end_s"]
@@ -92,6 +94,15 @@ def timeline_frame(log: RunLog) -> pd.DataFrame:
             "queue_depth": np.asarray(inst.log_queue, dtype=np.int64),
             "kv_used_frac": np.asarray(inst.log_kv) / cap,
         }))
+    for inst in log.instances:
+        if inst.tier_log and inst.cache is not None:
+            names = [t.name for t in inst.cache.tiers.tiers]
+            caps = [t.capacity for t in inst.cache.tiers.tiers]
+            t = np.asarray([x[0] for x in inst.tier_log])
+            used = np.asarray([x[1] for x in inst.tier_log])
+            for j, (name, cap) in enumerate(zip(names, caps)):
+                parts.append(pd.DataFrame({"time_s": t, "entity": name, "kind": "tier", "role": "tier",
+                                           "tier_used_bytes": used[:, j], "tier_used_frac": used[:, j] / cap}))
     if log.link_usage:
         lu = pd.DataFrame(log.link_usage, columns=["time_s", "entity", "link_bytes_per_s", "flows"])
         lu["kind"] = "link"

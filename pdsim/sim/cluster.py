@@ -23,9 +23,15 @@ from ..specs.memory import instance_memory, kv_dtype
 from ..specs.scenario import ResolvedScenario
 from ..workload.table import RequestTable
 from .instance import Instance
+from .kvpool import pages_for
+from ..specs.catalog import load_storage
+from ..specs.hardware import GIB
+from .buffers import ReceiveBuffer
 from .network import Fabric
+from .prefix_cache import PrefixCache
 from .request import Request
 from .router import ROUTERS
+from .tiers import EVICTION, Tier, TierStack
 
 SWITCH = "fabric"
 
@@ -68,6 +74,8 @@ class World:
         self.decode: list[Instance] = []
         self.colocated: list[Instance] = []
         self.instances: list[Instance] = []
+        self.shared_tiers: dict[str, Tier] = {}
+        self.tier_stacks: list[TierStack] = []
         nic_gbit = sc.transfer.nic_gbit
         for role, gi, g in sc.cluster.groups():
             mem = instance_memory(self.hw, self.model, g)
@@ -90,12 +98,71 @@ class World:
                 graph.add_edge(node, SWITCH, name=f"{name}.nic",
                                capacity=instance_nic_capacity(self.hw, gpus, nic_gbit))
                 inst = Instance(self, iid, name, role, g, cost, kv_tokens, kvb, node)
+                self._attach_memory(inst, role, gi, g, mem)
                 self.instances.append(inst)
                 getattr(self, role).append(inst)
         self.fabric = Fabric(self.env, graph)
+        self.put_mode = sc.transfer.backend == "nccl" and sc.transfer.mode in ("put", "put_async")
         self.router = ROUTERS.create(sc.router.policy, field="router.policy", rng=self.rng, **sc.router.params)
         self.disaggregated = sc.cluster.disaggregated
         self.env.process(self._client())
+
+    # ---- KV memory hierarchy ---------------------------------------------------------------
+    def _attach_memory(self, inst: Instance, role: str, gi: int, g, mem) -> None:
+        """Prefix cache + offload tiers on prefill-capable instances; receive buffers on D."""
+        sc = self.resolved.scenario
+        hw = self.hw
+        if role == "decode" and sc.transfer.backend == "nccl":
+            gpu_buf = sc.transfer.kv_buffer_fraction * hw.gpu.hbm_bytes * inst.gpus
+            host = sc.transfer.host_pool_gib * GIB
+            inst.buffer = ReceiveBuffer(gpu_buf, host, hw.gpu.pcie_gbps * 1e9 * hw.efficiency.pcie)
+        if role == "prefill" and sc.transfer.backend == "nccl" and sc.transfer.mode == "put":
+            inst.block_on_send = True
+        if role == "decode" or g.engine.disable_radix_cache or self.table.hash_ids is None:
+            return
+        off = sc.kv_offload
+        block = (off.block_size if off is not None and off.block_size else None) or self.table.block_size
+        if block % inst.page:
+            raise SpecError(f"page_size {inst.page} must divide the prefix-cache block of {block} tokens "
+                            "(or set disable_radix_cache: true)", source=self.resolved.source,
+                            field=f"cluster.{role}[{gi}].engine.page_size")
+        stack = None
+        if off is not None:
+            stack = self._tier_stack(inst, off, block, mem)
+            inst.load_policy = off.load_policy
+        inst.cache = PrefixCache(inst.pool, block, block // inst.page, stack,
+                                 off.write_through if off is not None else False)
+
+    def _tier_stack(self, inst: Instance, off, block: int, mem) -> TierStack:
+        """Tiers sized and paced for this instance: host DRAM and local SSD per node (share of a
+        node for sub-node instances), PCIe per GPU; a shared remote pool is one object."""
+        devices = load_storage().devices
+        gpn = self.hw.gpus_per_node
+        nodes = inst.gpus / gpn
+        policy = EVICTION.get(off.eviction, field="kv_offload.eviction")
+        tiers = []
+        for t in off.tiers:
+            dev = devices[t.device]
+            cap = (t.capacity_gib if t.capacity_gib is not None else dev.capacity_gib) * GIB
+            if dev.shared:
+                if t.device not in self.shared_tiers:
+                    self.shared_tiers[t.device] = Tier(t.device, dev, cap, policy())
+                tiers.append(self.shared_tiers[t.device])
+                continue
+            # device figures are per node (DRAM bandwidth is per GPU's PCIe link); an explicit
+            # capacity_gib in the scenario is per instance
+            scale = inst.gpus if dev.kind == "host_dram" else nodes
+            tier = Tier(f"{inst.name}.{t.device}", dev, cap * nodes if t.capacity_gib is None else cap, policy())
+            tier.read_bps *= scale
+            tier.write_bps *= scale
+            tiers.append(tier)
+        for a, b in zip(tiers, tiers[1:]):
+            a.next = b
+        # one logical copy of each block per GPU that holds it (MLA latents on every TP rank)
+        block_bytes = block * mem.kv_bytes_per_token_per_gpu * inst.gpus / inst.dp
+        stack = TierStack(tiers, block_bytes)
+        self.tier_stacks.append(stack)
+        return stack
 
     # ---- arrivals ------------------------------------------------------------------------
     def _client(self):
@@ -125,7 +192,10 @@ class World:
             p = self.router.pick_prefill(req, self.prefill)
             d = self.router.pick_decode(req, self.decode)
             req.p_inst, req.d_inst = p.iid, d.iid
-            d.enqueue_prealloc(req)
+            if not self.put_mode:  # GET / Mooncake: D pre-allocates, then the KV moves
+                d.enqueue_prealloc(req)
+            elif pages_for(req.input_len, d.page) > d.pool.capacity:
+                self.drop(req, "prompt_exceeds_decode_kv_capacity")
             if req.drop_reason is None:
                 p.enqueue_prefill(req)
         else:
@@ -141,7 +211,7 @@ class World:
 
     def on_prefill_done(self, req: Request) -> None:
         req.prefill_ready = True
-        if req.d_ready:
+        if req.d_ready or self.put_mode:
             self._start_transfer(req)
 
     def _start_transfer(self, req: Request) -> None:
@@ -152,6 +222,10 @@ class World:
                              // p.group.dp, p.page, p.group.engine.kv_cache_dtype)
         req.transfer_bytes = plan.nbytes
         cap = flow_cap(self.hw, plan.senders, min(p.gpus, d.gpus), self.transfer.nic_gbit)
+        if self.put_mode:
+            # P pushes into D's receive buffer: GPU buffer, else host pool, else it is lost
+            req.buffer_where = d.buffer.reserve(plan.nbytes)
+            p.sending += 1
 
         def send(_ev=None):
             self.fabric.send(p.nic_node, d.nic_node, plan.nbytes, cap, lambda _f: self._transfer_done(req))
@@ -163,8 +237,20 @@ class World:
 
     def _transfer_done(self, req: Request) -> None:
         req.transfer_end = self.env.now
-        self.instances[req.p_inst].release_prefill_kv(req)
-        self.instances[req.d_inst].on_transferred(req)
+        p, d = self.instances[req.p_inst], self.instances[req.d_inst]
+        p.release_prefill_kv(req)
+        if self.put_mode:
+            p.sending -= 1
+            if p.sending == 0 and p._sent is not None and not p._sent.triggered:
+                p._sent.succeed()
+            if req.buffer_where is None:
+                d.recompute_lost(req)
+                return
+            req.ctx0 = req.input_len
+            d.ready_q.append(req)
+            d.wake()
+            return
+        d.on_transferred(req)
 
     # ---- endings ---------------------------------------------------------------------------
     def on_finished(self, req: Request) -> None:
@@ -192,21 +278,22 @@ class World:
         wall0 = time.perf_counter()
         step = chunk_s or max(1.0, (self.table.duration_s or 60.0) / 50)
         while True:
-            target = env.now + step
+            nxt = env.peek()
+            if nxt == math.inf:
+                break  # nothing left to happen (a stuck request is reported below)
+            target = max(env.now + step, nxt)  # when idle, jump to the next event
             if horizon is not None:
                 target = min(target, horizon)
-            # run until the target time or until nothing is left to simulate
-            try:
-                env.run(until=target)
-            except simpy.core.EmptySchedule:  # pragma: no cover - simpy raises only on step()
-                break
+            # step by hand: simpy's run(until=...) leaves its stop event queued, which would
+            # hide an empty schedule (a stuck world) from peek()
+            peek, stepper = env.peek, env.step
+            while peek() <= target:
+                stepper()
             if self.progress:
                 self.progress(env.now, time.perf_counter() - wall0, self.finished + self.dropped, n)
             if self.finished + self.dropped >= n and len(self.requests) == n:
                 break
             if horizon is not None and env.now >= horizon:
-                break
-            if env.peek() == math.inf:
                 break
         for req in self.requests:
             if not req.done:
@@ -217,5 +304,19 @@ class World:
             self.requests.append(req)
         wall = time.perf_counter() - wall0
         events = sum(len(i.log_t) for i in self.instances)
+        extra = {"tiers": [t.stats() for t in self._all_tiers()],
+                 "caches": {i.name: {"lookup_tokens": i.cache.lookup_tokens, "hit_tokens": i.cache.hit_tokens,
+                                     "evicted_blocks": i.cache.evicted_blocks}
+                            for i in self.instances if i.cache is not None},
+                 "buffers": {i.name: i.buffer.stats() for i in self.instances if i.buffer is not None}}
         return RunLog(self.requests, self.instances, self.fabric.usage_log, dict(self.fabric.capacity),
-                      env.now, wall, events, self.disaggregated)
+                      env.now, wall, events, self.disaggregated, extra)
+
+    def _all_tiers(self) -> list[Tier]:
+        seen, out = set(), []
+        for st in self.tier_stacks:
+            for t in st.tiers:
+                if id(t) not in seen:
+                    seen.add(id(t))
+                    out.append(t)
+        return out

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class Instance:
     def __init__(self, world: "World", iid: int, name: str, role: str, group: GroupSpec, cost,
                  kv_tokens: int, kv_bytes_per_token: float, nic_node: str):
+
         self.world = world
         self.env = world.env
         self.iid = iid
@@ -78,6 +79,14 @@ class Instance:
         self.log_dec: list[int] = []
         self.log_kv: list[int] = []
         self.log_queue: list[int] = []
+        self.cache = None  # PrefixCache, set by the world when prefix caching applies
+        self.buffer = None  # ReceiveBuffer of the P2P NCCL put modes (decode role)
+        self.load_policy = "cheaper"
+        self.block_on_send = False  # P2P NCCL PUT: the loop waits until its KV is sent
+        self.sending = 0
+        self._sent = None
+        self.load_until = 0.0  # KV loads (offload tiers, host pool) hold the engine until then
+        self.tier_log: list[tuple[float, tuple[float, ...]]] = []
         self.tokens_out = 0
         self.retractions = 0
         self.busy_time = 0.0
@@ -132,10 +141,27 @@ class Instance:
         self.wake()
 
     def release_prefill_kv(self, req: Request) -> None:
-        """P frees a request's KV once it has left (transfer done)."""
+        """P frees a request's KV once it has left (transfer done); cached blocks stay."""
         self.pool.release(req.p_pages)
         req.p_pages = 0
+        self._unref(req)
         self.wake()
+
+    def _unref(self, req: Request) -> None:
+        if req.cache_keys:
+            self.cache.release(req.cache_keys)
+            req.cache_keys = []
+            req.shared_pages = 0
+
+    def recompute_lost(self, req: Request) -> None:
+        """The KV never arrived (no room in any receive buffer): prefill it again here."""
+        req.kv_lost = True
+        req.pf_admitted = False
+        req.prefilled = 0
+        req.recomputes += 1
+        req.recompute_tokens += req.input_len
+        self.recompute_ctx[req.rid] = req.input_len
+        self.enqueue_prefill(req)
 
     # ---- admission -----------------------------------------------------------------------
     def _reserve_pages(self) -> int:
@@ -157,7 +183,21 @@ class Instance:
     def _admit_ready(self) -> None:
         q = self.ready_q
         while q and self.n_run < self.max_running:
-            req = q.popleft()
+            req = q[0]
+            if req.buffer_where is not None:  # P2P NCCL put: KV waits in the receive buffer
+                need = pages_for(req.ctx0, self.page)
+                if self.pool.free - self._reserve_pages() < need:
+                    break
+                self.pool.alloc(need)
+                req.d_pages = need
+                load = self.buffer.take(req.transfer_bytes, req.buffer_where)
+                req.buffer_where = None
+                if load:
+                    req.d_load_s = load
+                    end = self.env.now + load
+                    if end > self.load_until:
+                        self.load_until = end
+            q.popleft()
             req.decode_admit = self.env.now
             if math.isnan(req.first_token):
                 req.first_token = self.env.now  # P's token, streamed by D on admission
@@ -198,13 +238,14 @@ class Instance:
         self.bucket[(req.ctx0 - req.admit_step) % self.page] -= 1
         if steps > 0:
             req.segments.append((self.iid, req.admit_step, last_step))
-        req.d_pages = pages_for(ctx, self.page)
+        req.d_pages = pages_for(ctx, self.page) - req.shared_pages
         return ctx
 
     def _finish(self, req: Request) -> None:
         req.finish = self.env.now
         self.pool.release(req.d_pages)
         req.d_pages = 0
+        self._unref(req)
         self.world.on_finished(req)
 
     def _retract_for(self, pages_needed: int) -> None:
@@ -216,6 +257,8 @@ class Instance:
             req.finish_step = -1  # its heap entry is now stale
             self.pool.release(req.d_pages)
             req.d_pages = 0
+            self._unref(req)
+            req.pf_admitted = False
             req.preemptions += 1
             self.retractions += 1
             # recompute: the whole context is prefilled again on this instance, first in line
@@ -241,18 +284,8 @@ class Instance:
             for req in q:
                 if budget <= 0 or slots <= 0:
                     break
-                if req.p_pages == 0 and req.d_pages == 0:
-                    need = pages_for(self._prompt_len(req), self.page)
-                    if self.pool.free - (self._reserve_pages() if self.role != "prefill" else 0) < need:
-                        break
-                    self.pool.alloc(need)
-                    if self.role == "prefill":
-                        req.p_pages = need
-                    else:
-                        req.d_pages = need
-                    if math.isnan(req.prefill_start):
-                        req.prefill_start = self.env.now
-                    self.prefilling += 1
+                if not req.pf_admitted and not self._admit_prompt(req):
+                    break
                 left = self._prompt_len(req) - req.prefilled
                 chunk = left if left <= budget else budget
                 if chunk <= 0:
@@ -267,6 +300,86 @@ class Instance:
             if attn > attn_max:
                 attn_max = attn
         return batch, tokens, attn_max * self.dp, len(batch)
+
+    def _admit_prompt(self, req: Request) -> bool:
+        """Allocate KV for a prompt about to start prefill, reusing cached prefix blocks and
+        loading lower-tier hits (or recomputing them, whichever the policy picks). False when
+        the pool has no room yet (FCFS: the queue waits)."""
+        plen = self._prompt_len(req)
+        cache = self.cache
+        now = self.env.now
+        m = 0
+        found = ()
+        keys = req.hash_ids
+        if cache is not None and keys is not None and len(keys) and req.rid not in self.recompute_ctx:
+            B = cache.block_tokens
+            limit = min(len(keys), (plen - 1) // B)  # at least one token is computed for logits
+            m = cache.match(keys, limit)
+            if cache.tiers is not None and m < limit:
+                found = cache.tiers.lookup(keys, m, limit)
+        shared = m * cache.ppb if m else 0
+        private = pages_for(plen, self.page) - shared
+        avail = self.pool.free - (self._reserve_pages() if self.role != "prefill" else 0)
+        if cache is not None:
+            avail += cache.evictable_pages - (cache.evictable_among(keys[:m]) if m else 0)
+        if avail < private:
+            return False
+        if m:
+            head = [k for k in keys[:m]]
+            cache.acquire(head)
+            req.cache_keys = head
+            req.shared_pages = shared
+        if cache is not None and self.pool.free < private:
+            cache.make_room(private, now)
+        if not self.pool.alloc(private):  # pragma: no cover - guarded by `avail` above
+            raise RuntimeError("KV pool accounting broke: admission check passed but allocation failed")
+        if self.role == "prefill":
+            req.p_pages = private
+        else:
+            req.d_pages = private
+        if cache is not None and req.rid not in self.recompute_ctx:
+            B = cache.block_tokens
+            cached = m * B
+            cache.lookup_tokens += plen
+            cache.hit_tokens += cached
+            if found:
+                k_tok = len(found) * B
+                load_s = cache.tiers.estimate_load(found, now)
+                pol = self.load_policy
+                if pol == "load" or (pol == "cheaper" and
+                                     load_s < self.cost.step_time(k_tok, k_tok * (cached + k_tok / 2.0), 1, 0, 0)):
+                    load_s = cache.tiers.load(found, now)
+                    req.kv_load_s += load_s
+                    req.loaded_tokens = k_tok
+                    cached += k_tok
+                    if now + load_s > self.load_until:
+                        self.load_until = now + load_s
+            req.cached_tokens = cached
+            req.prefilled = cached
+            self.pq_tokens -= cached
+        if math.isnan(req.prefill_start):
+            req.prefill_start = now
+        self.prefilling += 1
+        req.pf_admitted = True
+        return True
+
+    def _adopt_blocks(self, req: Request) -> None:
+        """After prefill, the prompt's full blocks join the prefix cache (shared from now on)."""
+        cache = self.cache
+        keys = req.hash_ids
+        n_full = min(len(keys), req.input_len // cache.block_tokens)
+        now = self.env.now
+        have = set(req.cache_keys)
+        for j in range(len(req.cache_keys), n_full):
+            k = keys[j]
+            if k in have or not cache.adopt(k, now):
+                continue
+            req.cache_keys.append(k)
+            req.shared_pages += cache.ppb
+            if self.role == "prefill":
+                req.p_pages -= cache.ppb
+            else:
+                req.d_pages -= cache.ppb
 
     # ---- the engine loop -----------------------------------------------------------------
     def _loop(self):
@@ -314,6 +427,10 @@ class Instance:
             ctx = self.sum_ctx + n if n else 0
             dur = cost.step_time(pf_tokens, pf_attn, pf_seqs, n, ctx)
             start = env.now
+            if self.load_until > start:
+                dur += self.load_until - start  # synchronous KV loads hold this step
+            if self.cache is not None and self.cache.tiers is not None:
+                self.tier_log.append((start, tuple(t.used for t in self.cache.tiers.tiers)))
             self.log_t.append(start)
             self.log_dur.append(dur)
             self.log_pf.append(pf_tokens)
@@ -326,6 +443,10 @@ class Instance:
                 self._after_decode(n)
             if batch:
                 self._after_prefill(batch)
+                if self.block_on_send and self.sending:
+                    self._sent = env.event()  # P2P NCCL PUT: wait until this step's KV is sent
+                    yield self._sent
+                    self._sent = None
 
     def _after_decode(self, n: int) -> None:
         step = self.dstep
@@ -358,6 +479,8 @@ class Instance:
 
     def _prefill_complete(self, req: Request, now: float) -> None:
         recompute = self.recompute_ctx.pop(req.rid, None)
+        if self.cache is not None and recompute is None and req.hash_ids is not None:
+            self._adopt_blocks(req)
         if self.role == "prefill":
             req.prefill_end = now
             self.world.on_prefill_done(req)

@@ -21,7 +21,8 @@ class Request:
         "p_inst", "d_inst", "segments", "prefilled", "cached_tokens", "preemptions",
         "recomputes", "kv_bytes", "ctx0", "admit_step", "finish_step", "dp_rank",
         "p_pages", "d_pages", "kv_lost", "recompute_tokens", "kv_load_s", "on_finish",
-        "prefill_ready", "d_ready", "transfer_bytes", "tier_hits",
+        "prefill_ready", "d_ready", "transfer_bytes", "tier_hits", "cache_keys", "shared_pages",
+        "buffer_where", "d_load_s", "loaded_tokens", "pf_admitted",
     )
 
     def __init__(self, rid: int, arrival: float, input_len: int, output_len: int, hash_ids=None):
@@ -55,6 +56,12 @@ class Request:
         self.d_ready = False
         self.transfer_bytes = 0.0
         self.tier_hits: dict | None = None
+        self.cache_keys: list = []  # prefix-cache blocks this request references
+        self.shared_pages = 0  # pages of those blocks (not the request's own)
+        self.buffer_where: str | None = None  # nccl put modes: 'gpu' / 'host' receive buffer
+        self.d_load_s = 0.0  # D-side KV read from the host pool at admission
+        self.loaded_tokens = 0  # prompt tokens loaded from offload tiers
+        self.pf_admitted = False  # its prompt holds KV on the instance prefilling it
 
     @property
     def done(self) -> bool:

@@ -66,3 +66,34 @@ class LeastLoaded(Router):
         return min(instances, key=lambda i: (i.outstanding_tokens / i.gpus, i.iid))
 
     pick_decode = pick_prefill
+
+
+@ROUTERS.register("cache_aware")
+class CacheAware(Router):
+    """Prefill: the instance whose HBM prefix cache holds the longest prefix of the prompt
+    (ties and cache-less instances: fewest outstanding tokens per GPU); decode: least loaded.
+    ``balance_tokens``: skip an instance whose outstanding prompt tokens per GPU exceed the
+    least loaded one's by more than this (SGLang router's cache-aware balance threshold)."""
+
+    def __init__(self, rng, balance_tokens: float = 32768.0, **params):
+        super().__init__(rng, **params)
+        self.balance = balance_tokens
+
+    def pick_prefill(self, req, instances):
+        load = {i.iid: i.outstanding_tokens / i.gpus for i in instances}
+        floor = min(load.values())
+        best, best_key = None, None
+        for inst in instances:
+            if load[inst.iid] - floor > self.balance:
+                continue
+            cache = inst.cache
+            hit = 0
+            if cache is not None and req.hash_ids is not None:
+                hit = cache.match(req.hash_ids, len(req.hash_ids))
+            key = (-hit, load[inst.iid], inst.iid)
+            if best_key is None or key < best_key:
+                best, best_key = inst, key
+        return best
+
+    def pick_decode(self, req, instances):
+        return min(instances, key=lambda i: (i.outstanding_tokens / i.gpus, i.iid))

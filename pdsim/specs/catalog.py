@@ -53,7 +53,7 @@ def _keys(folder: Path) -> list[str]:
 
 
 def hardware_keys() -> list[str]:
-    return _keys(hardware_dir())
+    return [k for k in _keys(hardware_dir()) if k != "storage"]
 
 
 def model_keys() -> list[str]:
@@ -108,3 +108,16 @@ def scenario_path(ref: str) -> Path:
     if cand.is_file():
         return cand
     raise SpecError(f"no such scenario file; bundled ones: {', '.join(scenario_keys())}", source=ref)
+
+
+@lru_cache(maxsize=4)
+def _cached_storage(path: str, mtime: float):
+    from .storage import load_storage_catalog
+
+    return load_storage_catalog(path)
+
+
+def load_storage():
+    """The storage devices of hardware_profiles/storage.yaml (offload tiers)."""
+    p = hardware_dir() / "storage.yaml"
+    return _cached_storage(str(p), p.stat().st_mtime)

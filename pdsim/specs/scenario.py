@@ -14,6 +14,7 @@ from ._convert import build, check, read_yaml, replace_path
 from .errors import SpecError
 from .hardware import HardwareProfile
 from .model import DTYPE_BYTES, ModelSpec
+from .storage import OffloadSpec
 from .workload import WorkloadSpec
 
 
@@ -38,6 +39,7 @@ class EngineSpec:
     min_new_token_ratio: float = 0.1
     new_token_ratio_decay_steps: int = 600
     min_kv_reserve_tokens: int = 4096  # the memory check's minimum KV pool per instance
+    disable_radix_cache: bool = False  # prefix caching of prompt blocks (prefill/colocated)
 
     def __post_init__(self) -> None:
         check(self.chunked_prefill_size == -1 or self.chunked_prefill_size >= 1,
@@ -146,9 +148,13 @@ class TransferSpec:
     per_page_us: float | None = None  # per-page submission cost; None = backend default
     nic_gbit: float | None = None  # override the profile's NIC line rate (what-if fabric)
     kv_buffer_fraction: float = 0.0  # nccl: share of D's HBM for the receive buffer
-    overlap_chunks: bool = False  # send each finished prefill chunk while the next computes
+    host_pool_gib: float = 32.0  # nccl: D's host tensor memory pool when the GPU buffer is full
 
     def __post_init__(self) -> None:
+        check(self.backend == "nccl" or self.mode == "get",
+              "mooncake (SGLang) pre-allocates KV on D and then P writes, which is mode 'get'; "
+              "put and put_async are P2P NCCL modes (backend: nccl)", "mode")
+        check(self.host_pool_gib >= 0, "must be >= 0", "host_pool_gib")
         check(self.setup_ms is None or self.setup_ms >= 0, "must be >= 0", "setup_ms")
         check(self.per_page_us is None or self.per_page_us >= 0, "must be >= 0", "per_page_us")
         check(self.nic_gbit is None or self.nic_gbit > 0, "must be > 0", "nic_gbit")
@@ -183,6 +189,7 @@ class Scenario:
     transfer: TransferSpec = field(default_factory=TransferSpec)
     slo: SLOSpec = field(default_factory=SLOSpec)
     seed: int = 0
+    kv_offload: OffloadSpec | None = None
     cost_model: str = "auto"  # "roofline", "calibrated", or "auto" (calibrated when the profile has constants)
     description: str = ""
     duration_limit_s: float | None = None  # stop simulated time here; unfinished requests get a drop reason
@@ -296,6 +303,14 @@ def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: Mo
         if g.engine.kv_cache_dtype == "fp8" and hw.gpu.fp8_tflops == 0:
             pass  # FP8 KV storage works without FP8 tensor cores (it is a storage format)
         mem = instance_memory(hw, model, g)
+        if role == "decode" and resolved_scenario.transfer.backend == "nccl":
+            buf_tokens = int(g.dp * resolved_scenario.transfer.kv_buffer_fraction * hw.gpu.hbm_bytes
+                             / mem.kv_bytes_per_token_per_gpu)
+            if mem.kv_tokens - buf_tokens < g.engine.min_kv_reserve_tokens:
+                raise SpecError(f"the receive buffer ({resolved_scenario.transfer.kv_buffer_fraction:.1%} of HBM) "
+                                f"leaves {max(0, mem.kv_tokens - buf_tokens)} KV tokens on {where}, below its "
+                                f"min_kv_reserve_tokens {g.engine.min_kv_reserve_tokens}",
+                                source=source, field="transfer.kv_buffer_fraction")
         if mem.kv_tokens < g.engine.min_kv_reserve_tokens:
             raise SpecError(
                 f"{model.name} does not fit: per GPU it needs {mem.weights_gb:.1f} GB of weights + "
@@ -303,6 +318,14 @@ def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: Mo
                 f"{mem.activation_gb:.1f} GB activations = {mem.needed_gb:.1f} GB, but "
                 f"{mem.available_gb:.1f} GB is available (mem_fraction_static {g.engine.mem_fraction_static} "
                 f"x {hw.gpu.hbm_gib} GiB)", source=source, field=where)
+    if resolved_scenario.kv_offload is not None:
+        from .catalog import load_storage
+
+        devices = load_storage().devices
+        for i, t in enumerate(resolved_scenario.kv_offload.tiers):
+            if t.device not in devices:
+                raise SpecError(f"unknown storage device {t.device!r}; expected one of {', '.join(devices)}",
+                                source=source, field=f"kv_offload.tiers[{i}].device")
     if resolved_scenario.cluster.disaggregated:
         kinds = {(g.world(gpn) // g.dp) for g in resolved_scenario.cluster.prefill + resolved_scenario.cluster.decode}
         if resolved_scenario.transfer.backend == "nccl" and len(kinds) > 1:

@@ -1,0 +1,153 @@
+"""Offload tiers below HBM (host DRAM, local SSD, remote storage), LMCache-style.
+
+A tier holds KV blocks keyed by prefix hash, up to its capacity in bytes, and is a FIFO
+device: every read or write occupies it for latency + bytes / bandwidth after whatever is
+already queued, so background writes (spills) delay later reads. That is how a host DRAM tier
+that overflows into a local SSD turns into disk thrashing.
+
+Accounting per tier (bytes): written = resident + evicted; ``read`` counts bytes loaded back.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Hashable
+
+from ..registry import Registry
+from ..specs.storage import StorageDevice
+
+EVICTION: Registry["EvictionPolicy"] = Registry("eviction policy")
+
+
+class EvictionPolicy:
+    """Orders a tier's blocks; ``victim`` names the next block to evict."""
+
+    def on_insert(self, blocks: OrderedDict, key: Hashable) -> None:
+        pass
+
+    def on_access(self, blocks: OrderedDict, key: Hashable) -> None:
+        pass
+
+    def victim(self, blocks: OrderedDict) -> Hashable:
+        return next(iter(blocks))
+
+
+@EVICTION.register("lru")
+class LRU(EvictionPolicy):
+    def on_access(self, blocks, key):
+        blocks.move_to_end(key)
+
+
+@EVICTION.register("fifo")
+class FIFO(EvictionPolicy):
+    pass
+
+
+class Tier:
+    def __init__(self, name: str, device: StorageDevice, capacity_bytes: float, policy: EvictionPolicy):
+        self.name = name
+        self.device = device
+        self.capacity = capacity_bytes
+        self.read_bps = device.read_gbps * 1e9
+        self.write_bps = device.write_gbps * 1e9
+        self.latency = device.latency_us * 1e-6
+        self.policy = policy
+        self.blocks: OrderedDict[Hashable, float] = OrderedDict()
+        self.used = 0.0
+        self.busy_until = 0.0
+        self.bytes_written = 0.0
+        self.bytes_read = 0.0
+        self.bytes_evicted = 0.0
+        self.hit_blocks = 0
+        self.next: Tier | None = None  # spill target
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.blocks
+
+    def occupy(self, now: float, nbytes: float, bps: float) -> float:
+        """Queue an I/O of ``nbytes``; returns its completion time."""
+        start = now if now > self.busy_until else self.busy_until
+        self.busy_until = start + self.latency + nbytes / bps
+        return self.busy_until
+
+    def store(self, key: Hashable, nbytes: float, now: float) -> None:
+        """Insert a block (async write); evicts to the next tier when full."""
+        if key in self.blocks:
+            self.policy.on_access(self.blocks, key)
+            return
+        if nbytes > self.capacity:
+            self.bytes_written += nbytes
+            self.bytes_evicted += nbytes
+            return
+        while self.used + nbytes > self.capacity and self.blocks:
+            victim = self.policy.victim(self.blocks)
+            vbytes = self.blocks.pop(victim)
+            self.used -= vbytes
+            self.bytes_evicted += vbytes
+            if self.next is not None:
+                self.next.store(victim, vbytes, now)
+        self.blocks[key] = nbytes
+        self.policy.on_insert(self.blocks, key)
+        self.used += nbytes
+        self.bytes_written += nbytes
+        self.occupy(now, nbytes, self.write_bps)
+
+    def load(self, keys: list[Hashable], now: float) -> float:
+        """Read blocks back (they stay resident); returns the completion time."""
+        nbytes = 0.0
+        for k in keys:
+            nbytes += self.blocks[k]
+            self.policy.on_access(self.blocks, k)
+        self.bytes_read += nbytes
+        self.hit_blocks += len(keys)
+        return self.occupy(now, nbytes, self.read_bps)
+
+    def estimate(self, nbytes: float, now: float) -> float:
+        start = now if now > self.busy_until else self.busy_until
+        return start + self.latency + nbytes / self.read_bps
+
+    def stats(self) -> dict:
+        return {"tier": self.name, "device": self.device.kind, "capacity_bytes": self.capacity,
+                "resident_bytes": self.used, "bytes_written": self.bytes_written,
+                "bytes_read": self.bytes_read, "bytes_evicted": self.bytes_evicted, "hit_blocks": self.hit_blocks}
+
+
+class TierStack:
+    """Ordered tiers (fastest first) under one instance; shared tiers may appear in several."""
+
+    def __init__(self, tiers: list[Tier], block_bytes: float):
+        self.tiers = tiers
+        self.block_bytes = block_bytes
+
+    def find(self, key: Hashable) -> Tier | None:
+        for t in self.tiers:
+            if key in t.blocks:
+                return t
+        return None
+
+    def lookup(self, keys, start: int, stop: int) -> list[tuple[Hashable, Tier]]:
+        """Contiguous blocks keys[start:stop] found below HBM, with the tier holding each."""
+        found = []
+        for j in range(start, stop):
+            t = self.find(keys[j])
+            if t is None:
+                break
+            found.append((keys[j], t))
+        return found
+
+    def estimate_load(self, found: list[tuple[Hashable, Tier]], now: float) -> float:
+        per: dict[int, tuple[Tier, float]] = {}
+        for _k, t in found:
+            tier, b = per.get(id(t), (t, 0.0))
+            per[id(t)] = (tier, b + self.block_bytes)
+        return max((t.estimate(b, now) for t, b in per.values()), default=now) - now
+
+    def load(self, found: list[tuple[Hashable, Tier]], now: float) -> float:
+        """Load the blocks (tiers in parallel); returns seconds until all have arrived."""
+        per: dict[int, tuple[Tier, list]] = {}
+        for k, t in found:
+            per.setdefault(id(t), (t, []))[1].append(k)
+        return max((t.load(ks, now) for t, ks in per.values()), default=now) - now
+
+    def store(self, key: Hashable, now: float) -> None:
+        if self.tiers and self.find(key) is None:
+            self.tiers[0].store(key, self.block_bytes, now)
