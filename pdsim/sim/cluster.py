@@ -17,7 +17,7 @@ import numpy as np
 import simpy
 
 from ..costs import build_step_cost
-from ..costs.transfer import flow_cap, instance_nic_capacity, transfer_plan
+from ..costs.transfer import flow_cap, instance_nic_capacity, kv_bytes_moved, transfer_plan
 from ..specs.errors import SpecError
 from ..specs.memory import instance_memory, kv_dtype
 from ..specs.scenario import ResolvedScenario
@@ -140,6 +140,12 @@ class World:
         gpn = self.hw.gpus_per_node
         nodes = inst.gpus / gpn
         policy = EVICTION.get(off.eviction, field="kv_offload.eviction")
+        # LMCache keeps one copy of each block: MLA latents are identical on every TP rank, so
+        # one rank's PCIe link carries them; GQA shards travel over every rank's link at once
+        attn_tp = inst.group.world(gpn) // inst.dp
+        block_bytes, links = kv_bytes_moved(self.model, block, attn_tp, inst.group.engine.kv_cache_dtype)
+        links = min(links, inst.gpus)
+        pcie_bps = links * self.hw.gpu.pcie_gbps * 1e9 * self.hw.efficiency.pcie
         tiers = []
         for t in off.tiers:
             dev = devices[t.device]
@@ -151,16 +157,14 @@ class World:
                 continue
             # device figures are per node (DRAM bandwidth is per GPU's PCIe link); an explicit
             # capacity_gib in the scenario is per instance
-            scale = inst.gpus if dev.kind == "host_dram" else nodes
+            scale = links if dev.kind == "host_dram" else nodes
             tier = Tier(f"{inst.name}.{t.device}", dev, cap * nodes if t.capacity_gib is None else cap, policy())
             tier.read_bps *= scale
             tier.write_bps *= scale
             tiers.append(tier)
         for a, b in zip(tiers, tiers[1:]):
             a.next = b
-        # one logical copy of each block per GPU that holds it (MLA latents on every TP rank)
-        block_bytes = block * mem.kv_bytes_per_token_per_gpu * inst.gpus / inst.dp
-        stack = TierStack(tiers, block_bytes)
+        stack = TierStack(tiers, block_bytes, pcie_bps)
         self.tier_stacks.append(stack)
         return stack
 
@@ -268,6 +272,9 @@ class World:
         self.in_flight -= 1
         if self._cc_waiting:
             req = self.requests[self._cc_waiting.popleft()]
+            # a closed-loop client sends when a slot frees; latencies count from the send,
+            # as bench_serving measures them under --max-concurrency
+            req.arrival = self.env.now
             self._start(req)
 
     # ---- run ---------------------------------------------------------------------------------

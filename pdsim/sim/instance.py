@@ -413,8 +413,12 @@ class Instance:
             n = self.n_run if run_decode else 0
             if n:
                 need = self.bucket[(-self.dstep) % self.page]
+                if need > self.pool.free and self.cache is not None:
+                    self.cache.make_room(need, env.now)  # unreferenced cached blocks go first
                 if need > self.pool.free:
                     self._retract_for(need)
+                    if batch is None or not pf_tokens:
+                        continue  # the freed pages may admit queued work: form the batch again
                     n = self.n_run
                     need = self.bucket[(-self.dstep) % self.page]
                 if n:

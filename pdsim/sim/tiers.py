@@ -114,9 +114,12 @@ class Tier:
 class TierStack:
     """Ordered tiers (fastest first) under one instance; shared tiers may appear in several."""
 
-    def __init__(self, tiers: list[Tier], block_bytes: float):
+    def __init__(self, tiers: list[Tier], block_bytes: float, pcie_bps: float = float("inf")):
         self.tiers = tiers
         self.block_bytes = block_bytes
+        # without GPUDirect Storage every byte from SSD or remote storage lands in host memory
+        # and crosses PCIe to the GPU: loads take at least bytes / pcie_bps
+        self.pcie_bps = pcie_bps
 
     def find(self, key: Hashable) -> Tier | None:
         for t in self.tiers:
@@ -139,14 +142,16 @@ class TierStack:
         for _k, t in found:
             tier, b = per.get(id(t), (t, 0.0))
             per[id(t)] = (tier, b + self.block_bytes)
-        return max((t.estimate(b, now) for t, b in per.values()), default=now) - now
+        end = max((t.estimate(b, now) for t, b in per.values()), default=now)
+        return max(end - now, len(found) * self.block_bytes / self.pcie_bps)
 
     def load(self, found: list[tuple[Hashable, Tier]], now: float) -> float:
         """Load the blocks (tiers in parallel); returns seconds until all have arrived."""
         per: dict[int, tuple[Tier, list]] = {}
         for k, t in found:
             per.setdefault(id(t), (t, []))[1].append(k)
-        return max((t.load(ks, now) for t, ks in per.values()), default=now) - now
+        end = max((t.load(ks, now) for t, ks in per.values()), default=now)
+        return max(end - now, len(found) * self.block_bytes / self.pcie_bps)
 
     def store(self, key: Hashable, now: float) -> None:
         if self.tiers and self.find(key) is None:
