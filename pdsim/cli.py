@@ -126,9 +126,36 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
-    from .workload.cli import stats_command
+    from .report.workload_figures import workload_figure
+    from .specs._convert import build, read_yaml
+    from .specs.workload import WorkloadSpec
+    from .workload import materialize, read_trace, workload_stats
 
-    return stats_command(args.target, args.html, args.skip_bad_rows, args.format)
+    target = Path(args.target)
+    if target.suffix.lower() in (".yaml", ".yml"):
+        data = read_yaml(target)
+        data = data.get("workload", data) if isinstance(data, dict) else data
+        try:
+            spec = build(WorkloadSpec, data)
+        except SpecError as err:
+            raise err.at(source=str(target)) from None
+        table = materialize(spec, seed=args.seed, base_dir=target.parent)
+    else:
+        table = read_trace(target, args.format, skip_bad_rows=args.skip_bad_rows)
+    st = workload_stats(table)
+    print(f"workload: {st['source']}")
+    print(f"  requests {st['requests']:,} over {st['duration_s']:,.1f} s: {st['mean_rate']:.3f} req/s "
+          f"(inter-arrival CV {st['interarrival_cv']:.2f})")
+    for key in ("input_len", "output_len"):
+        d = st[key]
+        print(f"  {key:<10} mean {d['mean']:9.1f}  p50 {d['p50']:8.0f}  p90 {d['p90']:8.0f}  p99 {d['p99']:8.0f}  max {d['max']:8d}")
+    print(f"  prefix reuse (infinite cache): {st['prefix_reuse_ratio']:.2%}")
+    if st["skipped_rows"]:
+        print(f"  skipped bad rows: {st['skipped_rows']}")
+    if args.html:
+        workload_figure(table, st).write_html(args.html, include_plotlyjs=True)
+        print(f"  wrote {args.html}")
+    return 0
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
@@ -186,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--html", help="write the statistics figure here")
     st.add_argument("--skip-bad-rows", action="store_true")
     st.add_argument("--format", default="auto", choices=["auto", "mooncake", "azure", "burstgpt", "jsonl", "bench"])
+    st.add_argument("--seed", type=int, default=0, help="seed for a generated workload spec")
     st.set_defaults(fn=cmd_workload)
 
     db = sub.add_parser("dashboard", help="interactive Dash app")

@@ -95,3 +95,16 @@ def test_router_plugin_by_module_path(tmp_path, capsys):
         sys.path.remove(str(tmp_path))
     req = pd.read_csv(out / "requests.csv")
     assert set(req["decode_instance"]) == {"D0.2"}
+
+
+def test_workload_stats_command(tmp_path, capsys):
+    from pdsim.specs.catalog import traces_dir
+
+    html = tmp_path / "w.html"
+    assert main(["workload", "stats", str(traces_dir() / "mooncake_fast25_synthetic_trace.jsonl"), "--html", str(html)]) == 0
+    out = capsys.readouterr().out
+    assert "3,993" in out and "prefix reuse" in out and html.stat().st_size > 1000
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": 5}\n')
+    assert main(["workload", "stats", str(bad)]) == 2
+    assert "line 1: output_length: missing" in capsys.readouterr().err

@@ -25,6 +25,7 @@ class RequestTable:
     block_size: int = 512
     max_concurrency: int | None = None
     source: str = ""
+    skipped_rows: int = 0  # bad trace rows skipped (skip_bad_rows)
 
     def __post_init__(self) -> None:
         self.arrival_s = np.asarray(self.arrival_s, dtype=np.float64)
