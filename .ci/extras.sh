@@ -4,3 +4,5 @@ set -uo pipefail
 if command -v apt-get >/dev/null && ! command -v chromedriver >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || echo "chromium not installed: browser tests will skip"
 fi
+# Ray for the sweep-on-Ray test (the optional `ray` extra)
+python3 -m pip install -q -e ".[ray]" || echo "ray not installed: the Ray sweep test will skip"

@@ -102,15 +102,35 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from .explore.cli import sweep_command
+    import time
 
-    return sweep_command(args.sweep, args.out, args.workers, args.ray, args.ray_address, args.no_resume)
+    from .explore import run_sweep
+
+    t0 = time.perf_counter()
+    df = run_sweep(args.sweep, args.out, workers=args.workers, ray=args.ray, ray_address=args.ray_address,
+                   resume=not args.no_resume, progress=sys.stderr.isatty())
+    wall = time.perf_counter() - t0
+    ok = df[df["status"] == "ok"]
+    print(f"pdsim sweep: {len(df)} configurations ({len(ok)} feasible, {len(df) - len(ok)} infeasible), "
+          f"{df.attrs.get('computed', len(df))} simulated in {wall:.1f} s")
+    summary = json.loads((Path(args.out) / "summary.json").read_text())
+    for metric, best in summary["best"].items():
+        knobs = ", ".join(f"{k}={v}" for k, v in best["knobs"].items())
+        print(f"  best {metric:<26} {best['value']:>10.3f}  [{best['config_id']}] {knobs}")
+    print(f"  wrote {args.out}/: results.csv, results.parquet, pareto.csv, summary.json, report.html, configs/")
+    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .explore.cli import compare_command
+    from .explore import compare
 
-    return compare_command(args.scenarios, args.out, args.set or [])
+    df = compare(args.scenarios, args.out, args.set or [])
+    cols = ["scenario", "gpus", "request_throughput", "output_throughput_per_gpu", "goodput_share",
+            "mean_ttft_ms", "p90_ttft_ms", "p90_itl_ms", "mean_tpot_ms"]
+    print(df[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    if args.out:
+        print(f"wrote {args.out}/compare.csv, compare.html")
+    return 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -231,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into head & co.
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -108,3 +108,15 @@ def test_workload_stats_command(tmp_path, capsys):
     bad.write_text('{"timestamp": 0, "input_length": 5}\n')
     assert main(["workload", "stats", str(bad)]) == 2
     assert "line 1: output_length: missing" in capsys.readouterr().err
+
+
+def test_sweep_and_compare_commands(tmp_path, capsys):
+    from pdsim.specs.catalog import workloads_dir
+
+    out = tmp_path / "sw"
+    assert main(["sweep", str(workloads_dir() / "sweeps" / "llama8b-a800.yaml"), "--out", str(out), "--workers", "1"]) == 0
+    assert "8 configurations" in capsys.readouterr().out and (out / "report.html").is_file()
+    assert main(["compare", "llama8b-a800-colocated", "llama8b-a800-1p1d", "--set", "workload.num_requests=50",
+                 "--out", str(tmp_path / "c")]) == 0
+    text = capsys.readouterr().out
+    assert "llama8b-a800-colocated" in text and "llama8b-a800-1p1d" in text
