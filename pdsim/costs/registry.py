@@ -8,9 +8,10 @@ from ..specs.hardware import HardwareProfile
 from ..specs.model import ModelSpec
 from ..specs.scenario import GroupSpec
 from .base import StepCost
+from .calibrated import CalibratedStepCost
 from .roofline import RooflineStepCost
 
-COST_MODELS: dict[str, Callable[..., StepCost]] = {"roofline": RooflineStepCost}
+COST_MODELS: dict[str, Callable[..., StepCost]] = {"roofline": RooflineStepCost, "calibrated": CalibratedStepCost}
 
 
 def register_cost_model(key: str, factory: Callable[..., StepCost]) -> None:
@@ -21,9 +22,10 @@ def build_step_cost(kind: str, hw: HardwareProfile, model: ModelSpec, group: Gro
                     nic_gbit: float | None = None) -> StepCost:
     """``kind``: 'roofline', 'calibrated' or 'auto' (calibrated when ``hw`` carries constants)."""
     if kind == "auto":
-        kind = "calibrated" if hw.calibration and "calibrated" in COST_MODELS else "roofline"
-    if kind == "calibrated" and "calibrated" not in COST_MODELS:
-        warnings.warn(f"no calibrated cost model available; falling back to the roofline for {hw.name}")
+        kind = "calibrated" if hw.calibration else "roofline"
+    if kind == "calibrated" and not hw.calibration:
+        warnings.warn(f"hardware profile {hw.name!r} has no calibrated constants (run `pdsim calibrate fit`); "
+                      "falling back to the roofline", stacklevel=2)
         kind = "roofline"
     if kind not in COST_MODELS:
         raise KeyError(kind)

@@ -101,6 +101,15 @@ class RooflineStepCost:
         eff = self.gemm_eff * m / (m + self.m_half)
         return max(flops / (self.peak * eff), wbytes / self.hbm) + self.mem_lat
 
+    def _all_to_all(self, tokens_per_rank: float, low_latency: bool) -> float:
+        """DeepEP dispatch (FP8) + combine (BF16) of one MoE layer, seconds: bytes per leg at the
+        profile's achievable NVLink / RDMA bandwidth, the slower leg bounding each kernel."""
+        W = self.world
+        nvl_d, rdma_d = deepep_legs(tokens_per_rank, self.hidden, self.k, W, self.gpn, 1.0, not low_latency)
+        nvl_c, rdma_c = deepep_legs(tokens_per_rank, self.hidden, self.k, W, self.gpn, 2.0, not low_latency)
+        return (max(nvl_d / self.nvl_bw, rdma_d / self.rdma_bw) +
+                max(nvl_c / self.nvl_bw, rdma_c / self.rdma_bw) + 4 * self.p2p_lat)
+
     def breakdown(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int,
                   decode_batch: int, decode_ctx: float) -> dict[str, float]:
         """Seconds per component for one step (see module docstring)."""
@@ -138,11 +147,7 @@ class RooflineStepCost:
             compute = routed + shared
             comm = 0.0
             if self.ep > 1:
-                t_rank = n_tok / W
-                nvl_d, rdma_d = deepep_legs(t_rank, self.hidden, self.k, W, self.gpn, 1.0, not ll)
-                nvl_c, rdma_c = deepep_legs(t_rank, self.hidden, self.k, W, self.gpn, 2.0, not ll)
-                comm = (max(nvl_d / self.nvl_bw, rdma_d / self.rdma_bw) +
-                        max(nvl_c / self.nvl_bw, rdma_c / self.rdma_bw) + 4 * self.p2p_lat)
+                comm = self._all_to_all(n_tok / W, ll)
             elif W > 1:
                 comm = ring_allreduce_s(m * self.hidden * 2, W, self.ar_bw, self.p2p_lat)
             if self.tbo:

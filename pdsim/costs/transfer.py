@@ -13,6 +13,11 @@ flows (sim/network.py) and caps each flow at ``senders x NIC share per GPU x nic
   Default 68 us = 650 ms / (157 pages x 61 layers), the DeepSeek-V3 10K-context, page-64
   measurement in DOMAIN.md s4.
 - P2P NCCL: one send per layer, each paying the point-to-point latency.
+
+Calibrated (``hw.calibration['mooncake']``, fitted to calibration/data/mooncake_transfer.csv):
+the transfer engine stripes one request over every NIC of the sending node, so the flow cap
+is ``nodes x NICs x line rate x eff`` with ``eff`` and ``setup_ms`` fitted to the 1P1D
+measurements, and ``per_page_us`` from the per-page vs batched DeepSeek-V3 pair.
 """
 from __future__ import annotations
 
@@ -43,14 +48,17 @@ def kv_bytes_moved(model: ModelSpec, tokens: int, attn_tp: int, engine_kv_dtype:
 
 
 def transfer_plan(model: ModelSpec, hw: HardwareProfile, spec: TransferSpec, tokens: int, attn_tp: int,
-                  page_size: int, engine_kv_dtype: str = "auto") -> TransferPlan:
+                  page_size: int, engine_kv_dtype: str = "auto", calibrated: bool = False) -> TransferPlan:
     nbytes, senders = kv_bytes_moved(model, tokens, attn_tp, engine_kv_dtype)
+    cal = hw.calibration.get("mooncake") if calibrated else None
     if spec.backend == "mooncake":
-        setup = (spec.setup_ms if spec.setup_ms is not None else MOONCAKE_SETUP_MS) * 1e-3
+        default_setup = float(cal["setup_ms"]) if cal else MOONCAKE_SETUP_MS
+        default_page = float(cal["per_page_us"]) if cal and "per_page_us" in cal else MOONCAKE_PER_PAGE_US
+        setup = (spec.setup_ms if spec.setup_ms is not None else default_setup) * 1e-3
         if spec.batched:
             fixed = setup
         else:
-            per = (spec.per_page_us if spec.per_page_us is not None else MOONCAKE_PER_PAGE_US) * 1e-6
+            per = (spec.per_page_us if spec.per_page_us is not None else default_page) * 1e-6
             pages = -(-tokens // page_size)
             fixed = setup + pages * model.num_layers * per
     else:
@@ -59,9 +67,16 @@ def transfer_plan(model: ModelSpec, hw: HardwareProfile, spec: TransferSpec, tok
     return TransferPlan(nbytes, fixed, senders)
 
 
-def flow_cap(hw: HardwareProfile, senders: int, gpus: int, nic_gbit: float | None = None) -> float:
-    """Max bytes/s of one request's transfer: its senders' NIC shares at RDMA efficiency."""
-    per_gpu = (nic_gbit * 1e9 / 8 if nic_gbit else hw.node.nic_bytes_per_s) * hw.node.nics_per_node / hw.gpus_per_node
+def flow_cap(hw: HardwareProfile, senders: int, gpus: int, nic_gbit: float | None = None,
+             backend: str = "nccl", calibrated: bool = False) -> float:
+    """Max bytes/s of one request's transfer: its senders' NIC shares at RDMA efficiency, or
+    (calibrated Mooncake) the sending nodes' NICs striped at the fitted efficiency."""
+    nic = nic_gbit * 1e9 / 8 if nic_gbit else hw.node.nic_bytes_per_s
+    cal = hw.calibration.get("mooncake") if calibrated else None
+    if backend == "mooncake" and cal:
+        nodes = max(1, -(-min(senders, gpus) // hw.gpus_per_node))
+        return nodes * hw.node.nics_per_node * nic * float(cal["eff"])
+    per_gpu = nic * hw.node.nics_per_node / hw.gpus_per_node
     return min(senders, gpus) * per_gpu * hw.efficiency.nic
 
 

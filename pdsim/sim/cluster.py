@@ -62,6 +62,8 @@ class World:
         self.table = table
         self.progress = progress
         self.transfer = sc.transfer
+        # fitted transfer constants follow the step-cost choice (roofline = first principles only)
+        self.calibrated = sc.cost_model != "roofline" and bool(self.hw.calibration)
         self.duration_limit = sc.duration_limit_s
         self.finished = 0
         self.dropped = 0
@@ -223,9 +225,10 @@ class World:
         d = self.instances[req.d_inst]
         req.transfer_start = self.env.now
         plan = transfer_plan(self.model, self.hw, self.transfer, req.input_len, p.group.world(self.hw.gpus_per_node)
-                             // p.group.dp, p.page, p.group.engine.kv_cache_dtype)
+                             // p.group.dp, p.page, p.group.engine.kv_cache_dtype, self.calibrated)
         req.transfer_bytes = plan.nbytes
-        cap = flow_cap(self.hw, plan.senders, min(p.gpus, d.gpus), self.transfer.nic_gbit)
+        cap = flow_cap(self.hw, plan.senders, min(p.gpus, d.gpus), self.transfer.nic_gbit,
+                       self.transfer.backend, self.calibrated)
         if self.put_mode:
             # P pushes into D's receive buffer: GPU buffer, else host pool, else it is lost
             req.buffer_where = d.buffer.reserve(plan.nbytes)

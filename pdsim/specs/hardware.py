@@ -108,7 +108,7 @@ class HardwareProfile:
     node: NodeSpec
     efficiency: Efficiency = field(default_factory=Efficiency)
     sources: dict[str, str] = field(default_factory=dict)
-    calibration: dict[str, dict[str, float]] = field(default_factory=dict)
+    calibration: dict[str, dict[str, float | str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         required = ["gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit"]

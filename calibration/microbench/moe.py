@@ -1,0 +1,44 @@
+"""Time a grouped-GEMM MoE layer (SwiGLU experts) at a given number of tokens per expert:
+experts x (tokens_per_expert x hidden) @ (hidden x 2 ffn), then down-projection, as a
+batched matmul (the grouped GEMM's balanced case).
+
+    python calibration/microbench/moe.py --model workloads/models/deepseek-v3.yaml --experts 8 --hardware h100
+"""
+from __future__ import annotations
+
+import yaml
+
+from common import device, parser, time_us, write_rows
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--model", default="workloads/models/deepseek-v3.yaml")
+    ap.add_argument("--experts", type=int, default=8, help="experts on this GPU")
+    args = ap.parse_args()
+    import torch
+
+    dev = device(args)
+    m = yaml.safe_load(open(args.model))
+    h, f = m["hidden"], m["moe"]["expert_ffn"]
+    e = args.experts
+    if args.dry_run:
+        h, f, e = 128, 64, 2
+    w1 = torch.randn(e, h, 2 * f, device=dev, dtype=torch.bfloat16)
+    w2 = torch.randn(e, f, h, device=dev, dtype=torch.bfloat16)
+    rows = []
+    for t in ([1, 8] if args.dry_run else [1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048]):
+        x = torch.randn(e, t, h, device=dev, dtype=torch.bfloat16)
+
+        def layer():
+            a, b = torch.bmm(x, w1).chunk(2, dim=-1)
+            return torch.bmm(torch.nn.functional.silu(a) * b, w2)
+
+        us = time_us(layer, args)
+        rows.append({"model": m["name"], "experts": e, "tokens_per_expert": t, "hidden": h, "expert_ffn": f, "us": us,
+                     "tflops": 6 * e * t * h * f / us / 1e6})
+    print(write_rows(args, "moe", rows))
+
+
+if __name__ == "__main__":
+    main()
