@@ -6,3 +6,5 @@ if command -v apt-get >/dev/null && ! command -v chromedriver >/dev/null; then
 fi
 # Ray for the sweep-on-Ray test (the optional `ray` extra)
 python3 -m pip install -q -e ".[ray]" || echo "ray not installed: the Ray sweep test will skip"
+# Selenium drives the headless-browser dashboard test (Dash's testing tools use it too)
+python3 -m pip install -q selenium || echo "selenium not installed: the browser test will skip"
