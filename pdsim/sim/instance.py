@@ -307,6 +307,8 @@ class Instance(PromptKV):
                 self._prealloc()
             if self.ready_q:
                 self._admit_ready()
+                if self.prealloc_q:
+                    self._prealloc()  # requests that finished on admission freed their pages
             batch = None
             pf_tokens = 0
             pf_attn = 0.0
