@@ -124,7 +124,17 @@ class Instance(PromptKV):
             self._rr = (self._rr + 1) % self.dp
         req.dp_rank = rank
         q = self.pq[rank]
-        (q.appendleft if front else q.append)(req)
+        if front:
+            # first in line, but behind prompts already being prefilled: they hold KV pages,
+            # and blocking them behind a request that waits for pages would deadlock
+            k = 0
+            for r in q:
+                if not r.pf_admitted:
+                    break
+                k += 1
+            q.insert(k, req)
+        else:
+            q.append(req)
         self.pq_count += 1
         self.pq_tokens += plen - req.prefilled
         self.wake()
@@ -182,6 +192,7 @@ class Instance(PromptKV):
             if req.buffer_where is not None:  # P2P NCCL put: KV waits in the receive buffer
                 need = pages_for(req.ctx0, self.page)
                 if self.pool.free - self._reserve_pages() < need:
+                    self._admit_holding_pages()
                     break
                 self.pool.alloc(need)
                 req.d_pages = need
@@ -197,6 +208,23 @@ class Instance(PromptKV):
             if math.isnan(req.first_token):
                 req.first_token = self.env.now  # P's token, streamed by D on admission
             self._start_decoding(req, req.ctx0)
+
+    def _admit_holding_pages(self) -> None:
+        """While the head waits for pages, admit queued requests that already hold theirs
+        (recomputed after a retraction, pre-allocated): they free pages by finishing, and
+        holding them behind the head would deadlock."""
+        q = self.ready_q
+        keep = deque()
+        while q:
+            req = q.popleft()
+            if req.buffer_where is None and req.d_pages > 0 and self.n_run < self.max_running:
+                req.decode_admit = self.env.now
+                if math.isnan(req.first_token):
+                    req.first_token = self.env.now
+                self._start_decoding(req, req.ctx0)
+            else:
+                keep.append(req)
+        self.ready_q = keep
 
     def _start_decoding(self, req: Request, ctx: int) -> None:
         """Join the running batch with ``ctx`` tokens of KV; tokens so far are already out."""

@@ -32,7 +32,9 @@ class PromptKV:
                 found = cache.tiers.lookup(keys, m, limit)
         shared = m * cache.ppb if m else 0
         private = pages_for(plen, self.page) - shared
-        avail = self.pool.free - (self._reserve_pages() if self.role != "prefill" else 0)
+        # decode-capable instances keep a page of growth per running request on top of the
+        # reserve; without it a retracted request re-admitted at once is retracted again
+        avail = self.pool.free - (self._reserve_pages() + self.n_run if self.role != "prefill" else 0)
         if cache is not None:
             avail += cache.evictable_pages - (cache.evictable_among(keys[:m]) if m else 0)
         if avail < private:
