@@ -5,7 +5,6 @@ compare pinned runs, explore sweep results. Figures come from pdsim.report (shar
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import dash

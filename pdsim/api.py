@@ -9,7 +9,7 @@ from .sim.cluster import World
 from .sim.router import ROUTERS
 from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
 from .specs.errors import SpecError
-from .specs.scenario import (ResolvedScenario, Scenario, apply_overrides, normalize_cluster, parse_scenario,
+from .specs.scenario import (ResolvedScenario, apply_overrides, normalize_cluster, parse_scenario,
                              read_scenario_data, validate_against)
 from .workload import materialize
 

@@ -77,7 +77,6 @@ def test_jobs_run_and_cancel():
 CHROME = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 DRIVER = shutil.which("chromedriver")
 try:
-    import selenium  # noqa: F401
     HAVE_SELENIUM = True
 except ImportError:
     HAVE_SELENIUM = False

@@ -1,8 +1,6 @@
 """KV memory hierarchy: prefix cache, offload tiers, receive buffers, transfer modes."""
 from __future__ import annotations
 
-import copy
-from collections import OrderedDict
 
 import numpy as np
 from hypothesis import given, settings

@@ -2,7 +2,6 @@
 KV pool never over capacity, throughput never beats the hardware bound."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 
-def parser(desc: str) -> argparse.ArgumentParser:
+def parser(desc: str, model: str = "workloads/models/llama-3.1-8b.yaml") -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=desc)
+    ap.add_argument("--model", default=model, help="pdsim model YAML")
     ap.add_argument("--out", default="calibration/data", help="folder for the CSV (appended)")
     ap.add_argument("--hardware", help="pdsim hardware profile key of this GPU (e.g. h100)")
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes on CPU: checks the harness, not the GPU")

@@ -13,7 +13,6 @@ from common import device, parser, time_us, write_rows
 
 def main() -> None:
     ap = parser(__doc__)
-    ap.add_argument("--model", default="workloads/models/llama-3.1-8b.yaml")
     ap.add_argument("--layers", type=int, default=4)
     args = ap.parse_args()
     import torch

@@ -24,7 +24,6 @@ def shapes(model: dict) -> list[tuple[str, int, int]]:
 
 def main() -> None:
     ap = parser(__doc__)
-    ap.add_argument("--model", default="workloads/models/llama-3.1-8b.yaml")
     args = ap.parse_args()
     import torch
 

@@ -12,8 +12,7 @@ from common import device, parser, time_us, write_rows
 
 
 def main() -> None:
-    ap = parser(__doc__)
-    ap.add_argument("--model", default="workloads/models/deepseek-v3.yaml")
+    ap = parser(__doc__, "workloads/models/deepseek-v3.yaml")
     ap.add_argument("--experts", type=int, default=8, help="experts on this GPU")
     args = ap.parse_args()
     import torch

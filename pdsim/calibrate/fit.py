@@ -220,7 +220,6 @@ def fit_all(systems: list[str] | None = None, write: bool = True, quiet: bool = 
     if not quiet:
         for k, models in results.items():
             for m, p in models.items():
-                err = p.get("loo_mape", p.get("fit_mape"))
                 tag = f" [{p['derived_from']}]" if "derived_from" in p else ""
                 print(f"{k:<6} {m:<24} " + ", ".join(f"{kk}={v:.4g}" for kk, v in p.items()
                                                           if isinstance(v, float) and not kk.endswith(("mape", "points")))

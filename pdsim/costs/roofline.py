@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..specs.hardware import HardwareProfile
 from ..specs.memory import kv_dtype
-from ..specs.model import DTYPE_BYTES, ModelSpec
+from ..specs.model import ModelSpec
 from ..specs.scenario import GroupSpec
 from .comm import deepep_legs, expected_distinct, moe_imbalance, ring_allreduce_s
 

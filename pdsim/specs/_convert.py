@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import types
-import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -188,3 +187,13 @@ def replace_path(data: dict, dotted: str, value: Any) -> None:
         if not isinstance(node, dict):
             raise SpecError("not a mapping", field=dotted)
         node[last] = value
+
+
+def load_spec(cls: type, path: str | Path, wrap: str | None = None) -> Any:
+    """Read a YAML file and build ``cls`` from it (under key ``wrap`` if given); errors name
+    the file."""
+    data = read_yaml(path)
+    try:
+        return build(cls, {wrap: data} if wrap else data)
+    except SpecError as err:
+        raise err.at(source=str(path)) from None

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal
 
-from ._convert import build, check, read_yaml
-from .errors import SpecError
+from ._convert import check, load_spec
 
 GIB = 2**30
 
@@ -126,8 +124,4 @@ class HardwareProfile:
 
 
 def load_hardware(path: str | Path) -> HardwareProfile:
-    data = read_yaml(path)
-    try:
-        return build(HardwareProfile, data)
-    except SpecError as err:
-        raise err.at(source=str(path)) from None
+    return load_spec(HardwareProfile, path)

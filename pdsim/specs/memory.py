@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .hardware import GIB, HardwareProfile
-from .model import DTYPE_BYTES, ModelSpec
+from .hardware import HardwareProfile
+from .model import ModelSpec
 
 
 @dataclass(frozen=True)

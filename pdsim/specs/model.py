@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ._convert import build, check, read_yaml
-from .errors import SpecError
+from ._convert import check, load_spec
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 Dtype = Literal["bf16", "fp16", "fp8", "fp32"]
@@ -187,8 +186,4 @@ class ModelSpec:
 
 
 def load_model(path: str | Path) -> ModelSpec:
-    data = read_yaml(path)
-    try:
-        return build(ModelSpec, data)
-    except SpecError as err:
-        raise err.at(source=str(path)) from None
+    return load_spec(ModelSpec, path)

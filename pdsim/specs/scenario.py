@@ -13,7 +13,7 @@ from typing import Any, Literal
 from ._convert import build, check, read_yaml, replace_path
 from .errors import SpecError
 from .hardware import HardwareProfile
-from .model import DTYPE_BYTES, ModelSpec
+from .model import ModelSpec
 from .storage import OffloadSpec
 from .workload import WorkloadSpec
 

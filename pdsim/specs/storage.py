@@ -5,12 +5,11 @@ Units: ``_gib`` 2**30 bytes, ``_gbps`` 1e9 bytes/s, ``_us`` microseconds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ._convert import build, check, read_yaml
-from .errors import SpecError
+from ._convert import check, load_spec
 
 
 @dataclass(frozen=True)
@@ -81,8 +80,4 @@ class OffloadSpec:
 
 
 def load_storage_catalog(path: str | Path) -> StorageCatalog:
-    data = read_yaml(path)
-    try:
-        return build(StorageCatalog, {"devices": data})
-    except SpecError as err:
-        raise err.at(source=str(path)) from None
+    return load_spec(StorageCatalog, path, "devices")
