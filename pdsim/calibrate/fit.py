@@ -206,11 +206,9 @@ def fit_all(systems: list[str] | None = None, write: bool = True, quiet: bool = 
                 src = hws["h800"].nic_bytes_per_gpu
                 base["rdma_gbps"] = float(measured["h800"][model]["rdma_gbps"]) * hws[donor].nic_bytes_per_gpu / src
             if model.startswith("deepep") and "base_us" not in base:
-                base["base_us"] = measured["h100"].get(model.replace("deepep_normal", "deepep_normal"), {}).get("base_us", 10.0)
+                # kernel latency: only fitted where the token count varies (the H100 tables)
+                base["base_us"] = float(measured["h100"][model]["base_us"])
             out[model] = _derive(base, hws[donor], hw, "derived") if own is None else dict(base, derived_from=f"partly {donor}")
-        for model in ("deepep_normal_dispatch", "deepep_normal_combine"):
-            if model in out and "base_us" not in out[model]:
-                out[model]["base_us"] = float(measured["h100"][model]["base_us"])
         if hw.gpu.fp8_tflops == 0:  # DeepEP needs Hopper: no all-to-all constants for Ampere
             out = {m: v for m, v in out.items() if not m.startswith("deepep")}
         results[k] = {m: {kk: (round(float(v), 6) if not isinstance(v, str) else v) for kk, v in p.items()}
