@@ -83,6 +83,7 @@ class RooflineStepCost:
             self.shared_bytes = moe.num_shared_experts * model.expert_params * wb / A
             self.shared_flops_tok = moe.num_shared_experts * 2.0 * model.expert_params / A
         self.tbo = eng.enable_two_batch_overlap
+        self.tbo_loss = e.tbo_overlap_loss
         self.graph_bs = eng.cuda_graph_max_bs
         self.launch_eager = e.layer_launch_us * 1e-6 * L
         self.launch_graph = e.graph_launch_us * 1e-6 * L
@@ -110,67 +111,69 @@ class RooflineStepCost:
         return (max(nvl_d / self.nvl_bw, rdma_d / self.rdma_bw) +
                 max(nvl_c / self.nvl_bw, rdma_c / self.rdma_bw) + 4 * self.p2p_lat)
 
-    def breakdown(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int,
-                  decode_batch: int, decode_ctx: float) -> dict[str, float]:
-        """Seconds per component for one step (see module docstring)."""
+    PARTS = ("attn_proj", "attn_core", "mlp", "moe", "comm", "lm_head", "launch", "overhead")
+
+    def _parts(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int,
+               decode_batch: int, decode_ctx: float) -> tuple[float, ...]:
+        """Seconds per component (order of PARTS) for one step; see the module docstring."""
         D, A, W = self.dp, self.attn_tp, self.world
         n_tok = prefill_tokens + decode_batch
-        out = dict(attn_proj=0.0, attn_core=0.0, mlp=0.0, moe=0.0, comm=0.0, lm_head=0.0,
-                   launch=0.0, overhead=0.0)
         if n_tok <= 0:
-            return out
+            return (0.0,) * 8
         m = n_tok / D  # tokens on one DP rank (balanced by SGLang's DP scheduler)
         L = self.layers
-        out["attn_proj"] = L * self._gemm(m, self.attn_flops_tok * m, self.attn_w_bytes)
-        # attention core, per layer per GPU
-        t_att = 0.0
+        attn_proj = L * self._gemm(m, self.attn_flops_tok * m, self.attn_w_bytes)
+        t_att = 0.0  # attention core, per layer per GPU
         if prefill_tokens:
             t_att += (self.pair_flops * prefill_attn / D) / (self.peak_attn * self.attn_eff) + self.mem_lat
         if decode_batch:
             kv_bytes = self.kv_read_tok * decode_ctx / D
             fl = self.pair_flops_dec * decode_ctx / D
             t_att += max(kv_bytes / self.hbm, fl / (self.peak_attn * self.attn_eff)) + self.mem_lat
-        out["attn_core"] = L * t_att
+        attn_core = L * t_att
         # dense MLP layers: all DP ranks' tokens, TP over the world
-        if self.n_dense:
-            out["mlp"] = self.n_dense * self._gemm(n_tok, self.dense_flops_tok * n_tok, self.dense_w_bytes)
+        mlp = self.n_dense * self._gemm(n_tok, self.dense_flops_tok * n_tok, self.dense_w_bytes) if self.n_dense else 0.0
         ll = self.deepep_decode_ll if prefill_tokens == 0 else self.deepep_prefill_ll
+        moe = comm = 0.0
         if self.n_moe:
             assign = n_tok * self.k  # token-expert assignments in the instance
             per_gpu = assign / W
             imb = moe_imbalance(per_gpu / max(self.experts_per_gpu, 1e-9), max(int(self.experts_per_gpu * W), 1))
             imb = 1.0 + (imb - 1.0) / self.redundancy  # redundant experts split the hot ones
-            touched = expected_distinct(n_tok, self.k, self.E) / self.E * self.experts_per_gpu
-            m_exp = assign / max(expected_distinct(n_tok, self.k, self.E), 1e-9)
-            routed = self._gemm(m_exp, self.expert_flops_tok * per_gpu * imb, self.expert_bytes * touched)
-            shared = self._gemm(m, self.shared_flops_tok * m, self.shared_bytes) if self.shared_bytes else 0.0
-            compute = routed + shared
-            comm = 0.0
+            distinct = expected_distinct(n_tok, self.k, self.E)
+            touched = distinct / self.E * self.experts_per_gpu
+            m_exp = assign / max(distinct, 1e-9)
+            compute = self._gemm(m_exp, self.expert_flops_tok * per_gpu * imb, self.expert_bytes * touched)
+            if self.shared_bytes:
+                compute += self._gemm(m, self.shared_flops_tok * m, self.shared_bytes)
             if self.ep > 1:
-                comm = self._all_to_all(n_tok / W, ll)
+                layer_comm = self._all_to_all(n_tok / W, ll)
             elif W > 1:
-                comm = ring_allreduce_s(m * self.hidden * 2, W, self.ar_bw, self.p2p_lat)
-            if self.tbo:
-                layer = max(compute, comm) + 0.1 * min(compute, comm)
-                out["moe"] = self.n_moe * (layer - comm * (layer > compute))
-                out["comm"] = self.n_moe * (layer - compute if layer > compute else 0.0)
+                layer_comm = ring_allreduce_s(m * self.hidden * 2, W, self.ar_bw, self.p2p_lat)
             else:
-                out["moe"] = self.n_moe * compute
-                out["comm"] = self.n_moe * comm
+                layer_comm = 0.0
+            if self.tbo:  # two micro-batches: communication hides behind compute, imperfectly
+                layer = max(compute, layer_comm) + self.tbo_loss * min(compute, layer_comm)
+            else:
+                layer = compute + layer_comm
+            moe = self.n_moe * compute
+            comm = self.n_moe * (layer - compute)
         # TP all-reduces after attention (and after dense MLPs); none under pure DP attention
         if A > 1:
-            out["comm"] += L * ring_allreduce_s(m * self.hidden * 2, A, self.ar_bw, self.p2p_lat)
+            comm += L * ring_allreduce_s(m * self.hidden * 2, A, self.ar_bw, self.p2p_lat)
         if self.n_dense and W > 1:
-            out["comm"] += self.n_dense * ring_allreduce_s(n_tok * self.hidden * 2, W, self.ar_bw, self.p2p_lat)
+            comm += self.n_dense * ring_allreduce_s(n_tok * self.hidden * 2, W, self.ar_bw, self.p2p_lat)
         logits = (decode_batch + prefill_seqs) / D
-        out["lm_head"] = self._gemm(logits, self.lm_flops_tok * logits, self.lm_w_bytes)
+        lm_head = self._gemm(logits, self.lm_flops_tok * logits, self.lm_w_bytes)
         graph = prefill_tokens == 0 and m <= self.graph_bs
-        out["launch"] = self.launch_graph if graph else self.launch_eager
-        out["overhead"] = self.step_overhead
-        return out
+        launch = self.launch_graph if graph else self.launch_eager
+        return (attn_proj, attn_core, mlp, moe, comm, lm_head, launch, self.step_overhead)
+
+    def breakdown(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int,
+                  decode_batch: int, decode_ctx: float) -> dict[str, float]:
+        """Seconds per component for one step."""
+        return dict(zip(self.PARTS, self._parts(prefill_tokens, prefill_attn, prefill_seqs, decode_batch, decode_ctx)))
 
     def step_time(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int,
                   decode_batch: int, decode_ctx: float) -> float:
-        if prefill_tokens + decode_batch <= 0:
-            return 0.0
-        return sum(self.breakdown(prefill_tokens, prefill_attn, prefill_seqs, decode_batch, decode_ctx).values())
+        return sum(self._parts(prefill_tokens, prefill_attn, prefill_seqs, decode_batch, decode_ctx))

@@ -87,6 +87,7 @@ class Efficiency:
     layer_launch_us: float = 25.0  # eager per-layer launch + framework overhead
     graph_launch_us: float = 5.0  # per-layer cost when replaying a CUDA graph
     step_overhead_us: float = 2000.0  # per-step scheduler/sampling CPU overhead
+    tbo_overlap_loss: float = 0.1  # two-batch overlap: share of the shorter of compute/comm left exposed (prior)
 
     def __post_init__(self) -> None:
         for f in fields(self):
