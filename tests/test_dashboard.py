@@ -146,3 +146,18 @@ def test_browser_page_field_change_run_and_bad_input(browser):
     _set_input(d, "f-c-gpus", 3)
     d.find_element("id", "apply-form").click()
     _wait(lambda: "3 GPUs do not divide 8 GPUs per node" in d.find_element("id", "f-c-gpus-err").text)
+
+
+def test_browser_explore_tab_loads_a_sweep_and_a_point(browser, tmp_path):
+    from pdsim.explore import run_sweep
+    from pdsim.specs.catalog import workloads_dir
+
+    out = tmp_path / "sweep"
+    run_sweep(workloads_dir() / "sweeps" / "llama8b-a800.yaml", out, workers=1, progress=False)
+    d = browser
+    d.find_element("xpath", "//*[text()='Explore sweeps']").click()
+    _set_input(d, "sweep-dir", str(out))
+    _wait(lambda: "8 configurations" in d.find_element("id", "sweep-msg").text)
+    _wait(lambda: len(d.find_elements("css selector", "#x-pareto .scatterlayer .trace")) >= 1)
+    _wait(lambda: len(d.find_elements("css selector", "#x-heatmap .hm, #x-heatmap .heatmaplayer")) >= 1 or
+          len(d.find_elements("css selector", "#x-heatmap svg")) >= 1)

@@ -43,7 +43,7 @@ def test_serial_and_pool_give_identical_rows(tmp_path):
     b = run_sweep(p, tmp_path / "b", workers=2, progress=False)
     assert len(a) == 4 and (a["status"] == "ok").all()
     pd.testing.assert_frame_equal(_rows(a), _rows(b))
-    for f in ("results.csv", "results.parquet", "pareto.csv", "summary.json", "report.html"):
+    for f in ("results.csv", "results.parquet", "pareto.csv", "pareto_goodput_ttft.csv", "summary.json", "report.html"):
         assert (tmp_path / "a" / f).is_file()
     cfg = next((tmp_path / "a" / "configs").glob("*.yaml"))
     assert pdsim.load_scenario(cfg).scenario.name == "small-colocated"

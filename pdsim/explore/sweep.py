@@ -250,6 +250,8 @@ def _write_outputs(df: pd.DataFrame, spec: SweepSpec, out: Path, axes) -> None:
     ok = df[df["status"] == "ok"] if "status" in df else df
     par = frontier(ok, "output_throughput_per_gpu", "tokens_per_s_per_user") if len(ok) else ok
     par.to_csv(out / "pareto.csv", index=False)
+    if len(ok):  # second frontier: most goodput for the least p90 TTFT
+        frontier(ok, "request_goodput", "p90_ttft_ms", (True, False)).to_csv(out / "pareto_goodput_ttft.csv", index=False)
     summary: dict[str, Any] = {"configurations": int(len(df)), "feasible": int(len(ok)),
                                "infeasible": int(len(df) - len(ok)), "best": {}}
     for metric, better in [("request_goodput", max), ("goodput_share", max), ("output_throughput_per_gpu", max),
