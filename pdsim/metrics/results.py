@@ -57,7 +57,10 @@ class Results:
         out["sim_time_s"] = self.log.sim_end
         slo = self.scenario.scenario.slo
         out["slo"] = {k: getattr(slo, k) for k in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")}
-        out.pop("max_concurrency_seen", None)
+        span = max(self.log.sim_end, 1e-9)
+        out["instances"] = [{"name": i.name, "role": i.role, "gpus": i.gpus, "busy_frac": i.busy_time / span,
+                             "steps": len(i.log_t), "tokens_out": i.tokens_out, "retractions": i.retractions,
+                             "kv_peak_frac": i.pool.peak / max(i.pool.capacity, 1)} for i in self.log.instances]
         ex = self.log.extra
         if ex.get("tiers"):
             out["tiers"] = [dict(t, hit_rate=self._tier_hit_rate(t)) for t in ex["tiers"]]

@@ -65,7 +65,6 @@ def summarize(df: pd.DataFrame, itls: np.ndarray, ok: np.ndarray, nodes: float, 
     _stats("e2e_latency", fin["e2e_s"].to_numpy(), out)
     out["goodput_share"] = float(ok.sum() / len(df)) if len(df) else 0.0
     out["request_goodput"] = float(ok.sum() / duration)
-    out["max_concurrency_seen"] = None
     out["preemptions"] = int(df["preemptions"].sum())
     out["cached_tokens"] = int(df["cached_tokens"].sum())
     if len(fin):

@@ -55,7 +55,6 @@ class Instance(PromptKV):
         self.pq: list[deque[Request]] = [deque() for _ in range(self.dp)]
         self.pq_tokens = 0  # prompt tokens waiting or in progress (router load signal)
         self.pq_count = 0  # requests in the prefill queues
-        self.prefilling = 0
         self._rr = 0
         self.recompute_ctx: dict[int, int] = {}  # rid -> context to re-prefill after a retraction
         # decode side
@@ -160,7 +159,6 @@ class Instance(PromptKV):
 
     def recompute_lost(self, req: Request) -> None:
         """The KV never arrived (no room in any receive buffer): prefill it again here."""
-        req.kv_lost = True
         req.pf_admitted = False
         req.prefilled = 0
         req.recomputes += 1
@@ -423,7 +421,6 @@ class Instance(PromptKV):
                 q = self.pq[req.dp_rank]
                 q.remove(req) if q[0] is not req else q.popleft()
                 self.pq_count -= 1
-                self.prefilling -= 1
                 self._prefill_complete(req, now)
 
     def _prefill_complete(self, req: Request, now: float) -> None:

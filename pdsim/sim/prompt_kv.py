@@ -12,7 +12,7 @@ from .request import Request
 
 class PromptKV:
     """Mixin: needs ``pool``, ``page``, ``cache``, ``cost``, ``role``, ``env``,
-    ``recompute_ctx``, ``load_policy``, ``load_until``, ``pq_tokens``, ``prefilling``."""
+    ``recompute_ctx``, ``load_policy``, ``load_until``, ``pq_tokens``."""
 
     def _admit_prompt(self, req: Request) -> bool:
         """Allocate KV for a prompt about to start prefill, reusing cached prefix blocks and
@@ -74,7 +74,6 @@ class PromptKV:
             self.pq_tokens -= cached
         if math.isnan(req.prefill_start):
             req.prefill_start = now
-        self.prefilling += 1
         req.pf_admitted = True
         return True
 

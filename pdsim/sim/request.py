@@ -20,8 +20,8 @@ class Request:
         "d_alloc", "decode_admit", "first_token", "finish", "drop_reason",
         "p_inst", "d_inst", "segments", "prefilled", "cached_tokens", "preemptions",
         "recomputes", "kv_bytes", "ctx0", "admit_step", "finish_step", "dp_rank",
-        "p_pages", "d_pages", "kv_lost", "recompute_tokens", "kv_load_s", "on_finish",
-        "prefill_ready", "d_ready", "transfer_bytes", "tier_hits", "cache_keys", "shared_pages",
+        "p_pages", "d_pages", "recompute_tokens", "kv_load_s",
+        "prefill_ready", "d_ready", "transfer_bytes", "cache_keys", "shared_pages",
         "buffer_where", "d_load_s", "loaded_tokens", "pf_admitted",
     )
 
@@ -49,13 +49,10 @@ class Request:
         self.dp_rank = 0
         self.p_pages = 0
         self.d_pages = 0
-        self.kv_lost = False
         self.kv_load_s = 0.0
-        self.on_finish = None
         self.prefill_ready = False
         self.d_ready = False
         self.transfer_bytes = 0.0
-        self.tier_hits: dict | None = None
         self.cache_keys: list = []  # prefix-cache blocks this request references
         self.shared_pages = 0  # pages of those blocks (not the request's own)
         self.buffer_where: str | None = None  # nccl put modes: 'gpu' / 'host' receive buffer

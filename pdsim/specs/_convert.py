@@ -54,14 +54,13 @@ def convert(tp: Any, value: Any, path: str) -> Any:
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
-        errors = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return convert(arg, value, path)
-            except SpecError as err:
-                errors.append(err)
+            except SpecError:
+                continue
         raise SpecError(f"expected {_describe(tp)}, got {value!r}", field=path)
     if origin is Literal:
         if value not in get_args(tp):

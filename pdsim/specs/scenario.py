@@ -300,8 +300,6 @@ def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: Mo
             if slots % g.ep:
                 raise SpecError(f"{model.moe.num_experts} experts + {g.engine.ep_num_redundant_experts} redundant "
                                 f"do not divide over ep {g.ep}", source=source, field=f"{where}.ep")
-        if g.engine.kv_cache_dtype == "fp8" and hw.gpu.fp8_tflops == 0:
-            pass  # FP8 KV storage works without FP8 tensor cores (it is a storage format)
         mem = instance_memory(hw, model, g)
         if role == "decode" and resolved_scenario.transfer.backend == "nccl":
             buf_tokens = int(g.dp * resolved_scenario.transfer.kv_buffer_fraction * hw.gpu.hbm_bytes
