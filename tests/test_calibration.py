@@ -26,11 +26,19 @@ FITS = fit_all(write=False, quiet=True)
     ("h100", "deepep_ll_dispatch", 0.10), ("h100", "deepep_ll_combine", 0.10),
     ("h800", "deepep_ll_dispatch", 0.25), ("h800", "deepep_ll_combine", 0.30),
     ("h100", "deepep_normal_dispatch", 0.05), ("h100", "deepep_normal_combine", 0.10),
-    ("h800", "mooncake", 0.15), ("h20", "mooncake", 0.10),
+    ("h800", "mooncake", 0.15), ("h20", "mooncake", 0.10), ("h100", "attention", 0.15), ("h200", "attention", 0.15),
 ])
 def test_held_out_error_within_stated_bound(system, model, bound):
     """Leave-one-out prediction error of each fitted model (the bounds we state in the docs)."""
     assert FITS[system][model]["loo_mape"] <= bound
+
+
+@pytest.mark.parametrize("system, dtype, bound", [("h100", "bf16", 0.10), ("h100", "fp8", 0.20),
+                                                  ("h200", "bf16", 0.10), ("h200", "fp8", 0.20)])
+def test_gemm_efficiency_predicts_held_out_shapes(system, dtype, bound):
+    """Every third (N, K) shape is held out of the fit and predicted."""
+    p = FITS[system][f"gemm_{dtype}"]
+    assert p["heldout_mape"] <= bound and 0.3 < p["eff"] <= 1.0
 
 
 def test_profiles_carry_the_fitted_constants():
@@ -42,13 +50,13 @@ def test_profiles_carry_the_fitted_constants():
 
 def test_report_covers_every_data_file():
     df = comparison()
-    assert {"deepep_low_latency", "deepep_normal", "mooncake_transfer"} <= set(df["file"])
-    fitted = df[df["fitted"]]
-    assert fitted.groupby("file")["error"].apply(lambda e: e.abs().mean()).max() < 0.10
+    assert {"deepep_low_latency", "deepep_normal", "mooncake_transfer", "gemm", "attention"} <= set(df["file"])
+    err = df[df["fitted"]].groupby("file")["error"].apply(lambda e: e.abs().mean())
+    assert err.drop(["gemm", "attention"]).max() < 0.10 and err[["gemm", "attention"]].max() < 0.20
 
 
 def test_every_data_row_has_provenance(tmp_path, monkeypatch):
-    for name in ("deepep_low_latency", "deepep_normal", "mooncake_transfer", "nccl_allreduce"):
+    for name in ("deepep_low_latency", "deepep_normal", "mooncake_transfer", "nccl_allreduce", "gemm", "attention"):
         df = data.load(name)
         assert df[list(data.PROVENANCE)].notna().all().all()
     bad = tmp_path / "data"

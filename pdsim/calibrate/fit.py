@@ -128,6 +128,60 @@ def fit_mooncake(df, hw_key: str, hw) -> dict | None:
     return out
 
 
+def gemm_time_us(m, n, k, peak, hbm, lat_us, eff, m_half, wbytes):
+    """Roofline GEMM (same form as RooflineStepCost._gemm): compute at eff x M/(M+m_half) of
+    peak vs bytes (weights + activations in/out) at achievable HBM bandwidth, plus latency."""
+    flops = 2.0 * m * n * k
+    nbytes = k * n * wbytes + m * k * wbytes + m * n * 2
+    return np.maximum(flops / (peak * eff * m / (m + m_half)), nbytes / hbm) * 1e6 + lat_us
+
+
+def _heldout_mask(df) -> np.ndarray:
+    """Hold out every third (n, k) shape: the check predicts shapes the fit never saw."""
+    shapes = sorted(set(zip(df["n"], df["k"])))
+    held = {s for i, s in enumerate(shapes) if i % 3 == 0}
+    return np.array([(n, k) in held for n, k in zip(df["n"], df["k"])])
+
+
+def fit_gemm(df, hw_key: str, dtype: str, hw) -> dict | None:
+    """Grid search of (eff, m_half) minimising mean relative error on the training shapes."""
+    rows = df[(df["hardware"] == hw_key) & (df["dtype"] == dtype)]
+    if len(rows) < 10:
+        return None
+    m, n, k = (rows[c].to_numpy(float) for c in ("m", "n", "k"))
+    y = rows["us"].to_numpy(float)
+    peak = hw.gpu.peak_flops(dtype)
+    hbm = hw.gpu.hbm_gbps * 1e9 * hw.efficiency.hbm
+    lat = hw.efficiency.mem_latency_us
+    wb = 1.0 if dtype == "fp8" else 2.0
+    held = _heldout_mask(rows)
+    best = None
+    for eff in np.arange(0.30, 1.0001, 0.01):
+        for m_half in (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512):
+            err = np.abs(gemm_time_us(m, n, k, peak, hbm, lat, eff, m_half, wb) - y) / y
+            score = err[~held].mean()
+            if best is None or score < best[0]:
+                best = (score, eff, m_half, err)
+    score, eff, m_half, err = best
+    return {"eff": float(eff), "m_half": float(m_half), "fit_mape": float(score), "heldout_mape": float(err[held].mean()),
+            "points": float(len(y)), "data": "calibration/data/gemm.csv"}
+
+
+def fit_attention(df, hw_key: str, hw) -> dict | None:
+    """Causal prefill attention: t = lat + FLOPs / (peak_bf16 x eff), FLOPs = 2 x batch x
+    heads x head_dim x isl^2 (QK^T and PV over the causal half)."""
+    rows = df[(df["hardware"] == hw_key) & (df["phase"] == "prefill")]
+    if len(rows) < 5:
+        return None
+    flops = 2.0 * rows["batch"] * rows["heads"] * rows["head_dim"] * rows["new_tokens"].astype(float) ** 2
+    X = np.column_stack([np.ones(len(rows)), flops.to_numpy(float) / hw.gpu.peak_flops("bf16") * 1e6])
+    y = rows["us"].to_numpy(float)
+    coef = _nnls_rel(X, y)
+    fit, loo = _errors(X, y, coef)
+    return {"eff": float(1.0 / coef[1]), "latency_us": float(coef[0]), "fit_mape": fit, "loo_mape": loo,
+            "points": float(len(y)), "data": "calibration/data/attention.csv"}
+
+
 def fit_allreduce(df, hw_key: str) -> dict | None:
     rows = df[df["hardware"] == hw_key]
     if rows.empty:
@@ -152,7 +206,10 @@ def _derive(params: dict, src_hw, dst_hw, what: str) -> dict:
             out[k] = float(out[k]) * (nic if k == "rdma_gbps" else nv)
         if k == "internode_gbps":
             out[k] = float(out[k]) * nic
-    out["derived_from"] = f"{src_hw.name} ({what}; NVLink x{nv:.2f}, NIC/GPU x{nic:.2f})"
+    if any(k.startswith(("nvl", "rdma", "intra", "inter")) for k in params):
+        out["derived_from"] = f"{src_hw.name} ({what}; NVLink x{nv:.2f}, NIC/GPU x{nic:.2f})"
+    else:  # efficiencies and latencies carry over as fractions of the target's own peaks
+        out["derived_from"] = f"{src_hw.name} ({what}; same fraction of peak)"
     return out
 
 
@@ -162,8 +219,10 @@ def fit_all(systems: list[str] | None = None, write: bool = True, quiet: bool = 
     nm = data.load("deepep_normal", ("ep_size", "tokens_per_rank", "leg"))
     mc = data.load("mooncake_transfer", ("bytes", "ms", "mode", "nics", "nic_gbit"))
     ar = data.load("nccl_allreduce", ("scope", "busbw_gbps"))
+    gm = data.load("gemm", ("dtype", "m", "n", "k", "us"))
+    at = data.load("attention", ("phase", "batch", "new_tokens", "heads", "head_dim", "us"))
     keys = systems or hardware_keys()
-    hws = {k: load_hardware_ref(k) for k in set(keys) | {"h800", "h100"}}
+    hws = {k: load_hardware_ref(k) for k in set(keys) | {"h800", "h100", "h200"}}
     measured: dict[str, dict] = {}
     varied = [k for k in hws if ll.loc[ll["hardware"] == k, "tokens_per_rank"].nunique() > 1]
     ll_base = {op: fit_deepep_ll(ll, varied[0], op)["base_us"] for op in ("dispatch", "combine")} if varied else {}
@@ -178,6 +237,11 @@ def fit_all(systems: list[str] | None = None, write: bool = True, quiet: bool = 
             m["mooncake"] = p
         if (p := fit_allreduce(ar, k)) is not None:
             m["allreduce"] = p
+        for dt in ("bf16", "fp8"):
+            if (p := fit_gemm(gm, k, dt, hws[k])) is not None:
+                m[f"gemm_{dt}"] = p
+        if (p := fit_attention(at, k, hws[k])) is not None:
+            m["attention"] = p
         measured[k] = m
     # Fill gaps: RDMA legs only measured on H800; H100 NVLink-only fits borrow them (same CX-7 NICs)
     results: dict[str, dict] = {}
@@ -185,14 +249,14 @@ def fit_all(systems: list[str] | None = None, write: bool = True, quiet: bool = 
         hw = hws[k]
         out: dict[str, dict] = {}
         for model in ("deepep_ll_dispatch", "deepep_ll_combine", "deepep_normal_dispatch", "deepep_normal_combine",
-                      "mooncake", "allreduce"):
+                      "mooncake", "allreduce", "gemm_bf16", "gemm_fp8", "attention"):
             own = measured[k].get(model)
             need = ("base_us", "nvl_gbps", "rdma_gbps") if model.startswith("deepep") else ()
             if own is not None and all(kk in own and np.isfinite(float(own[kk])) for kk in need):
                 out[model] = own
                 continue
             # donor: the measured system whose NVLink is closest (the NVLink legs dominate)
-            cands = [d for d in ("h800", "h100") if measured[d].get(model) is not None and d != k]
+            cands = [d for d in ("h800", "h100", "h200") if d in measured and measured[d].get(model) is not None and d != k]
             donor = min(cands, key=lambda d: abs(np.log(hws[d].gpu.nvlink_gbps / hw.gpu.nvlink_gbps)), default=None)
             if donor is None and own is not None and model.startswith("deepep"):
                 donor = "h800"  # only the RDMA leg is missing: H800 measured it
@@ -209,8 +273,8 @@ def fit_all(systems: list[str] | None = None, write: bool = True, quiet: bool = 
                 # kernel latency: only fitted where the token count varies (the H100 tables)
                 base["base_us"] = float(measured["h100"][model]["base_us"])
             out[model] = _derive(base, hws[donor], hw, "derived") if own is None else dict(base, derived_from=f"partly {donor}")
-        if hw.gpu.fp8_tflops == 0:  # DeepEP needs Hopper: no all-to-all constants for Ampere
-            out = {m: v for m, v in out.items() if not m.startswith("deepep")}
+        if hw.gpu.fp8_tflops == 0:  # DeepEP and FP8 GEMMs need Hopper: none for Ampere
+            out = {m: v for m, v in out.items() if not m.startswith("deepep") and m != "gemm_fp8"}
         results[k] = {m: {kk: (round(float(v), 6) if not isinstance(v, str) else v) for kk, v in p.items()}
                       for m, p in out.items()}
         if write:
@@ -223,6 +287,7 @@ def fit_all(systems: list[str] | None = None, write: bool = True, quiet: bool = 
                                                           if isinstance(v, float) and not kk.endswith(("mape", "points")))
                       + (f"  fit {p['fit_mape']:.1%}" if "fit_mape" in p else "")
                       + (f"  held-out {p['loo_mape']:.1%}" if "loo_mape" in p and np.isfinite(p['loo_mape']) else "")
+                      + (f"  held-out shapes {p['heldout_mape']:.1%}" if "heldout_mape" in p else "")
                       + tag)
     return results
 

@@ -4,9 +4,10 @@ Same formula as RooflineStepCost (see roofline.py) except:
 - MoE all-to-all uses the fitted DeepEP models (deepep.py): low-latency kernels for decode
   batches, normal kernels for prefill, per ``deepep_mode``;
 - TP all-reduce uses the measured NCCL bus bandwidth (calibration/data/nccl_allreduce.csv)
-  inside a node or across nodes.
-Compute efficiencies stay the profile's ``efficiency`` block until GEMM/attention
-microbenchmarks (calibration/microbench) are run on the GPU and refitted.
+  inside a node or across nodes;
+- GEMM efficiency eff x M/(M + m_half) per weight dtype and prefill-attention efficiency and
+  kernel latency are fitted to measured kernel tables (calibration/data/gemm.csv,
+  attention.csv: SGLang 0.5.14 on H100/H200, from AIConfigurator; other GPUs derived).
 """
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ class CalibratedStepCost(RooflineStepCost):
                 p = getattr(self, name)
                 if p is not None:
                     setattr(self, name, dict(p, rdma_gbps=float(p["rdma_gbps"]) * scale))
+        gemm = cal.get(f"gemm_{model.weight_dtype}") or cal.get("gemm_bf16")
+        if gemm:
+            self.gemm_eff, self.m_half = float(gemm["eff"]), float(gemm["m_half"])
+        att = cal.get("attention")
+        if att:
+            self.attn_eff = float(att["eff"])
+            self.attn_lat = float(att["latency_us"]) * 1e-6
         ar = cal.get("allreduce")
         if ar:
             self.ar_bw = float(ar["intranode_gbps"] if self.attn_tp <= self.gpn else ar["internode_gbps"]) * 1e9

@@ -50,6 +50,7 @@ class RooflineStepCost:
         self.gemm_eff, self.m_half = e.gemm, e.gemm_m_half
         self.attn_eff = e.attention
         self.mem_lat = e.mem_latency_us * 1e-6
+        self.attn_lat = self.mem_lat  # per prefill attention kernel
         self.p2p_lat = e.p2p_latency_us * 1e-6
         nic_bw = (nic_gbit * 1e9 / 8 if nic_gbit else hw.node.nic_bytes_per_s) * hw.node.nics_per_node / gpn
         self.nvl_bw = hw.gpu.nvlink_bytes_per_s * e.nvlink
@@ -125,7 +126,7 @@ class RooflineStepCost:
         attn_proj = L * self._gemm(m, self.attn_flops_tok * m, self.attn_w_bytes)
         t_att = 0.0  # attention core, per layer per GPU
         if prefill_tokens:
-            t_att += (self.pair_flops * prefill_attn / D) / (self.peak_attn * self.attn_eff) + self.mem_lat
+            t_att += (self.pair_flops * prefill_attn / D) / (self.peak_attn * self.attn_eff) + self.attn_lat
         if decode_batch:
             kv_bytes = self.kv_read_tok * decode_ctx / D
             fl = self.pair_flops_dec * decode_ctx / D
@@ -142,7 +143,9 @@ class RooflineStepCost:
             imb = 1.0 + (imb - 1.0) / self.redundancy  # redundant experts split the hot ones
             distinct = expected_distinct(n_tok, self.k, self.E)
             touched = distinct / self.E * self.experts_per_gpu
-            m_exp = assign / max(distinct, 1e-9)
+            # the busiest GPU (imbalance x mean load) sets the pace, and its experts see
+            # imbalance x the mean tokens per expert as the GEMM's M
+            m_exp = assign / max(distinct, 1e-9) * imb
             compute = self._gemm(m_exp, self.expert_flops_tok * per_gpu * imb, self.expert_bytes * touched)
             if self.shared_bytes:
                 compute += self._gemm(m, self.shared_flops_tok * m, self.shared_bytes)
