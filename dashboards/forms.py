@@ -1,48 +1,184 @@
-"""Scenario <-> form helpers: which form control edits which scenario field, validation that
-returns SpecError messages keyed by control, and safe parsing of uploaded traces."""
+"""Scenario <-> form for the dashboard's Build tab.
+
+The YAML editor holds the scenario; the form is a view of it. Each form control edits one
+scenario field (``FIELDS``: control id -> dotted field path, kind and placeholder derived from
+the spec dataclasses, so the form follows pdsim/specs). Changing a control writes that one
+field; emptying it removes the field (the spec default applies, shown as the placeholder) or,
+for SLO bounds, sets it to null (not checked). Validation goes through the public
+``pdsim.resolve_scenario``; a SpecError is routed to the control (or form section) showing its
+field path. Pure functions, no Dash: the callbacks and the tests call them.
+"""
 from __future__ import annotations
 
-import base64
 import copy
-import tempfile
-import uuid
+import dataclasses
+import json
+import re
+import types
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
 import pdsim
-from pdsim.specs.catalog import scenarios_dir
-from pdsim.specs.scenario import apply_overrides, normalize_cluster
+from pdsim.specs import catalog
+from pdsim.specs.scenario import Scenario, normalize_cluster
 
-MAX_UPLOAD_BYTES = 20 * 2**20
-UPLOAD_DIR = Path(tempfile.gettempdir()) / "pdsim-dashboard-uploads"
-
-# form control id -> scenario field path (first group of each role)
-FIELDS: dict[str, str] = {
-    "f-hardware": "hardware", "f-model": "model",
-    "f-p-count": "cluster.prefill[0].count", "f-p-nodes": "cluster.prefill[0].nodes", "f-p-gpus": "cluster.prefill[0].gpus",
-    "f-p-tp": "cluster.prefill[0].tp", "f-p-dp": "cluster.prefill[0].dp", "f-p-ep": "cluster.prefill[0].ep",
-    "f-d-count": "cluster.decode[0].count", "f-d-nodes": "cluster.decode[0].nodes", "f-d-gpus": "cluster.decode[0].gpus",
-    "f-d-tp": "cluster.decode[0].tp", "f-d-dp": "cluster.decode[0].dp", "f-d-ep": "cluster.decode[0].ep",
-    "f-c-count": "cluster.colocated[0].count", "f-c-nodes": "cluster.colocated[0].nodes",
-    "f-c-gpus": "cluster.colocated[0].gpus", "f-c-tp": "cluster.colocated[0].tp",
-    "f-chunk": "cluster.{role}[0].engine.chunked_prefill_size",
-    "f-mrr": "cluster.{role}[0].engine.max_running_requests",
-    "f-page": "cluster.{role}[0].engine.page_size",
-    "f-backend": "transfer.backend", "f-nic": "transfer.nic_gbit",
-    "f-wl-kind": "workload.kind", "f-rate": "workload.rate", "f-nreq": "workload.num_requests",
-    "f-ttft": "slo.ttft_ms", "f-tpot": "slo.tpot_ms", "f-seed": "seed",
-}
+ROLES = {"p": "prefill", "d": "decode", "c": "colocated"}
+LAYOUTS = ("disaggregated", "colocated")
 
 
+@dataclass(frozen=True)
+class Field:
+    cid: str  # Dash component id
+    path: str  # scenario field path ("" for the layout switch)
+    label: str
+    kind: str  # number | text | select | bool | layout
+    options: tuple = ()
+    default: Any = None  # shown as the placeholder
+    clear: str = "remove"  # what emptying the control does: "remove" the key, or set it "null"
+    section: str = "general"
+
+
+def _unwrap(tp: Any) -> Any:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        return _unwrap(args[0]) if len(args) == 1 else tp
+    if origin is tuple:
+        return _unwrap(get_args(tp)[0])
+    return tp
+
+
+def spec_type(path: str) -> tuple[Any, Any]:
+    """(type, default) of a scenario field, walking the spec dataclasses."""
+    cls, inst, tp, default = Scenario, None, Scenario, None
+    parts = re.sub(r"\[\d+\]", "", path).split(".")
+    for i, name in enumerate(parts):
+        f = {x.name: x for x in dataclasses.fields(cls)}[name]
+        tp = _unwrap(get_type_hints(cls)[name])
+        if inst is not None:
+            default = getattr(inst, name)
+        elif f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            default = f.default_factory()  # type: ignore[misc]
+        else:
+            default = None
+        if i < len(parts) - 1:
+            cls, inst = tp, (default if dataclasses.is_dataclass(default) else None)
+    return tp, default
+
+
+def _field(cid: str, path: str, label: str, section: str, kind: str | None = None,
+           clear: str = "remove") -> Field | None:
+    try:
+        tp, default = spec_type(path)
+    except (KeyError, TypeError):  # a spec field renamed elsewhere: the YAML editor still has it
+        return None
+    options: tuple = ()
+    if kind is None:
+        if get_origin(tp) is Literal:
+            kind, options = "select", tuple(get_args(tp))
+        elif tp is bool:
+            kind = "bool"
+        elif tp in (int, float):
+            kind = "number"
+        else:
+            kind = "text"
+    if path == "cost_model":
+        options = ("auto", "calibrated", "roofline")
+    if isinstance(default, tuple) or dataclasses.is_dataclass(default):
+        default = None
+    return Field(cid, path, label, kind, options, default, clear, section)
+
+
+GROUP_KNOBS = [  # (sub-path, label): the first group of each role is on the form
+    ("count", "instances"), ("nodes", "nodes / instance"), ("gpus", "GPUs / instance"), ("tp", "tp"),
+    ("dp", "dp (attention)"), ("ep", "ep"), ("enable_dp_attention", "DP attention"),
+    ("engine.chunked_prefill_size", "chunked_prefill_size"), ("engine.max_prefill_tokens", "max_prefill_tokens"),
+    ("engine.max_running_requests", "max_running_requests"), ("engine.max_total_tokens", "max_total_tokens"),
+    ("engine.page_size", "page_size"), ("engine.mem_fraction_static", "mem_fraction_static"),
+    ("engine.cuda_graph_max_bs", "cuda_graph_max_bs"), ("engine.ep_num_redundant_experts", "redundant experts"),
+    ("engine.deepep_mode", "deepep_mode"), ("engine.kv_cache_dtype", "kv_cache_dtype"),
+    ("engine.enable_two_batch_overlap", "two-batch overlap"), ("engine.disable_radix_cache", "no prefix cache"),
+]
+
+
+def _cid(short: str) -> str:
+    return "f-" + short.replace(".", "-")
+
+
+def _build_fields() -> list[Field]:
+    out = [Field("f-layout", "", "layout", "layout", LAYOUTS, None, "remove", "general"),
+           _field("f-name", "name", "name", "general"),
+           _field("f-hardware", "hardware", "hardware profile", "general", "select"),
+           _field("f-model", "model", "model", "general", "select"),
+           _field("f-seed", "seed", "seed", "general"),
+           _field("f-cost_model", "cost_model", "cost model", "general", "select"),
+           _field("f-duration_limit_s", "duration_limit_s", "stop at (sim s)", "general")]
+    for letter, role in ROLES.items():
+        for sub, label in GROUP_KNOBS:
+            out.append(_field(_cid(f"{letter}.{sub}"), f"cluster.{role}[0].{sub}", label, letter))
+    out.append(_field("f-router-policy", "router.policy", "router", "transfer", "select"))
+    for key, label in [("backend", "KV transfer backend"), ("mode", "mode"), ("batched", "batched (Mooncake)"),
+                       ("nic_gbit", "NIC Gb/s (what-if)"), ("kv_buffer_fraction", "D receive buffer (HBM share)")]:
+        out.append(_field(_cid(f"transfer.{key}"), f"transfer.{key}", label, "transfer"))
+    for key, label in [("kind", "workload kind"), ("num_requests", "requests"), ("rate", "rate (req/s)"),
+                       ("burstiness", "burstiness (1=Poisson)"), ("max_concurrency", "max_concurrency")]:
+        out.append(_field(_cid(f"workload.{key}"), f"workload.{key}", label, "workload"))
+    for io in ("input", "output"):
+        for key in ("dist", "value", "mean", "std", "min", "max"):
+            out.append(_field(_cid(f"workload.{io}.{key}"), f"workload.{io}.{key}", f"{io} {key}", "workload"))
+    out.append(_field("f-workload-trace-path", "workload.trace.path", "trace file", "workload", "select"))
+    for key, label in [("format", "trace format"), ("time_scale", "time_scale (<1 = heavier)"), ("limit", "first N")]:
+        out.append(_field(_cid(f"workload.trace.{key}"), f"workload.trace.{key}", label, "workload"))
+    for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        out.append(_field(_cid(f"slo.{key}"), f"slo.{key}", f"SLO {key.replace('_ms', '').upper()} ms", "slo",
+                          clear="null"))
+    return [f for f in out if f is not None]
+
+
+FIELDS: dict[str, Field] = {f.cid: f for f in _build_fields()}
+FORM_IDS: list[str] = list(FIELDS)
+SECTIONS = ["general", "p", "d", "c", "transfer", "workload", "slo"]
+# an error at a field with no control of its own is shown at this control
+ALIASES = {"workload.trace": "f-workload-trace-path", "cluster": "f-layout", "cluster.prefill": "f-layout",
+           "cluster.decode": "f-layout", "cluster.colocated": "f-layout"}
+
+
+def select_options(cid: str, current: Any = None) -> list[dict]:
+    """Options of a select control (bundled keys; the current value is kept when custom)."""
+    f = FIELDS[cid]
+    if cid == "f-hardware":
+        values = catalog.hardware_keys()
+    elif cid == "f-model":
+        values = catalog.model_keys()
+    elif cid == "f-router-policy":
+        from pdsim.sim.router import ROUTERS
+
+        values = list(ROUTERS.keys())
+    elif cid == "f-workload-trace-path":
+        from .uploads import trace_options
+
+        return trace_options(current)
+    else:
+        values = list(f.options)
+    opts = [{"label": str(v), "value": v} for v in values]
+    if current not in (None, "") and current not in values:
+        opts.append({"label": str(current), "value": current})
+    return opts
+
+
+# ---- YAML text <-> data ----------------------------------------------------------------
 def example_yaml(key: str) -> str:
-    return (scenarios_dir() / f"{key}.yaml").read_text()
+    return catalog.scenario_path(key).read_text()
 
 
 def parse_yaml(text: str) -> dict:
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.safe_load(text or "") or {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
@@ -52,114 +188,226 @@ def parse_yaml(text: str) -> dict:
     return normalize_cluster(data)
 
 
-def _get(data: dict, path: str) -> Any:
-    node: Any = data
-    for part in path.replace("]", "").replace("[", ".").split("."):
-        if isinstance(node, list):
-            i = int(part)
-            if i >= len(node):
-                return None
-            node = node[i]
-        elif isinstance(node, dict):
-            node = node.get(part)
+def dump_yaml(data: dict) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+
+
+def _split(path: str) -> list[str | int]:
+    out: list[str | int] = []
+    for part in path.split("."):
+        m = re.fullmatch(r"([^\[]+)((?:\[\d+\])*)", part)
+        out.append(m.group(1))
+        out += [int(i) for i in re.findall(r"\[(\d+)\]", m.group(2))]
+    return out
+
+
+def get_path(data: Any, path: str) -> Any:
+    node = data
+    for key in _split(path):
+        if isinstance(key, int):
+            node = node[key] if isinstance(node, list) and key < len(node) else None
         else:
-            return None
+            node = node.get(key) if isinstance(node, dict) else None
         if node is None:
             return None
     return node
 
 
-def role_of(data: dict) -> str:
-    cl = data.get("cluster") or {}
-    return "colocated" if cl.get("colocated") else "prefill"
+def has_path(data: Any, path: str) -> bool:
+    keys = _split(path)
+    parent = get_path(data, path.rsplit(".", 1)[0]) if "." in path else data
+    return isinstance(parent, dict) and keys[-1] in parent
+
+
+def set_path(data: dict, path: str, value: Any) -> bool:
+    """Set a field, creating mappings on the way; False when a list index is missing."""
+    keys = _split(path)
+    node: Any = data
+    for key, nxt in zip(keys, keys[1:]):
+        if isinstance(key, int):
+            if not isinstance(node, list) or key >= len(node):
+                return False
+            if not isinstance(node[key], dict):
+                node[key] = {}
+            node = node[key]
+        else:
+            if not isinstance(node.get(key), (dict, list)):
+                node[key] = [] if isinstance(nxt, int) else {}
+            node = node[key]
+    node[keys[-1]] = value
+    return True
+
+
+def remove_path(data: dict, path: str) -> None:
+    """Delete a field; mappings it leaves empty go too (a group entry stays)."""
+    keys = _split(path)
+    chain: list[tuple[Any, Any]] = []
+    node: Any = data
+    for key in keys[:-1]:
+        nxt = node[key] if isinstance(node, list) and isinstance(key, int) and key < len(node) else (
+            node.get(key) if isinstance(node, dict) else None)
+        if nxt is None:
+            return
+        chain.append((node, key))
+        node = nxt
+    if isinstance(node, dict):
+        node.pop(keys[-1], None)
+    for parent, key in reversed(chain):
+        child = parent[key]
+        if isinstance(child, dict) and not child and not isinstance(parent, list):
+            del parent[key]
+        else:
+            break
+
+
+def layout_of(data: dict) -> str:
+    cl = data.get("cluster") if isinstance(data.get("cluster"), dict) else {}
+    return "colocated" if cl.get("colocated") and not (cl.get("prefill") or cl.get("decode")) else "disaggregated"
+
+
+def set_layout(data: dict, layout: str) -> dict:
+    """Switch disaggregated <-> colocated, seeding the new groups from the old first group."""
+    if layout == layout_of(data):
+        return data
+    cl = data.get("cluster") if isinstance(data.get("cluster"), dict) else {}
+    if layout == "colocated":
+        first = (cl.get("prefill") or cl.get("decode") or [{"count": 1, "gpus": 1}])[0]
+        data["cluster"] = {"colocated": [copy.deepcopy(first)]}
+    else:
+        first = (cl.get("colocated") or [{"count": 1, "gpus": 1}])[0]
+        data["cluster"] = {"prefill": [copy.deepcopy(first)], "decode": [copy.deepcopy(first)]}
+    return data
 
 
 def form_values(data: dict) -> dict[str, Any]:
-    role = role_of(data)
-    return {cid: _get(data, path.format(role=role)) for cid, path in FIELDS.items()}
+    """What each control shows: the field's value in the YAML (None = absent: placeholder)."""
+    out: dict[str, Any] = {}
+    for cid, f in FIELDS.items():
+        if f.kind == "layout":
+            out[cid] = layout_of(data)
+            continue
+        v = get_path(data, f.path)
+        if f.kind == "bool":
+            out[cid] = ["on"] if (v if v is not None else f.default) else []
+        elif isinstance(v, (dict, list)):
+            out[cid] = None
+        elif f.clear == "null" and not has_path(data, f.path):
+            out[cid] = f.default  # absent: the default bound applies; empty means null (not checked)
+        else:
+            out[cid] = v
+    return out
 
 
-def apply_form(data: dict, values: dict[str, Any]) -> dict:
-    """Write the form's values into the scenario (empty = leave the field as it is)."""
+def apply_changes(data: dict, changes: dict[str, Any]) -> dict:
+    """Write changed controls into the scenario data (a copy)."""
     data = copy.deepcopy(data)
-    role = role_of(data)
-    cl = data.get("cluster") or {}
-    over = {}
-    for cid, value in values.items():
+    for cid, value in changes.items():
+        f = FIELDS[cid]
+        if f.kind == "layout":
+            data = set_layout(data, value or "disaggregated")
+            continue
+        if f.path.startswith("cluster.") and get_path(data, f.path.split("[0]")[0] + "[0]") is None:
+            continue  # no group of that role in this layout
+        if f.kind == "bool":
+            value = bool(value)
+        elif isinstance(value, str):
+            value = value.strip()
         if value is None or value == "":
+            if f.clear == "null":
+                set_path(data, f.path, None)
+            else:
+                remove_path(data, f.path)
             continue
-        path = FIELDS[cid].format(role=role)
-        grp = path.split(".")[1].split("[")[0] if path.startswith("cluster.") else None
-        if grp and not cl.get(grp):
-            continue  # no such group in this layout
-        if _get(data, path) == value:
-            continue
-        over[path] = value
-    # nodes and gpus are exclusive: setting one clears the other
-    for key in list(over):
-        for a, b in (("nodes", "gpus"), ("gpus", "nodes")):
-            if key.endswith(f"].{a}"):
-                grp = _get(data, key.rsplit(".", 1)[0])
-                if isinstance(grp, dict):
-                    grp.pop(b, None)
-    return apply_overrides(data, over) if over else data
+        for a, b in (("nodes", "gpus"), ("gpus", "nodes")):  # exclusive: one sizes the instance
+            group = get_path(data, f.path[: -len(a) - 1]) if f.path.endswith(f"].{a}") else None
+            if isinstance(group, dict) and b in group:  # swap the key in place, keeping the order
+                data_group = {(a if k == b else k): v for k, v in group.items()}
+                group.clear()
+                group.update(data_group)
+        set_path(data, f.path, value)
+        if cid == "f-workload-trace-path":  # picking a trace means replaying it
+            set_path(data, "workload.kind", "trace")
+    return data
 
 
-def control_for(field: str | None, data: dict) -> str | None:
-    """The form control showing ``field`` (a SpecError field path), if any."""
+def group_notes(data: dict) -> dict[str, str]:
+    cl = data.get("cluster") if isinstance(data.get("cluster"), dict) else {}
+    notes = {}
+    for letter, role in ROLES.items():
+        n = len(cl.get(role) or [])
+        notes[letter] = f"group 1 of {n} shown here; edit the others in the YAML" if n > 1 else ""
+    return notes
+
+
+# ---- validation -----------------------------------------------------------------------
+def route_error(field: str | None) -> tuple[str | None, str]:
+    """(control id or None, section) that should show an error at ``field``."""
     if not field:
-        return None
-    role = role_of(data)
-    for cid, path in FIELDS.items():
-        p = path.format(role=role)
-        if field == p or field.startswith(p + "."):
-            return cid
-    for cid, path in FIELDS.items():  # a group-level error: show it at the group's count
-        p = path.format(role=role)
-        if cid.endswith("-count") and field == p.rsplit(".", 1)[0]:
-            return cid
-    return None
+        return None, "general"
+    norm = re.sub(r"^(cluster\.(prefill|decode|colocated))(?!\[)", r"\1[0]", field)
+    best, best_len = None, -1
+    for cid, f in FIELDS.items():
+        if f.path and (norm == f.path or norm.startswith(f.path + ".") or norm.startswith(f.path + "[")):
+            if len(f.path) > best_len:
+                best, best_len = cid, len(f.path)
+    if best is None:
+        best = ALIASES.get(norm)
+    if best is not None:
+        return best, FIELDS[best].section
+    for letter, role in ROLES.items():
+        if norm.startswith(f"cluster.{role}"):
+            return None, letter
+    head = norm.split(".")[0].split("[")[0]
+    return None, head if head in SECTIONS else ("transfer" if head == "router" else "general")
 
 
-def validate(text: str, base_dir: Path | None = None):
-    """(resolved scenario or None, message or None, control id or None)."""
+def source_name(data: dict) -> str:
+    name = data.get("name") if isinstance(data.get("name"), str) else None
+    return f"{name or 'scenario'}.yaml"
+
+
+_TRACE_CHECKS: dict[str, tuple | None] = {}  # workload trace + file stamp -> SpecError args, None = fine
+TRACE_CONTROL = "f-workload-trace-path"
+
+
+def check_trace(resolved) -> None:
+    """Read a trace workload now, as the run would, so a bad file is reported at the form with
+    the CLI's words (cached by the trace settings and the file's modification time). The error
+    carries ``control`` so the form shows it at the trace-file control."""
+    from pdsim.workload import materialize
+
+    wl = resolved.scenario.workload
+    if wl.kind != "trace" or wl.trace is None:
+        return
+    path = Path(wl.trace.path)
+    if not path.is_absolute():
+        path = resolved.base_dir / path
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = None
+    key = json.dumps([dataclasses.asdict(wl.trace), str(resolved.base_dir), stamp], default=str)
+    if key not in _TRACE_CHECKS:
+        try:
+            materialize(wl, seed=resolved.scenario.seed, base_dir=resolved.base_dir)
+            _TRACE_CHECKS[key] = None
+        except pdsim.SpecError as err:  # as pdsim.simulate reports it
+            _TRACE_CHECKS[key] = (err.message, err.source or resolved.source, err.field)
+    if _TRACE_CHECKS[key] is not None:
+        message, source, field = _TRACE_CHECKS[key]
+        err = pdsim.SpecError(message, source=source, field=field)
+        err.control = TRACE_CONTROL
+        raise err
+
+
+def validate(text: str, check_files: bool = True):
+    """(resolved scenario or None, SpecError or None). Relative paths (traces) resolve
+    against the bundled scenarios folder, where the examples' ``../traces/...`` point."""
     try:
         data = parse_yaml(text)
-        resolved = pdsim.resolve_scenario(data, "scenario YAML", base_dir or scenarios_dir())
-        return resolved, None, None
+        resolved = pdsim.resolve_scenario(data, source_name(data), catalog.scenarios_dir())
+        if check_files:
+            check_trace(resolved)
+        return resolved, None
     except pdsim.SpecError as err:
-        data = {}
-        try:
-            data = parse_yaml(text)
-        except pdsim.SpecError:
-            pass
-        return None, str(err), control_for(err.field, data)
-
-
-def save_upload(contents: str, filename: str | None) -> tuple[Path, int]:
-    """Decode a dcc.Upload payload in memory, enforce the size limit, and write it under a
-    generated name (the client's file name never reaches the filesystem). Returns (path,
-    requests) after parsing it with pdsim's trace reader."""
-    from pdsim.workload import read_trace
-
-    try:
-        _header, b64 = contents.split(",", 1)
-        raw = base64.b64decode(b64, validate=True)
-    except (ValueError, TypeError):
-        raise pdsim.SpecError("the upload is not valid base64 data", source=filename or "upload") from None
-    if len(raw) > MAX_UPLOAD_BYTES:
-        raise pdsim.SpecError(f"file is {len(raw) / 2**20:.1f} MiB; the limit is {MAX_UPLOAD_BYTES // 2**20} MiB",
-                              source=filename or "upload")
-    suffix = {".jsonl": ".jsonl", ".csv": ".csv", ".json": ".json"}.get(Path(filename or "").suffix.lower())
-    if suffix is None:
-        raise pdsim.SpecError("expected a .jsonl (Mooncake), .csv (Azure/BurstGPT) or .json (bench result) trace",
-                              source=filename or "upload")
-    UPLOAD_DIR.mkdir(parents=True, exist_ok=True)
-    path = UPLOAD_DIR / f"{uuid.uuid4().hex}{suffix}"
-    path.write_bytes(raw)
-    try:
-        table = read_trace(path)
-    except pdsim.SpecError as err:
-        path.unlink(missing_ok=True)
-        raise pdsim.SpecError(err.message.replace(str(path), ""), source=filename or "upload") from None
-    return path, len(table)
+        return None, err

@@ -1,7 +1,8 @@
-"""Time attention: prefill (causal, with prior context) and decode (one query over KV of
-length L), with torch scaled_dot_product_attention, for a model YAML's head layout.
+"""Time attention with torch scaled_dot_product_attention for a model YAML's head layout:
+prefill of ``n`` new tokens over ``prior`` cached tokens (causal), and decode (one query per
+sequence over KV of length L). Rows: attention.csv (phase prefill / decode).
 
-    python calibration/microbench/attention.py --model workloads/models/llama-3.1-8b.yaml --hardware h100
+    python calibration/microbench/attention.py --model workloads/models/llama-3.1-8b.yaml --tp 1
 """
 from __future__ import annotations
 
@@ -20,24 +21,28 @@ def main() -> None:
     dev = device(args)
     m = yaml.safe_load(open(args.model))
     heads = max(1, m["num_heads"] // args.tp)
+    kvh = max(1, (m.get("num_kv_heads") or m["num_heads"]) // args.tp)
     d = m["head_dim"]
-    lens = [64, 256] if args.dry_run else [128, 512, 1024, 2048, 4096, 8192, 16384, 32768]
-    batches = [1, 4] if args.dry_run else [1, 8, 32, 128]
+    dt = torch.bfloat16
+    lens = [64, 256] if args.dry_run else [512, 1024, 2048, 4096, 8192, 16384]
+    priors = [0, 128] if args.dry_run else [0, 4096]
+    batches = [1, 4] if args.dry_run else [1, 8, 32, 128, 512]
     rows = []
-    for n in lens:  # prefill of n new tokens over n prior tokens
-        q = torch.randn(1, heads, n, d, device=dev, dtype=torch.bfloat16)
-        kv = torch.randn(1, heads, 2 * n, d, device=dev, dtype=torch.bfloat16)
-        mask = torch.ones(n, 2 * n, device=dev, dtype=torch.bool).tril(diagonal=n)
-        us = time_us(lambda: F.scaled_dot_product_attention(q, kv, kv, attn_mask=mask), args)
-        rows.append({"model": m["name"], "phase": "prefill", "batch": 1, "new_tokens": n, "context": 2 * n,
-                     "heads": heads, "head_dim": d, "us": us})
+    for prior in priors:
+        for n in lens:  # prefill of n new tokens after `prior` cached ones: query i sees prior + i + 1 keys
+            q = torch.randn(1, heads, n, d, device=dev, dtype=dt)
+            k = torch.randn(1, kvh, prior + n, d, device=dev, dtype=dt)
+            mask = torch.ones(n, prior + n, device=dev, dtype=torch.bool).tril(diagonal=prior)
+            us = time_us(lambda: F.scaled_dot_product_attention(q, k, k, attn_mask=mask, enable_gqa=kvh != heads), args)
+            rows.append({"phase": "prefill", "batch": 1, "new_tokens": n, "context": prior + n, "heads": heads,
+                         "kv_heads": kvh, "head_dim": d, "us": us, "note": f"{m['name']} TP{args.tp}, torch SDPA"})
     for b in batches:
         for n in lens:
-            q = torch.randn(b, heads, 1, d, device=dev, dtype=torch.bfloat16)
-            kv = torch.randn(b, heads, n, d, device=dev, dtype=torch.bfloat16)
-            us = time_us(lambda: F.scaled_dot_product_attention(q, kv, kv), args)
-            rows.append({"model": m["name"], "phase": "decode", "batch": b, "new_tokens": 1, "context": n,
-                         "heads": heads, "head_dim": d, "us": us})
+            q = torch.randn(b, heads, 1, d, device=dev, dtype=dt)
+            k = torch.randn(b, kvh, n, d, device=dev, dtype=dt)
+            us = time_us(lambda: F.scaled_dot_product_attention(q, k, k, enable_gqa=kvh != heads), args)
+            rows.append({"phase": "decode", "batch": b, "new_tokens": 1, "context": n, "heads": heads, "kv_heads": kvh,
+                         "head_dim": d, "us": us, "note": f"{m['name']} TP{args.tp}, torch SDPA"})
     print(write_rows(args, "attention", rows))
 
 

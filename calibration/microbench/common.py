@@ -1,8 +1,11 @@
-"""Shared helpers for the microbenchmarks: timing, provenance, CSV rows in the data schema.
+"""Shared helpers for the microbenchmarks: timing, provenance, rows in the data schema.
 
 Run on any GPU (CUDA events) or, with --dry-run, on CPU with tiny shapes (wall clock) so the
-harness itself is testable without a GPU. Every row gets: source=measured, hardware (the
-pdsim profile key given by --hardware, or the device name), software (torch + CUDA), date.
+harness itself is testable without a GPU. Rows are written in the column order of
+``pdsim.calibrate.data.SCHEMAS`` (appended to an existing file in that file's own column
+order), each with provenance: source ``measured`` (``dry-run (not a measurement)`` on CPU),
+hardware (the pdsim profile key: --hardware, else guessed from the device name), software
+(torch, CUDA, device name) and date.
 """
 from __future__ import annotations
 
@@ -13,12 +16,16 @@ import os
 import time
 from pathlib import Path
 
+from pdsim.calibrate.data import columns
+
+PROFILE_KEYS = {"H100": "h100", "H200": "h200", "H800": "h800", "H20": "h20", "A800": "a800"}
+
 
 def parser(desc: str, model: str = "workloads/models/llama-3.1-8b.yaml") -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=desc)
     ap.add_argument("--model", default=model, help="pdsim model YAML")
     ap.add_argument("--out", default="calibration/data", help="folder for the CSV (appended)")
-    ap.add_argument("--hardware", help="pdsim hardware profile key of this GPU (e.g. h100)")
+    ap.add_argument("--hardware", help="pdsim hardware profile key of this GPU (default: from the device name)")
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes on CPU: checks the harness, not the GPU")
     ap.add_argument("--repeat", type=int, default=20)
     return ap
@@ -37,14 +44,16 @@ def provenance(args) -> dict:
 
     dev = device(args)
     name = torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu (dry run)"
-    cuda = torch.version.cuda or "none"
+    guess = next((v for k, v in PROFILE_KEYS.items() if k in name.replace("-", " ").split() or f" {k} " in f" {name} "),
+                 name)
     return {"source": "measured" if dev.type == "cuda" else "dry-run (not a measurement)",
-            "hardware": args.hardware or name, "software": f"torch {torch.__version__}, CUDA {cuda}, {name}",
+            "hardware": args.hardware or guess,
+            "software": f"torch {torch.__version__}, CUDA {torch.version.cuda or 'none'}, {name}",
             "date": dt.date.today().isoformat()}
 
 
 def time_us(fn, args, warmup: int = 3) -> float:
-    """Median microseconds of ``fn()`` over ``args.repeat`` runs."""
+    """Median microseconds of ``fn()`` over ``args.repeat`` runs (CUDA events on a GPU)."""
     import torch
 
     dev = device(args)
@@ -68,12 +77,18 @@ def time_us(fn, args, warmup: int = 3) -> float:
 
 
 def write_rows(args, name: str, rows: list[dict]) -> Path:
+    """Append ``rows`` (+ provenance) to ``<out>/<name>.csv`` in that file's column order."""
     path = Path(args.out) / f"{name}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     new = not path.exists() or os.path.getsize(path) == 0
+    if new:
+        fields = columns(name)
+    else:
+        with open(path, newline="") as f:
+            fields = next(csv.reader(f))
     prov = provenance(args)
     with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]) + list(prov))
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         if new:
             w.writeheader()
         for r in rows:

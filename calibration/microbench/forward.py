@@ -1,6 +1,7 @@
 """Time a whole decoder forward built from a pdsim model YAML with random weights (nothing is
-downloaded): ``--layers`` layers of attention (SDPA) + dense MLP, at prefill and decode shapes.
-Per-layer time x num_layers approximates the model; compare with pdsim's step prices.
+downloaded): ``--layers`` layers of attention (SDPA; MLA models run as MHA) + a dense SwiGLU MLP
+(MoE models: one of width top_k x expert_ffn, the active parameters), at prefill and decode
+shapes. Rows: forward.csv (not fitted: a check of the step prices against a whole forward).
 
     python calibration/microbench/forward.py --model workloads/models/llama-3.1-8b.yaml --layers 4 --hardware h100
 """
@@ -52,13 +53,13 @@ def main() -> None:
             x = torch.randn(1, n, h, device=dev, dtype=dt)
             us = time_us(lambda: forward(x, None), args)
             rows.append({"model": m["name"], "phase": "prefill", "batch": 1, "tokens": n, "context": n,
-                         "layers": args.layers, "us": us, "us_per_layer": us / args.layers})
+                         "layers": args.layers, "us": us, "note": "random weights, dense layers, torch SDPA"})
         for b, c in ([(2, 64)] if args.dry_run else [(1, 1024), (32, 1024), (128, 1024), (32, 8192)]):
             x = torch.randn(b, 1, h, device=dev, dtype=dt)
             ctx = (torch.randn(b, heads, c, d, device=dev, dtype=dt), torch.randn(b, heads, c, d, device=dev, dtype=dt))
             us = time_us(lambda: forward(x, ctx), args)
             rows.append({"model": m["name"], "phase": "decode", "batch": b, "tokens": b, "context": c,
-                         "layers": args.layers, "us": us, "us_per_layer": us / args.layers})
+                         "layers": args.layers, "us": us, "note": "random weights, dense layers, torch SDPA"})
     print(write_rows(args, "forward", rows))
 
 

@@ -1,111 +1,206 @@
-"""Measured vs predicted for every calibration data row, per data file (text and plotly)."""
+"""Measured vs predicted for every calibration data row, per data file (text table and plotly).
+
+Predictions use the constants written in each row's hardware profile (``calibration:``) and the
+same forms the step models use (costs/compute.py, costs/deepep.py, the ring all-reduce and the
+Mooncake transfer form). Rows a fit skipped (``fit: no`` in the data, or faster than the
+hardware's own peak) are shown and marked, not hidden.
+"""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ..costs.deepep import ll_time_s, normal_time_s
-from ..specs.catalog import load_hardware_ref
+from ..costs.compute import decode_attention_s, gemm_s, gqa_pair_flops, mla_pair_flops, moe_s, prefill_attention_s
+from ..costs.deepep import ELEM_BYTES, ll_time_s, normal_time_s
+from ..specs.catalog import hardware_keys, load_hardware_ref
 from . import data
+from .fit_comm import legs
+from .fit_compute import WBYTES, _pairs, _physical, gemm_table, moe_table
+
+FAST = "faster than this GPU's peak FLOP/s and HBM bandwidth allow: not fitted"
+
+COLUMNS = ["file", "hardware", "model", "point", "unit", "measured", "predicted", "fitted", "note"]
 
 
-def comparison() -> pd.DataFrame:
-    """One row per measured point: file, hardware, what, measured, predicted, error."""
-    rows = []
+def _cal(hw_key: str) -> dict:
+    return load_hardware_ref(hw_key).calibration if hw_key in hardware_keys() else {}
+
+
+def _rows(file, hwk, model, points, unit, y, pred, used, notes) -> list[tuple]:
+    return [(file, hwk, model, p, unit, float(a), float(b), bool(u), n) for p, a, b, u, n in zip(points, y, pred, used, notes)]
+
+
+def _compute_rows() -> list[tuple]:
+    out = []
+    g = data.load("gemm")
+    for (hwk, dt), r in g.groupby(["hardware", "dtype"]):
+        p = _cal(hwk).get(f"gemm_{dt}")
+        if not p:
+            continue
+        hw = load_hardware_ref(hwk)
+        m, fl, nb = gemm_table(r, dt)
+        pred = gemm_s(m, fl, nb, hw.gpu.peak_flops("fp8" if dt.startswith("fp8") else "bf16"), hw.gpu.hbm_gbps * 1e9,
+                      p["eff"], p["m_half"], p["hbm_eff"], p["latency_us"] * 1e-6) * 1e6
+        pts = [f"{dt} M={a} N={b} K={c}" for a, b, c in zip(r["m"], r["n"], r["k"])]
+        ok = _physical(r["us"].to_numpy(float) * 1e-6, fl, nb, hw.gpu.peak_flops("fp8" if dt.startswith("fp8") else "bf16"),
+                       hw.gpu.hbm_gbps * 1e9)
+        notes = np.where(ok, r["note"], FAST)
+        out += _rows("gemm", hwk, f"gemm_{dt}", pts, "us", r["us"], pred, r["use"].to_numpy() & ok, notes)
+    mo = data.load("moe")
+    for (hwk, dt), r in mo.groupby(["hardware", "dtype"]):
+        p = _cal(hwk).get(f"moe_{dt}")
+        if not p:
+            continue
+        hw = load_hardware_ref(hwk)
+        a, t, h, i, tp = moe_table(r)
+        pred = moe_s(a, t, h, i, WBYTES[dt], hw.gpu.peak_flops("fp8" if dt.startswith("fp8") else "bf16"),
+                     hw.gpu.hbm_gbps * 1e9, p["eff"], p["m_half"], p["hbm_eff"], p["latency_us"] * 1e-6, tp) * 1e6
+        pts = [f"{dt} {hh}x{ii} E{e} TP{q} tokens={n}" for hh, ii, e, q, n in
+               zip(r["hidden"], r["inter"], r["experts"], r["tp"], r["tokens"])]
+        peak = hw.gpu.peak_flops("fp8" if dt.startswith("fp8") else "bf16")
+        ok = _physical(r["us"].to_numpy(float) * 1e-6, 6 * h * i * a / tp, t * 3 * h * i * WBYTES[dt], peak, hw.gpu.hbm_gbps * 1e9)
+        notes = np.where(ok | ~r["use"].to_numpy(), r["note"], FAST)
+        out += _rows("moe", hwk, f"moe_{dt}", pts, "us", r["us"], pred, r["use"].to_numpy() & ok, notes)
+    for name in ("attention", "mla"):
+        at = data.load(name)
+        for (hwk, phase), r in at.groupby(["hardware", "phase"]):
+            cal = _cal(hwk)
+            hw = load_hardware_ref(hwk)
+            peak, hbm = hw.gpu.peak_flops("bf16"), hw.gpu.hbm_gbps * 1e9
+            heads = r["heads"].to_numpy(float)
+            if phase == "prefill":
+                key = "mla_prefill" if name == "mla" and "mla_prefill" in cal else "attention_prefill"
+                p = cal.get(key)
+                if not p:
+                    continue
+                pf = (gqa_pair_flops(heads, r["head_dim"].to_numpy(float)) if name == "attention" else
+                      2.0 * heads * (r["nope_dim"] + r["rope_dim"] + r["v_dim"]).to_numpy(float))
+                pred = prefill_attention_s(_pairs(r), pf, peak, p["eff"], p["latency_us"] * 1e-6) * 1e6
+            else:
+                key = "mla_decode" if name == "mla" else "attention_decode"
+                p = cal.get(key)
+                if not p:
+                    continue
+                bc = (r["batch"] * r["context"]).to_numpy(float)
+                if name == "attention":
+                    kb = bc * 4.0 * r["kv_heads"].to_numpy(float) * r["head_dim"].to_numpy(float)
+                    fl = bc * gqa_pair_flops(heads, r["head_dim"].to_numpy(float))
+                else:
+                    kb = bc * (r["kv_lora"] + r["rope_dim"]).to_numpy(float) * 2.0
+                    fl = bc * mla_pair_flops(heads, r["kv_lora"].to_numpy(float), r["rope_dim"].to_numpy(float))
+                pred = decode_attention_s(kb, fl, peak, hbm, p["eff"], p["hbm_eff"], p["latency_us"] * 1e-6) * 1e6
+            pts = [f"{phase} b={b} new={n} ctx={c} heads={h}" for b, n, c, h in
+                   zip(r["batch"], r["new_tokens"], r["context"], r["heads"])]
+            out += _rows(name, hwk, key, pts, "us", r["us"], pred, r["use"], r["note"])
+    return out
+
+
+def _comm_rows() -> list[tuple]:
+    out = []
     ll = data.load("deepep_low_latency")
-    for r in ll.itertuples():
-        cal = load_hardware_ref(r.hardware).calibration
-        for op, elem in (("dispatch", 1.0), ("combine", 2.0)):
+    for hwk, r in ll.groupby("hardware"):
+        cal = _cal(hwk)
+        for op in ("dispatch", "combine"):
             p = cal.get(f"deepep_ll_{op}")
-            if p:
-                pred = ll_time_s(p, r.tokens_per_rank, int(r.hidden), int(r.top_k), int(r.ep_size), int(r.gpus_per_node), elem) * 1e6
-                rows.append(("deepep_low_latency", r.hardware, f"EP{r.ep_size} {r.tokens_per_rank} tok {op} (us)",
-                             getattr(r, f"{op}_us"), pred))
+            if not p:
+                continue
+            pred = [ll_time_s(p, x.tokens_per_rank, int(x.hidden), int(x.top_k), int(x.ep_size), int(x.gpus_per_node),
+                              ELEM_BYTES[op]) * 1e6 for x in r.itertuples()]
+            pts = [f"EP{e} {t} tok/rank {op}" for e, t in zip(r["ep_size"], r["tokens_per_rank"])]
+            out += _rows("deepep_low_latency", hwk, f"deepep_ll_{op}", pts, "us", r[f"{op}_us"], pred, r["use"], r["note"])
     nm = data.load("deepep_normal")
-    for r in nm.itertuples():
-        cal = load_hardware_ref(r.hardware).calibration
-        for op, elem in (("dispatch", 1.0), ("combine", 2.0)):
+    for hwk, r in nm.groupby("hardware"):
+        cal = _cal(hwk)
+        for op in ("dispatch", "combine"):
             p = cal.get(f"deepep_normal_{op}")
             if not p:
                 continue
-            us = getattr(r, f"{op}_us")
-            if not np.isnan(us):
-                pred = normal_time_s(p, r.tokens_per_rank, int(r.hidden), int(r.top_k), int(r.ep_size), int(r.gpus_per_node), elem) * 1e6
-                rows.append(("deepep_normal", r.hardware, f"EP{r.ep_size} {r.tokens_per_rank} tok {op} (us)", us, pred))
+            lg = legs(r, ELEM_BYTES[op], dedup=True)
+            for x, (nvl, rdma) in zip(r.itertuples(), lg):
+                t = normal_time_s(p, x.tokens_per_rank, int(x.hidden), int(x.top_k), int(x.ep_size), int(x.gpus_per_node),
+                                  ELEM_BYTES[op])
+                us = getattr(x, f"{op}_us")
+                if np.isfinite(us):
+                    out.append(("deepep_normal", hwk, f"deepep_normal_{op}", f"EP{x.ep_size} {x.tokens_per_rank} tok/rank {op}",
+                                "us", us, t * 1e6, x.use, x.note))
+                else:
+                    leg = nvl if x.leg == "nvlink" else rdma
+                    out.append(("deepep_normal", hwk, f"deepep_normal_{op}", f"EP{x.ep_size} {op} {x.leg} bottleneck",
+                                "GB/s", getattr(x, f"{op}_gbps"), leg / t / 1e9, x.use, x.note))
+    nc = data.load("nccl_collectives")
+    for hwk, r in nc.groupby("hardware"):
+        p = _cal(hwk).get("allreduce")
+        if not p:
+            continue
+        for x in r.itertuples():
+            n = int(x.gpus)
+            if np.isfinite(x.us):
+                pred = (p.get("base_us", 0.0) + 2 * (n - 1) * p["latency_us"]
+                        + 2 * (n - 1) / n * x.message_bytes / (p["intranode_gbps"] * 1e3))
+                out.append(("nccl_collectives", hwk, "allreduce", f"{n} GPUs {int(x.message_bytes)} B", "us", x.us, pred,
+                            x.use, x.note))
             else:
-                key = "nvl_gbps" if r.leg == "nvlink" else "rdma_gbps"
-                rows.append(("deepep_normal", r.hardware, f"EP{r.ep_size} {op} {r.leg} bottleneck (GB/s)",
-                             getattr(r, f"{op}_gbps"), float(p[key])))
+                pred = p["intranode_gbps"] if x.nodes == 1 else p["internode_gbps"]
+                out.append(("nccl_collectives", hwk, "allreduce", f"{n} GPUs on {x.nodes} node(s), bus bandwidth", "GB/s",
+                            x.busbw_gbps, pred, x.use, x.note))
     mc = data.load("mooncake_transfer")
-    for r in mc[mc["mode"] == "batched"].itertuples():
-        p = load_hardware_ref(r.hardware).calibration.get("mooncake")
-        if p:
-            line = r.nics * r.nic_gbit / 8 * 1e9
-            pred = float(p["setup_ms"]) + r.bytes / (line * float(p["eff"])) * 1e3
-            # 64-way concurrent and loaded-cluster rows are another regime: shown, not fitted
-            other = any(w in r.note for w in ("concurrent", "3P9D"))
-            rows.append(("mooncake_transfer", r.hardware, f"{r.bytes / 1e9:.3g} GB, {r.nics}x{r.nic_gbit} Gb/s (ms)"
-                         + (" [not fitted: " + ("64 concurrent" if "concurrent" in r.note else "loaded 3P9D") + "]" if other else ""),
-                         r.ms, pred, not other))
-    rows = [r if len(r) == 6 else r + (True,) for r in rows]
-    rows += _compute_rows()
-    df = pd.DataFrame(rows, columns=["file", "hardware", "point", "measured", "predicted", "fitted"])
+    for hwk, r in mc.groupby("hardware"):
+        p = _cal(hwk).get("mooncake")
+        if not p:
+            continue
+        for x in r.itertuples():
+            line = x.nics * x.nic_gbit / 8 * 1e9
+            pred = p["setup_ms"] + x.bytes / (line * p["eff"]) * 1e3
+            if x.mode == "per_page":
+                pred += -(-10000 // 64) * 61 * p.get("per_page_us", 0.0) * 1e-3
+            used = x.use and x.regime == "single" and x.mode == "batched"
+            note = x.note + ("" if used else f" [{x.regime}, {x.mode}: not in the single-transfer fit]")
+            out.append(("mooncake_transfer", hwk, "mooncake", f"{x.bytes / 1e9:.3g} GB over {x.nics}x{x.nic_gbit} Gb/s",
+                        "ms", x.ms, pred, used, note))
+    return out
+
+
+def comparison() -> pd.DataFrame:
+    """One row per measured point: file, hardware, model, point, unit, measured, predicted,
+    whether the fit used it, its note, and the relative error."""
+    df = pd.DataFrame(_compute_rows() + _comm_rows(), columns=COLUMNS)
     df["error"] = (df["predicted"] - df["measured"]) / df["measured"]
     return df
 
 
 def report(out_html: str | None = None) -> str:
+    """Text table of measured vs predicted per data file (and a plotly figure at ``out_html``)."""
     df = comparison()
     lines = []
     for f, g in df.groupby("file", sort=False):
-        fitted = g[g["fitted"]]
-        if f in ("gemm", "attention"):  # hundreds of rows: the summary line and the worst five
-            lines.append(f"{f}: mean |error| {fitted['error'].abs().mean():.1%} over {len(fitted)} points; worst:")
-            g = g.reindex(g["error"].abs().sort_values(ascending=False).index[:5])
-            for r in g.itertuples():
-                lines.append(f"  {r.hardware:<5} {r.point:<60} measured {r.measured:>9.2f}  predicted {r.predicted:>9.2f}  "
-                             f"{r.error:+.1%}")
-            continue
-        lines.append(f"{f}: mean |error| {fitted['error'].abs().mean():.1%} over {len(fitted)} fitted points"
-                     + (f" ({len(g) - len(fitted)} more shown, another regime)" if len(g) > len(fitted) else ""))
-        for r in g.itertuples():
-            lines.append(f"  {r.hardware:<5} {r.point:<60} measured {r.measured:>9.2f}  predicted {r.predicted:>9.2f}  "
-                         f"{r.error:+.1%}")
+        lines.append(f"== {f}.csv")
+        for (hwk, model), gm in g.groupby(["hardware", "model"], sort=False):
+            used, other = gm[gm["fitted"]], gm[~gm["fitted"]]
+            p = _cal(hwk).get(model, {})
+            held = f", held-out {p['heldout_mape']:.1%} ({p.get('heldout', '')})" if "heldout_mape" in p else ""
+            fitted = f"mean |error| {used['error'].abs().mean():.1%} over {len(used)} fitted rows" if len(used) else \
+                "no fitted rows"
+            lines.append(f"  {hwk:<5} {model:<24} {fitted}" + held
+                         + (f"; {len(other)} rows not fitted, mean |error| {other['error'].abs().mean():.1%}" if len(other) else ""))
+            show = gm if len(gm) <= 12 else gm.reindex(gm["error"].abs().sort_values(ascending=False).index[:3])
+            for r in show.itertuples():
+                mark = "" if r.fitted else "  (not fitted)"
+                lines.append(f"      {r.point:<44} measured {r.measured:>10.2f} {r.unit:<4} predicted {r.predicted:>10.2f}"
+                             f"  {r.error:+.1%}{mark}")
     if out_html:
         import plotly.express as px
 
-        fig = px.scatter(df, x="measured", y="predicted", color="file", symbol="hardware", hover_name="point",
-                         log_x=True, log_y=True, title="Calibration: measured vs predicted")
-        lo, hi = float(df[["measured", "predicted"]].min().min()), float(df[["measured", "predicted"]].max().max())
-        fig.add_shape(type="line", x0=lo, y0=lo, x1=hi, y1=hi, line=dict(dash="dash", color="gray"))
+        fig = px.scatter(df.assign(status=np.where(df["fitted"], "fitted", "not fitted")), x="measured", y="predicted",
+                         color="file", symbol="status", facet_col="unit", hover_name="point",
+                         hover_data=["hardware", "model", "error", "note"], log_x=True, log_y=True,
+                         title="pdsim calibration: measured vs predicted (dashed: equality)")
+        fig.update_xaxes(matches=None)
+        fig.update_yaxes(matches=None)
+        for i, (_u, g) in enumerate(df.groupby("unit", sort=False)):
+            lo = float(g[["measured", "predicted"]].min().min())
+            hi = float(g[["measured", "predicted"]].max().max())
+            fig.add_shape(type="line", x0=lo, y0=lo, x1=hi, y1=hi, line=dict(dash="dash", color="gray"),
+                          row=1, col=i + 1)
         fig.write_html(out_html, include_plotlyjs=True)
         lines.append(f"wrote {out_html}")
     return "\n".join(lines)
-
-
-def _compute_rows() -> list[tuple]:
-    from .fit import gemm_time_us
-
-    rows = []
-    gm = data.load("gemm")
-    for (hwk, dt), g in gm.groupby(["hardware", "dtype"]):
-        hw = load_hardware_ref(hwk)
-        p = hw.calibration.get(f"gemm_{dt}")
-        if not p:
-            continue
-        pred = gemm_time_us(g["m"].to_numpy(float), g["n"].to_numpy(float), g["k"].to_numpy(float),
-                            hw.gpu.peak_flops(dt), hw.gpu.hbm_gbps * 1e9 * hw.efficiency.hbm,
-                            hw.efficiency.mem_latency_us, float(p["eff"]), float(p["m_half"]), 1.0 if dt == "fp8" else 2.0)
-        for r, pr in zip(g.itertuples(), pred):
-            rows.append(("gemm", hwk, f"{dt} M={r.m} N={r.n} K={r.k} (us)", r.us, float(pr), True))
-    at = data.load("attention")
-    for hwk, g in at.groupby("hardware"):
-        hw = load_hardware_ref(hwk)
-        p = hw.calibration.get("attention")
-        if not p:
-            continue
-        for r in g.itertuples():
-            flops = 2.0 * r.batch * r.heads * r.head_dim * float(r.new_tokens) ** 2
-            pred = float(p["latency_us"]) + flops / (hw.gpu.peak_flops("bf16") * float(p["eff"])) * 1e6
-            rows.append(("attention", hwk, f"prefill b={r.batch} isl={r.new_tokens} h={r.heads} (us)", r.us, pred, True))
-    return rows

@@ -1,51 +1,93 @@
-"""Calibrated step cost: the roofline's physics with fitted communication constants.
+"""Calibrated step cost: the roofline's formulas (roofline.py) with fitted kernel constants.
 
-Same formula as RooflineStepCost (see roofline.py) except:
-- MoE all-to-all uses the fitted DeepEP models (deepep.py): low-latency kernels for decode
-  batches, normal kernels for prefill, per ``deepep_mode``;
-- TP all-reduce uses the measured NCCL bus bandwidth (calibration/data/nccl_allreduce.csv)
-  inside a node or across nodes;
-- GEMM efficiency eff x M/(M + m_half) per weight dtype and prefill-attention efficiency and
-  kernel latency are fitted to measured kernel tables (calibration/data/gemm.csv,
-  attention.csv: SGLang 0.5.14 on H100/H200, from AIConfigurator; other GPUs derived).
+Same step formula as RooflineStepCost; ``_kernels`` takes its constants from the profile's
+``calibration:`` block (written by ``pdsim calibrate fit``) instead of the ``efficiency`` priors:
+
+- dense GEMMs (attention projections, dense MLP, shared experts): ``gemm_<dtype>`` (eff,
+  m_half, hbm_eff, latency_us), dtype = the model's weights (FP8 checkpoints run block-scaled
+  DeepGEMM in SGLang: ``gemm_fp8_block``, else per-tensor ``gemm_fp8``); LM head ``gemm_bf16``.
+  Data: calibration/data/gemm.csv.
+- routed experts (GEMM form at M = tokens per touched expert): TP-sharded experts run SGLang's
+  fused Triton MoE kernel, ``moe_<dtype>`` (moe.csv); expert parallelism runs DeepEP + DeepGEMM's
+  grouped FP8-block GEMM, ``gemm_fp8_block`` (gemm.csv, the same DeepGEMM kernel dense).
+- attention: GQA ``attention_prefill`` / ``attention_decode`` (attention.csv); MLA decode
+  ``mla_decode`` (mla.csv: weight-absorbed, reads the latent). MLA prefill without a cached
+  prefix runs in SGLang as MHA through FA3 on the non-absorbed heads, so it takes
+  ``mla_prefill`` where a profile has it and else the FA3 fit ``attention_prefill``, on
+  ModelSpec.attn_flops_per_token_pair (see calibration/data/README.md on the MLA prefill rows).
+- DeepEP: ``deepep_{ll,normal}_{dispatch,combine}`` (deepep.py; deepep_*.csv); an RDMA
+  bandwidth what-if (``nic_gbit``) scales the fitted RDMA bandwidth by the line-rate ratio.
+- TP all-reduce: ``allreduce`` (launch cost, latency per ring hop and bus bandwidth inside a
+  node, bus bandwidth across nodes; nccl_collectives.csv).
+
+A constant the profile lacks keeps its roofline prior. Launch and per-step CPU overheads
+have no microbenchmark data and stay on the profile's ``efficiency`` priors.
 """
 from __future__ import annotations
 
-from .deepep import ll_time_s, normal_time_s
+from types import SimpleNamespace
+
+from .deepep import ELEM_BYTES, linear_coeffs
 from .roofline import RooflineStepCost
+
+
+def _gemm_consts(p: dict, peak: float) -> SimpleNamespace:
+    return SimpleNamespace(peak=peak, eff=float(p["eff"]), m_half=float(p["m_half"]), hbm_eff=float(p["hbm_eff"]),
+                           lat=float(p["latency_us"]) * 1e-6)
 
 
 class CalibratedStepCost(RooflineStepCost):
     name = "calibrated"
 
-    def __init__(self, hw, model, group, role, nic_gbit=None):
-        super().__init__(hw, model, group, role, nic_gbit=nic_gbit)
-        cal = hw.calibration
-        self.ll_d = cal.get("deepep_ll_dispatch")
-        self.ll_c = cal.get("deepep_ll_combine")
-        self.nm_d = cal.get("deepep_normal_dispatch")
-        self.nm_c = cal.get("deepep_normal_combine")
-        scale = (nic_gbit / hw.node.nic_gbit) if nic_gbit else 1.0  # what-if fabric: RDMA leg scales
-        if scale != 1.0:
-            for name in ("ll_d", "ll_c", "nm_d", "nm_c"):
-                p = getattr(self, name)
-                if p is not None:
-                    setattr(self, name, dict(p, rdma_gbps=float(p["rdma_gbps"]) * scale))
-        gemm = cal.get(f"gemm_{model.weight_dtype}") or cal.get("gemm_bf16")
-        if gemm:
-            self.gemm_eff, self.m_half = float(gemm["eff"]), float(gemm["m_half"])
-        att = cal.get("attention")
-        if att:
-            self.attn_eff = float(att["eff"])
-            self.attn_lat = float(att["latency_us"]) * 1e-6
+    def _kernels(self) -> SimpleNamespace:
+        k = super()._kernels()
+        cal = self.hw.calibration
+        wd = self.model.weight_dtype
+        order = ("gemm_fp8_block", "gemm_fp8", "gemm_bf16") if wd == "fp8" else ("gemm_bf16",)
+        g = next((cal[n] for n in order if n in cal), None)
+        if g:
+            k.gemm = _gemm_consts(g, self.peak)
+        if "gemm_bf16" in cal:
+            k.lm_gemm = _gemm_consts(cal["gemm_bf16"], self.peak_attn)
+        # routed experts: SGLang's TP MoE runs the fused Triton kernel (moe.csv); its DeepEP MoE
+        # (EP > 1) runs DeepGEMM's grouped GEMM, the dense FP8-block kernel of gemm.csv
+        m = cal.get("moe_fp8_block" if wd == "fp8" else "moe_bf16")
+        if self.ep > 1 and wd == "fp8" and "gemm_fp8_block" in cal:
+            m = cal["gemm_fp8_block"]
+        k.moe = _gemm_consts(m, self.peak) if m else k.gemm
+        mla = self.model.attention == "mla"
+        p = (cal.get("mla_prefill") if mla else None) or cal.get("attention_prefill")
+        if p:  # MLA prefill runs MHA through FA3 (non-absorbed pair FLOPs): the GQA FA3 fit unless MLA's own
+            k.prefill_attn = SimpleNamespace(pair_flops=self.pair_flops, eff=float(p["eff"]), lat=float(p["latency_us"]) * 1e-6)
+        d = cal.get("mla_decode" if mla else "attention_decode")
+        if d:
+            k.decode_attn = SimpleNamespace(pair_flops=self.pair_flops_dec, eff=float(d["eff"]),
+                                            hbm_eff=float(d["hbm_eff"]), lat=float(d["latency_us"]) * 1e-6)
+        if self.k and self.ep > 1:
+            for mode, ll in (("ll", True), ("normal", False)):
+                ps = [cal.get(f"deepep_{mode}_{op}") for op in ("dispatch", "combine")]
+                if all(ps):
+                    base = slope = 0.0
+                    for p, op in zip(ps, ("dispatch", "combine")):
+                        b, s = linear_coeffs(p, ll, self.hidden, self.k, self.world, self.gpn, ELEM_BYTES[op], self.nic_scale)
+                        base, slope = base + b, slope + s
+                    setattr(k, f"a2a_{mode}", (base, slope))
         ar = cal.get("allreduce")
         if ar:
-            self.ar_bw = float(ar["intranode_gbps"] if self.attn_tp <= self.gpn else ar["internode_gbps"]) * 1e9
+            k.allreduce = self._allreduce_fitted(ar)
+        return k
 
-    def _all_to_all(self, tokens_per_rank: float, low_latency: bool) -> float:
-        d, c = (self.ll_d, self.ll_c) if low_latency else (self.nm_d, self.nm_c)
-        if d is None or c is None:
-            return super()._all_to_all(tokens_per_rank, low_latency)
-        fn = ll_time_s if low_latency else normal_time_s
-        W, h, k, g = self.world, self.hidden, self.k, self.gpn
-        return fn(d, tokens_per_rank, h, k, W, g, 1.0) + fn(c, tokens_per_rank, h, k, W, g, 2.0)
+    def _allreduce_fitted(self, ar: dict):
+        """All-reduce with the fitted launch cost, per-hop latency and bus bandwidth (NCCL's
+        convention: t = base + 2 (n-1) x latency + 2 (n-1)/n x bytes / busbw)."""
+        lat = float(ar["latency_us"]) * 1e-6
+        base = float(ar.get("base_us", 0.0)) * 1e-6
+        intra = float(ar["intranode_gbps"]) * 1e9
+        inter = float(ar["internode_gbps"]) * 1e9 * self.nic_scale
+
+        def fn(n: int) -> tuple[float, float]:
+            if n <= 1:
+                return 0.0, 0.0
+            bw = intra if n <= self.gpn else min(intra, inter)
+            return base + 2.0 * (n - 1) * lat, 2.0 * (n - 1) / n / bw
+        return fn

@@ -3,10 +3,9 @@
 Formulas:
 - ring all-reduce of ``nbytes`` over ``n`` ranks: 2 (n-1)/n x nbytes / bus_bw + 2 (n-1) x latency
   (NCCL's bus-bandwidth convention; AIConfigurator's 10 us point-to-point latency).
-- DeepEP normal (prefill) dispatch/combine: bytes per rank split into an NVLink leg and an RDMA
-  leg; the slower leg bounds the kernel (DeepEP reports "bottleneck bandwidth").
-- DeepEP low-latency (decode): per-expert sends without node de-duplication; a fixed kernel
-  latency plus bytes over the slower leg.
+- DeepEP legs (``deepep_legs``): bytes one rank sends per dispatch/combine over NVLink and
+  over RDMA; normal kernels de-duplicate per destination rank and node, low-latency kernels
+  send one copy per expert. The kernel prices are in deepep.py (fitted) and roofline.py.
 """
 from __future__ import annotations
 
@@ -29,25 +28,30 @@ def expected_distinct(draws: float, k: int, pool: int) -> float:
 
 def deepep_legs(tokens_per_rank: float, hidden: int, top_k: int, world: int, gpus_per_node: int,
                 elem_bytes: float, dedup_nodes: bool, max_nodes_per_token: int = 4) -> tuple[float, float]:
-    """(NVLink bytes, RDMA bytes) one rank sends in one dispatch (or combine).
+    """(NVLink bytes, RDMA bytes) one rank sends in one dispatch (or receives in a combine).
 
-    Each token goes to ``top_k`` experts spread uniformly over ``world`` ranks. Normal kernels
-    send a token once per destination node over RDMA (then fan out over NVLink); low-latency
-    kernels send one copy per expert. DeepSeek-V3 routing limits a token to 4 nodes.
+    Each token picks ``top_k`` experts spread uniformly over ``world`` ranks.
+    - low-latency kernels (``dedup_nodes`` False) send one copy per expert: the copies for
+      ranks of the same node go over NVLink, the others over RDMA;
+    - normal kernels send a token once per destination rank inside a node (expected distinct
+      ranks ``world (1 - (1 - 1/world)^top_k)``, DeepEP's own byte count) and, across nodes,
+      once per destination node over RDMA (expected distinct nodes, at most
+      ``max_nodes_per_token``: DeepSeek-V3's node-limited routing, 4), then forward over
+      NVLink to the destination ranks.
     """
     nodes = max(1, world // gpus_per_node)
     tok_bytes = tokens_per_rank * hidden * elem_bytes
+    if not dedup_nodes:
+        if nodes == 1:
+            return tok_bytes * top_k * (world - 1) / world, 0.0
+        local_share = gpus_per_node / world
+        return (tok_bytes * top_k * local_share * (gpus_per_node - 1) / gpus_per_node,
+                tok_bytes * top_k * (1 - local_share))
+    ranks = world * (1.0 - (1.0 - 1.0 / world) ** top_k)
     if nodes == 1:
-        return tok_bytes * top_k * (world - 1) / world, 0.0
-    local_share = gpus_per_node / world
-    if dedup_nodes:
-        remote_nodes = min(expected_distinct(1, top_k, nodes), max_nodes_per_token) * (nodes - 1) / nodes
-        rdma = tok_bytes * remote_nodes
-        nvl = tok_bytes * top_k * (gpus_per_node - 1) / gpus_per_node
-    else:
-        rdma = tok_bytes * top_k * (1 - local_share)
-        nvl = tok_bytes * top_k * local_share * (gpus_per_node - 1) / gpus_per_node
-    return nvl, rdma
+        return tok_bytes * ranks * (world - 1) / world, 0.0
+    node_hits = min(nodes * (1.0 - (1.0 - 1.0 / nodes) ** top_k), max_nodes_per_token)
+    return tok_bytes * ranks * (gpus_per_node - 1) / gpus_per_node, tok_bytes * node_hits * (nodes - 1) / nodes
 
 
 def moe_imbalance(assignments_per_rank: float, ranks: int) -> float:

@@ -2,26 +2,51 @@
 
 Both kernels move each rank's tokens to the ranks holding their top-k experts, one leg over
 NVLink (inside the node) and one over RDMA (to other nodes); bytes per leg come from
-``comm.deepep_legs`` (FP8 dispatch = 1 byte/element, BF16 combine = 2).
+``comm.deepep_legs`` (FP8 dispatch = 1 byte per hidden element, BF16 combine = 2).
 
-- low latency (decode; one copy per expert, no node de-duplication, legs overlap poorly):
+- low latency (decode; one copy per expert, no node de-duplication; the NVLink and RDMA
+  sends of a rank are issued by the same warps, so their times add):
       t = base + nvl_bytes / nvl_bw + rdma_bytes / rdma_bw
-- normal (prefill; node de-duplicated, NVLink forwarding overlaps RDMA):
-      t = base + max(nvl_bytes / nvl_bw, rdma_bytes / rdma_bw)
+- normal (prefill; one copy per destination rank inside a node, one RDMA copy per destination
+  node across nodes, then NVLink forwarding inside the destination node). Inside one node
+  NVLink carries everything; across nodes the RDMA leg is the bottleneck (DeepEP's README
+  names RDMA the bottleneck of every internode row, and AIConfigurator's H100 EP16/EP32 times
+  follow RDMA bytes), the forwarding hiding behind it:
+      t = base + nvl_bytes / nvl_bw          (one node)
+      t = base + rdma_bytes / rdma_bw        (several nodes)
 
-Constants per hardware profile (``calibration.deepep_ll_dispatch`` etc.), fitted by
-``pdsim calibrate fit`` to calibration/data/deepep_low_latency.csv and deepep_normal.csv.
+Units: ``base_us`` microseconds, ``nvl_gbps`` / ``rdma_gbps`` 1e9 bytes/s per GPU.
+Constants per hardware profile (``calibration.deepep_ll_dispatch``, ``deepep_ll_combine``,
+``deepep_normal_dispatch``, ``deepep_normal_combine``), fitted by ``pdsim calibrate fit`` to
+calibration/data/deepep_low_latency.csv and deepep_normal.csv (DeepEP README tables on H800;
+AIConfigurator's SGLang DeepEP tables on H100/H200, EP8 to EP64).
+
+Both forms are linear in tokens per rank (bytes are), so a step model precomputes
+``(base_s, seconds_per_token)`` with ``linear_coeffs``.
 """
 from __future__ import annotations
 
 from .comm import deepep_legs
 
+ELEM_BYTES = {"dispatch": 1.0, "combine": 2.0}
+
 
 def ll_time_s(params: dict, tokens_per_rank: float, hidden: int, top_k: int, ep: int, gpn: int, elem_bytes: float) -> float:
     nvl, rdma = deepep_legs(tokens_per_rank, hidden, top_k, ep, gpn, elem_bytes, dedup_nodes=False)
-    return params["base_us"] * 1e-6 + nvl / (params["nvl_gbps"] * 1e9) + rdma / (params["rdma_gbps"] * 1e9)
+    return float(params["base_us"]) * 1e-6 + nvl / (float(params["nvl_gbps"]) * 1e9) + rdma / (float(params["rdma_gbps"]) * 1e9)
 
 
 def normal_time_s(params: dict, tokens_per_rank: float, hidden: int, top_k: int, ep: int, gpn: int, elem_bytes: float) -> float:
     nvl, rdma = deepep_legs(tokens_per_rank, hidden, top_k, ep, gpn, elem_bytes, dedup_nodes=True)
-    return params["base_us"] * 1e-6 + max(nvl / (params["nvl_gbps"] * 1e9), rdma / (params["rdma_gbps"] * 1e9))
+    leg = rdma / (float(params["rdma_gbps"]) * 1e9) if rdma > 0 else nvl / (float(params["nvl_gbps"]) * 1e9)
+    return float(params["base_us"]) * 1e-6 + leg
+
+
+def linear_coeffs(params: dict, low_latency: bool, hidden: int, top_k: int, ep: int, gpn: int,
+                  elem_bytes: float, rdma_scale: float = 1.0) -> tuple[float, float]:
+    """(base seconds, seconds per token per rank) of one kernel; ``rdma_scale`` scales the
+    fitted RDMA bandwidth for what-if NICs (line-rate ratio)."""
+    nvl, rdma = deepep_legs(1.0, hidden, top_k, ep, gpn, elem_bytes, dedup_nodes=not low_latency)
+    a = nvl / (float(params["nvl_gbps"]) * 1e9)
+    b = rdma / (float(params["rdma_gbps"]) * 1e9 * rdma_scale) if rdma > 0 else 0.0
+    return float(params["base_us"]) * 1e-6, (a + b) if low_latency else (b if rdma > 0 else a)

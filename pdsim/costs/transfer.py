@@ -17,7 +17,10 @@ flows (sim/network.py) and caps each flow at ``senders x NIC share per GPU x nic
 Calibrated (``hw.calibration['mooncake']``, fitted to calibration/data/mooncake_transfer.csv):
 the transfer engine stripes one request over every NIC of the sending node, so the flow cap
 is ``nodes x NICs x line rate x eff`` with ``eff`` and ``setup_ms`` fitted to the 1P1D
-measurements, and ``per_page_us`` from the per-page vs batched DeepSeek-V3 pair.
+measurements (time = setup + bytes / BW_eff, BW_eff = eff x NICs x line rate: single batched
+transfers at concurrency 1; H800 and H20 measured, others derived), and ``per_page_us`` from
+the per-page vs batched DeepSeek-V3 pair. Units: ``setup_ms`` milliseconds, ``per_page_us``
+microseconds, ``eff`` a fraction of line rate; functions return bytes, seconds, bytes/s.
 """
 from __future__ import annotations
 

@@ -1,16 +1,19 @@
-"""Run a sweep: expand axes, validate them all up front, simulate every configuration (process
-pool or Ray), cache each finished one by a hash of its scenario, write tables and a report.
+"""``run_sweep``: plan (validate every axis, expand, pre-check fit and constraints), run what is
+not cached (serial, process pool or Ray), write the tables, frontiers, summary and report.
 
-Determinism: a configuration's result depends only on its scenario data (seed included), and
-rows are ordered by configuration, so any worker count (or Ray) gives identical rows.
+Outputs in DIR:
+- ``results.parquet`` / ``results.csv``: one row per configuration, in plan order: config_id,
+  knob values, layout, status (ok | infeasible | error) and reason, metrics, search results,
+  Pareto flags.
+- ``configs/<config_id>.yaml``: the full scenario of each configuration (``pdsim run`` loads it).
+- ``pareto.csv`` (tokens/s/GPU vs tokens/s/user), ``pareto_goodput_ttft.csv``.
+- ``summary.json``: counts and the best configuration per objective.
+- ``report.html``: heatmap over the P x D layouts, Pareto scatters with knob hovers, the table.
+- ``cache/<key>.json``: finished configurations (what makes a rerun resume).
 """
 from __future__ import annotations
 
-import hashlib
-import itertools
 import json
-import os
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,285 +21,172 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ..api import load_scenario_data, resolve_scenario
-from ..specs._convert import build, read_yaml
-from ..specs.errors import SpecError
-from ..specs.scenario import apply_overrides, parse_scenario
-from .pareto import frontier
-from .spec import SweepSpec
+from .compare import compare  # noqa: F401 - the top-level pair: run_sweep, compare
+from .pareto import GOODPUT_TTFT, THROUGHPUT_USER, frontier, pareto_mask
+from .plan import Plan, build_plan, config_id  # noqa: F401 - config_id re-exported
+from .runner import Cache, run_jobs
+from .spec import LAYOUT, METRICS, SEARCH_METRICS, SweepSpec, load_sweep
 
-METRICS = ["goodput_share", "request_goodput", "request_throughput", "output_throughput",
-           "output_throughput_per_gpu", "tokens_per_s_per_user", "mean_ttft_ms", "p50_ttft_ms", "p90_ttft_ms",
-           "p99_ttft_ms", "p50_itl_ms", "p90_itl_ms", "p99_itl_ms", "mean_tpot_ms", "p99_tpot_ms",
-           "mean_e2e_latency_ms", "completed", "dropped", "gpus", "nodes", "wall_s"]
+NON_KNOBS = set(METRICS) | set(SEARCH_METRICS) | set(LAYOUT) | {
+    "config_id", "status", "reason", "pareto", "pareto_goodput_ttft", "eval_wall_s", "wall_s"}
 
 
-def load_sweep(path: str | Path) -> tuple[SweepSpec, Path]:
-    p = Path(path)
-    data = read_yaml(p)
-    try:
-        return build(SweepSpec, data), p.parent
-    except SpecError as err:
-        raise err.at(source=str(p)) from None
+def knob_columns(df: pd.DataFrame) -> list[str]:
+    """The columns of a results table that are swept knobs (axis field paths)."""
+    return [c for c in df.columns if c not in NON_KNOBS]
 
 
-def config_id(data: dict) -> str:
-    """Stable short hash of a configuration's full scenario data."""
-    blob = json.dumps(data, sort_keys=True, default=str).encode()
-    return hashlib.sha1(blob).hexdigest()[:12]
+_knob_columns = knob_columns  # the dashboard's name for it
 
 
-def _base(spec: SweepSpec, base_dir: Path, source: str) -> tuple[dict, Path]:
-    ref = spec.base
-    cand = base_dir / ref
-    try:
-        data, path = load_scenario_data(cand if cand.is_file() else ref)
-    except SpecError as err:
-        raise SpecError(f"base scenario: {err}", source=source, field="base") from None
-    if spec.set:
-        data = _apply(data, spec.set, source, "set")
-    if spec.slo is not None:
-        data["slo"] = {k: v for k, v in asdict(spec.slo).items()}
-    return data, path.parent
+def plan_sweep(sweep_path: str | Path) -> Plan:
+    """Load and validate a sweep file and list its configurations; simulates nothing."""
+    spec, sdir = load_sweep(sweep_path)
+    return build_plan(spec, sdir, str(sweep_path))
 
 
-def _apply(data: dict, point: dict[str, Any], source: str, where: str) -> dict:
-    try:
-        return apply_overrides(data, point)
-    except SpecError as err:
-        raise SpecError(f"{err.message}", source=source, field=f"{where} {err.field or ''}".strip()) from None
-
-
-def expand(spec: SweepSpec, base: dict, source: str) -> list[tuple[dict, dict]]:
-    """[(knobs, scenario data)] for every configuration; every axis value is checked against
-    the scenario schema first, so a bad axis fails before any simulation."""
-    axes_points = []
-    for i, ax in enumerate(spec.axes):
-        pts = ax.points()
-        for pt in pts:
-            trial = _apply(base, pt, source, f"axes[{i}]")
-            try:
-                parse_scenario(trial, source)
-            except SpecError as err:
-                raise SpecError(f"{err.message}", source=source,
-                                field=f"axes[{i}] {err.field or ax.label}") from None
-        axes_points.append(pts)
-    combos = list(itertools.product(*axes_points)) if axes_points else [()]
-    if spec.search.mode == "random" and spec.search.samples < len(combos):
-        rng = np.random.default_rng(spec.search.seed)
-        pick = sorted(rng.choice(len(combos), size=spec.search.samples, replace=False).tolist())
-        combos = [combos[k] for k in pick]
-    out = []
-    for combo in combos:
-        knobs: dict[str, Any] = {}
-        for pt in combo:
-            knobs.update(pt)
-        out.append((knobs, apply_overrides(base, knobs)))
-    return out
-
-
-def _gpus_nodes(resolved) -> tuple[int, float]:
-    gpn = resolved.hardware.gpus_per_node
-    gpus = sum(g.count * g.gpus_per_instance(gpn) for _r, _i, g in resolved.scenario.cluster.groups())
-    return gpus, gpus / gpn
-
-
-def _simulate_row(data: dict, base_dir: str) -> dict:
-    from ..api import simulate
-
-    res = simulate(resolve_scenario(data, "<sweep>", Path(base_dir)))
-    s = res.summary()
-    row = {k: s.get(k) for k in METRICS}
-    tpot = s.get("mean_tpot_ms")
-    row["tokens_per_s_per_user"] = 1000.0 / tpot if tpot else None
-    return row
-
-
-def run_config(data: dict, base_dir: str, search: dict, constraints: dict) -> dict:
-    """Simulate one configuration (top level so process pools and Ray can ship it)."""
-    try:
-        resolved = resolve_scenario(data, "<sweep>", Path(base_dir))
-    except SpecError as err:
-        return {"status": "infeasible", "reason": str(err)}
-    gpus, nodes = _gpus_nodes(resolved)
-    if constraints.get("max_gpus") is not None and gpus > constraints["max_gpus"]:
-        return {"status": "infeasible", "reason": f"{gpus} GPUs > max_gpus {constraints['max_gpus']}", "gpus": gpus}
-    if constraints.get("max_nodes") is not None and nodes > constraints["max_nodes"]:
-        return {"status": "infeasible", "reason": f"{nodes:g} nodes > max_nodes {constraints['max_nodes']}", "gpus": gpus}
-    if search["mode"] != "max_rate":
-        row = _simulate_row(data, base_dir)
-        row["status"] = "ok"
-        return row
-    return _max_rate(data, base_dir, search)
-
-
-def _max_rate(data: dict, base_dir: str, search: dict) -> dict:
-    """Bisect the request rate for the highest one meeting ``target_goodput``."""
-    lo, hi, field = search["low"], search["high"], search["rate_field"]
-
-    def at(rate: float) -> dict:
-        return _simulate_row(apply_overrides(data, {field: rate}), base_dir)
-
-    best = None
-    r_lo = at(lo)
-    if r_lo["goodput_share"] < search["target_goodput"]:
-        return {**r_lo, "status": "ok", "max_rate": 0.0, "reason": f"SLO not met even at {lo} req/s"}
-    best, best_rate = r_lo, lo
-    r_hi = at(hi)
-    if r_hi["goodput_share"] >= search["target_goodput"]:
-        return {**r_hi, "status": "ok", "max_rate": hi, "reason": f"SLO still met at the upper bound {hi} req/s"}
-    while (hi - lo) / hi > search["tolerance"]:
-        mid = (lo * hi) ** 0.5  # geometric: rates span orders of magnitude
-        r = at(mid)
-        if r["goodput_share"] >= search["target_goodput"]:
-            lo, best, best_rate = mid, r, mid
-        else:
-            hi = mid
-    return {**best, "status": "ok", "max_rate": best_rate}
-
-
-def _cache_path(out: Path, cid: str) -> Path:
-    return out / "cache" / f"{cid}.json"
+def _write_configs(plan: Plan, out: Path) -> None:
+    d = out / "configs"
+    d.mkdir(parents=True, exist_ok=True)
+    for cfg in plan.configs:
+        p = d / f"{cfg.config_id}.yaml"
+        text = yaml.safe_dump(cfg.data, sort_keys=False)
+        if not p.is_file() or p.read_text() != text:
+            p.write_text(text)
 
 
 def run_sweep(sweep_path: str | Path, out_dir: str | Path, workers: int | None = None, ray: bool = False,
               ray_address: str | None = None, resume: bool = True, progress: bool = True,
               on_row: Callable[[int, int], None] | None = None) -> pd.DataFrame:
-    spec, sdir = load_sweep(sweep_path)
-    source = str(sweep_path)
-    base, base_dir = _base(spec, sdir, source)
-    configs = expand(spec, base, source)
+    """Run the sweep in ``sweep_path``, writing its outputs to ``out_dir``; returns the results
+    table. Raises SpecError (naming file and axis) before simulating anything when the sweep
+    is malformed. ``df.attrs`` tells ``computed`` (simulated now), ``cached`` (read back),
+    ``infeasible`` and ``errors`` counts. ``on_row(done, total)`` follows progress."""
+    plan = plan_sweep(sweep_path)
     out = Path(out_dir)
-    (out / "cache").mkdir(parents=True, exist_ok=True)
-    (out / "configs").mkdir(parents=True, exist_ok=True)
-    search = asdict(spec.search)
-    constraints = asdict(spec.constraints)
-    ids = [config_id(d) for _k, d in configs]
-    for cid, (_k, d) in zip(ids, configs):
-        with open(out / "configs" / f"{cid}.yaml", "w") as f:
-            yaml.safe_dump(d, f, sort_keys=False)
-    todo = [i for i, cid in enumerate(ids) if not (resume and _cache_path(out, cid).is_file())]
-    results: dict[int, dict] = {}
-    for i, cid in enumerate(ids):
-        if i not in todo:
-            results[i] = json.loads(_cache_path(out, cid).read_text())
-    jobs = [(configs[i][1], str(base_dir), search, constraints) for i in todo]
+    out.mkdir(parents=True, exist_ok=True)
+    _write_configs(plan, out)
+    cache = Cache(out)
+    rows: dict[str, dict] = {}  # cache key -> row
+    cached = 0
+    for cfg in plan.configs:
+        if cfg.status != "pending" or cfg.cache_key in rows:
+            continue
+        hit = cache.get(cfg.cache_key) if resume else None
+        if hit is not None:
+            rows[cfg.cache_key] = hit
+            cached += 1
+    jobs, seen = [], set()
+    for cfg in plan.configs:
+        if cfg.status == "pending" and cfg.cache_key not in rows and cfg.cache_key not in seen:
+            seen.add(cfg.cache_key)
+            jobs.append((cfg.cache_key, cfg.data, str(plan.base_dir), plan.evaluation))
+    ids = {cfg.cache_key: cfg.config_id for cfg in plan.configs}
+    finished = [0]
 
-    def done(i: int, row: dict) -> None:
-        results[i] = row
-        _cache_path(out, ids[i]).write_text(json.dumps(row, default=float))
+    def done(key: str, row: dict) -> None:
+        rows[key] = row
+        if row.get("status") != "error":  # errors are retried on the next run
+            cache.put(key, row, ids[key])
+        finished[0] += 1
+        if on_row:
+            on_row(finished[0], len(jobs))
 
-    if ray or ray_address:
-        _run_ray(jobs, todo, done, ray_address, progress)
-    else:
-        _run_local(jobs, todo, done, workers, progress, on_row)
-    rows = []
-    for i, (knobs, _d) in enumerate(configs):
-        rows.append({"config_id": ids[i], **{k: v for k, v in knobs.items()}, **results[i]})
-    df = pd.DataFrame(rows)
-    _write_outputs(df, spec, out, [ax for ax in spec.axes])
-    df.attrs["computed"] = len(todo)
+    run_jobs(jobs, done, workers=workers, ray=ray, ray_address=ray_address, progress=progress)
+    df = assemble(plan, rows)
+    summary = write_outputs(df, plan, out)
+    df.attrs.update(computed=len(jobs), cached=cached, infeasible=summary["infeasible"], errors=summary["errors"])
     return df
 
 
-def _run_local(jobs, todo, done, workers, progress, on_row) -> None:
-    from tqdm import tqdm
-
-    n = len(jobs)
-    workers = workers or os.cpu_count() or 1
-    bar = tqdm(total=n, unit="config", disable=not progress, dynamic_ncols=True)
-    if workers <= 1 or n <= 1:
-        for k, job in enumerate(jobs):
-            done(todo[k], run_config(*job))
-            bar.update()
-            if on_row:
-                on_row(k + 1, n)
-    else:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=workers) as ex:
-            for k, row in enumerate(ex.map(run_config, *zip(*jobs), chunksize=1)):
-                done(todo[k], row)
-                bar.update()
-                if on_row:
-                    on_row(k + 1, n)
-    bar.close()
-
-
-def _run_ray(jobs, todo, done, address, progress) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise SpecError("Ray is not installed: pip install 'pdsim[ray]'", field="--ray") from None
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 **({} if address else {"num_cpus": os.cpu_count() or 1}))
-    try:
-        remote = ray.remote(run_config)
-        refs = [remote.remote(*job) for job in jobs]
-        for k, ref in enumerate(refs):
-            done(todo[k], ray.get(ref))
-    finally:
-        if started:
-            ray.shutdown()
+def assemble(plan: Plan, rows: dict[str, dict]) -> pd.DataFrame:
+    """One row per configuration in plan order, with its knobs, layout and metrics."""
+    knob_names: list[str] = []
+    for ax in plan.spec.axes:
+        knob_names += ax.fields
+    records = []
+    searched = plan.evaluation.get("mode") == "max_rate"
+    for cfg in plan.configs:
+        rec: dict[str, Any] = {"config_id": cfg.config_id}
+        rec.update({k: cfg.knobs.get(k) for k in knob_names})
+        rec.update({k: cfg.layout.get(k) for k in LAYOUT})
+        if cfg.status == "infeasible":
+            res: dict[str, Any] = {"status": "infeasible", "reason": cfg.reason}
+        else:
+            res = rows[cfg.cache_key]
+        rec["status"], rec["reason"] = res.get("status"), res.get("reason")
+        rec.update({m: res.get(m) for m in METRICS})
+        if searched:
+            rec.update({m: res.get(m) for m in SEARCH_METRICS})
+        rec["eval_wall_s"] = res.get("eval_wall_s")
+        records.append(rec)
+    df = pd.DataFrame.from_records(records)
+    for m in METRICS + (["max_rate", "max_rate_per_gpu", "probes"] if searched else []) + ["eval_wall_s"]:
+        df[m] = pd.to_numeric(df[m], errors="coerce")
+    ok = (df["status"] == "ok").to_numpy()
+    for col, (x, y, mx) in (("pareto", THROUGHPUT_USER), ("pareto_goodput_ttft", GOODPUT_TTFT)):
+        flag = np.zeros(len(df), dtype=bool)
+        if ok.any():
+            flag[ok] = pareto_mask(df.loc[ok, [x, y]].to_numpy(dtype=float), list(mx))
+        df[col] = flag
+    return df
 
 
-def _write_outputs(df: pd.DataFrame, spec: SweepSpec, out: Path, axes) -> None:
+def _py(v: Any) -> Any:
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and v != v:
+        return None
+    return v
+
+
+def best_per_objective(df: pd.DataFrame, spec: SweepSpec, knobs: list[str]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    ok = df[df["status"] == "ok"]
+    for obj in spec.active_objectives():
+        if obj.metric not in ok:
+            continue
+        cand = ok if obj.min_goodput_share is None else ok[ok["goodput_share"] >= obj.min_goodput_share]
+        cand = cand[cand[obj.metric].notna()]
+        if cand.empty:
+            continue
+        idx = cand[obj.metric].idxmax() if obj.goal == "max" else cand[obj.metric].idxmin()  # first on ties
+        r = df.loc[idx]
+        out[obj.label] = {"metric": obj.metric, "goal": obj.goal, "min_goodput_share": obj.min_goodput_share,
+                          "value": _py(r[obj.metric]), "config_id": r["config_id"], "layout": _py(r["layout"]),
+                          "gpus": _py(r["gpus"]), "knobs": {k: _py(r[k]) for k in knobs},
+                          "config": f"configs/{r['config_id']}.yaml"}
+    return out
+
+
+def write_outputs(df: pd.DataFrame, plan: Plan, out: Path) -> dict:
     from ..report.sweep_figures import sweep_report
 
+    spec = plan.spec
+    knobs = knob_columns(df)
     df.to_csv(out / "results.csv", index=False)
-    df.astype({c: "string" for c in df.columns if df[c].dtype == object}).to_parquet(out / "results.parquet", index=False)
-    ok = df[df["status"] == "ok"] if "status" in df else df
-    par = frontier(ok, "output_throughput_per_gpu", "tokens_per_s_per_user") if len(ok) else ok
+    mixed = {c: "string" for c in df.columns if df[c].dtype == object}
+    df.astype(mixed).to_parquet(out / "results.parquet", index=False)
+    ok = df[df["status"] == "ok"]
+    par = frontier(ok, *THROUGHPUT_USER[:2])
     par.to_csv(out / "pareto.csv", index=False)
-    if len(ok):  # second frontier: most goodput for the least p90 TTFT
-        frontier(ok, "request_goodput", "p90_ttft_ms", (True, False)).to_csv(out / "pareto_goodput_ttft.csv", index=False)
-    summary: dict[str, Any] = {"configurations": int(len(df)), "feasible": int(len(ok)),
-                               "infeasible": int(len(df) - len(ok)), "best": {}}
-    for metric, better in [("request_goodput", max), ("goodput_share", max), ("output_throughput_per_gpu", max),
-                           ("tokens_per_s_per_user", max), ("max_rate", max), ("p90_ttft_ms", min)]:
-        if metric in ok and ok[metric].notna().any():
-            idx = ok[metric].idxmax() if better is max else ok[metric].idxmin()
-            summary["best"][metric] = {"config_id": ok.loc[idx, "config_id"], "value": float(ok.loc[idx, metric]),
-                                       "knobs": {a: _py(ok.loc[idx, a]) for a in _knob_columns(df)}}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
-    sweep_report(df, par, _knob_columns(df), str(out / "report.html"), title=spec.name)
-
-
-def _py(v):
-    return v.item() if hasattr(v, "item") else v
-
-
-def _knob_columns(df: pd.DataFrame) -> list[str]:
-    skip = set(METRICS) | {"config_id", "status", "reason", "max_rate"}
-    return [c for c in df.columns if c not in skip]
-
-
-def compare(paths: list[str], out_dir: str | None = None, overrides: list[str] | None = None) -> pd.DataFrame:
-    """The same workload (the first scenario's) through several scenarios, side by side."""
-    from ..api import simulate
-    from ..report.figures import latency_cdf_figure, ttft_breakdown_figure
-
-    first, _ = load_scenario_data(paths[0], overrides or [])
-    results, rows = {}, []
-    for p in paths:
-        data, path = load_scenario_data(p, overrides or [])
-        data["workload"] = first.get("workload", data.get("workload"))
-        res = simulate(resolve_scenario(data, str(path), path.parent))
-        name = res.scenario.name
-        if name in results:
-            name = f"{name} ({p})"
-        results[name] = res
-        s = res.summary()
-        rows.append({"scenario": name, **{k: s.get(k) for k in METRICS}})
-    df = pd.DataFrame(rows)
-    if out_dir:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        df.to_csv(out / "compare.csv", index=False)
-        figs = [latency_cdf_figure(results), ttft_breakdown_figure(results)]
-        html = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs))
-        (out / "compare.html").write_text(f"<html><head><meta charset='utf-8'><title>pdsim compare</title></head>"
-                                          f"<body><h1>pdsim compare</h1>{df.to_html(index=False)}{html}</body></html>")
-    return df
+    frontier(ok, GOODPUT_TTFT[0], GOODPUT_TTFT[1], GOODPUT_TTFT[2]).to_csv(out / "pareto_goodput_ttft.csv",
+                                                                             index=False)
+    reasons: dict[str, int] = {}
+    for r in df.loc[df["status"] == "infeasible", "reason"]:
+        key = str(r).split(": ", 1)[-1] if r else "?"
+        reasons[key] = reasons.get(key, 0) + 1
+    summary = {
+        "name": spec.name, "description": spec.description, "sweep": plan.source, "mode": spec.search.mode,
+        "evaluation": plan.evaluation, "configurations": int(len(df)), "ok": int(len(ok)),
+        "infeasible": int((df["status"] == "infeasible").sum()), "errors": int((df["status"] == "error").sum()),
+        "knobs": knobs, "axes": [{"label": ax.label, "fields": ax.fields} for ax in spec.axes],
+        "best": best_per_objective(df, spec, knobs),
+        "pareto": par["config_id"].tolist(),
+        "pareto_goodput_ttft": df.loc[df["pareto_goodput_ttft"], "config_id"].tolist(),
+        "infeasible_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        "error_reasons": {r["config_id"]: r["reason"] for _i, r in df[df["status"] == "error"].iterrows()},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_py))
+    sweep_report(df, par, knobs, str(out / "report.html"), title=spec.name, summary=summary)
+    return summary

@@ -5,6 +5,7 @@ Lengths are tokens, rates requests/second, times seconds unless the name says ot
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -20,10 +21,16 @@ class LengthDist:
     - ``uniform``: integers in [min, max] [U(min,max)]
     - ``normal``: N(mean, std) rounded, truncated to [min, max] [N(mean,std)]
     - ``lognormal``: mean/std of the lengths themselves (not of the log), truncated to [min, max]
-    - ``random_ratio``: bench_serving's random dataset, uniform in [value*range_ratio, value]
+    - ``random_ratio``: ``sglang.bench_serving`` random dataset, uniform integers in
+      [value x range_ratio, value]
+    - ``random_range``: ``vllm bench serve`` random dataset (vLLM >= 0.9), uniform integers in
+      [value x (1 - range_ratio), value x (1 + range_ratio)], range_ratio in [0, 1)
+
+    Truncation clips to the bounds (the mass beyond a bound lands on it), as the benchmark
+    tools clamp; keep the bounds several standard deviations out to keep the moments.
     """
 
-    dist: Literal["fixed", "uniform", "normal", "lognormal", "random_ratio"] = "fixed"
+    dist: Literal["fixed", "uniform", "normal", "lognormal", "random_ratio", "random_range"] = "fixed"
     value: int = 0
     mean: float = 0.0
     std: float = 0.0
@@ -32,7 +39,7 @@ class LengthDist:
     range_ratio: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.dist in ("fixed", "random_ratio"):
+        if self.dist in ("fixed", "random_ratio", "random_range"):
             check(self.value >= 1, f"dist {self.dist} needs value >= 1, got {self.value}", "value")
         if self.dist in ("normal", "lognormal"):
             check(self.mean > 0, f"dist {self.dist} needs mean > 0", "mean")
@@ -40,50 +47,127 @@ class LengthDist:
         check(self.min >= 1, "must be >= 1 (a request has at least one token)", "min")
         check(self.max >= self.min, f"must be >= min ({self.min})", "max")
         check(0.0 <= self.range_ratio <= 1.0, "must be in [0, 1]", "range_ratio")
+        if self.dist == "random_range":
+            check(self.range_ratio < 1.0, "must be in [0, 1) for random_range (vLLM's symmetric range)",
+                  "range_ratio")
+
+    @property
+    def expected_mean(self) -> float:
+        """Mean of the untruncated distribution (tokens), for reports and tests."""
+        if self.dist == "fixed":
+            return float(self.value)
+        if self.dist == "uniform":
+            return (self.min + self.max) / 2
+        if self.dist == "random_ratio":
+            return (max(1, int(self.value * self.range_ratio)) + self.value) / 2
+        if self.dist == "random_range":
+            lo, hi = random_range_bounds(self.value, self.range_ratio)
+            return (lo + hi) / 2
+        return float(self.mean)
 
 
-_SCEN = re.compile(r"^\s*([DNU])\(\s*([\d.]+)\s*,\s*([\d.]+)\s*\)(?:\s*/\s*\(\s*([\d.]+)\s*,\s*([\d.]+)\s*\))?\s*$")
+def random_range_bounds(value: int, ratio: float) -> tuple[int, int]:
+    """vLLM's symmetric random range [floor(v(1-r)), ceil(v(1+r))], at least 1 token."""
+    return max(1, math.floor(value * (1 - ratio))), max(1, math.ceil(value * (1 + ratio)))
 
 
-def parse_genai_scenario(text: str) -> tuple[LengthDist, LengthDist]:
-    """genai-bench traffic scenario -> (input, output) distributions.
+_NUM = r"\s*(\d+(?:\.\d+)?)\s*"
+_PAIR = rf"\({_NUM},{_NUM}\)"
+_SCEN = re.compile(rf"^\s*([DNU]){_PAIR}(?:\s*/\s*{_PAIR})?\s*$")
+_PREFIX = re.compile(rf"^\s*P{_PAIR}\s*/\s*\(?{_NUM}\)?\s*$")
 
-    ``D(in,out)`` deterministic; ``N(mi,si)/(mo,so)`` normal; ``U(lo_i,hi_i)/(lo_o,hi_o)`` uniform.
+
+@dataclass(frozen=True)
+class GenaiScenario:
+    """A parsed genai-bench traffic scenario: lengths after the shared prefix, and its size."""
+
+    input: LengthDist
+    output: LengthDist
+    prefix_tokens: int = 0
+
+
+def genai_scenario(text: str) -> GenaiScenario:
+    """genai-bench ``--traffic-scenario`` string -> distributions (raises ValueError).
+
+    - ``D(in,out)``: deterministic
+    - ``N(mean_in,std_in)/(mean_out,std_out)``: normal, truncated to [1, mean + 6 std]
+    - ``U(min_in,max_in)/(min_out,max_out)``: uniform; ``U(max_in,max_out)`` means min 1
+      (genai-bench's short form)
+    - ``P(prefix,suffix)/out``: every prompt is one shared ``prefix`` plus a unique
+      ``suffix``; fixed output (genai-bench's prefix-repetition scenario for KV-cache tests)
     """
+    m = _PREFIX.match(text)
+    if m:
+        pre, suf, out = (int(float(x)) for x in m.groups())
+        if suf < 1 or out < 1:
+            raise ValueError(f"P(prefix,suffix)/out needs suffix >= 1 and out >= 1, got {text!r}")
+        return GenaiScenario(LengthDist("fixed", value=suf), LengthDist("fixed", value=out), pre)
     m = _SCEN.match(text)
     if not m:
-        raise ValueError(f"expected D(in,out), N(mean,std)/(mean,std) or U(min,max)/(min,max), got {text!r}")
+        raise ValueError("expected D(in,out), N(mean,std)/(mean,std), U(min,max)/(min,max), U(max_in,max_out) "
+                         f"or P(prefix,suffix)/out, got {text!r}")
     kind, a, b, c, d = m.groups()
     a, b = float(a), float(b)
     if kind == "D":
         if c is not None:
             raise ValueError(f"D takes two numbers: D(in,out), got {text!r}")
-        return LengthDist("fixed", value=int(a)), LengthDist("fixed", value=int(b))
+        if a < 1 or b < 1:
+            raise ValueError(f"D(in,out) needs lengths >= 1, got {text!r}")
+        return GenaiScenario(LengthDist("fixed", value=int(a)), LengthDist("fixed", value=int(b)))
+    if kind == "U" and c is None:
+        if a < 1 or b < 1:
+            raise ValueError(f"U(max_in,max_out) needs maxima >= 1, got {text!r}")
+        return GenaiScenario(LengthDist("uniform", min=1, max=int(a)), LengthDist("uniform", min=1, max=int(b)))
     if c is None:
         raise ValueError(f"{kind} needs input and output parts: {kind}(a,b)/(c,d), got {text!r}")
     c, d = float(c), float(d)
     if kind == "N":
-        return (LengthDist("normal", mean=a, std=b, min=1, max=max(2, int(a + 6 * b))),
-                LengthDist("normal", mean=c, std=d, min=1, max=max(2, int(c + 6 * d))))
-    if a > b or c > d:
-        raise ValueError(f"U needs min <= max, got {text!r}")
-    return LengthDist("uniform", min=int(a), max=int(b)), LengthDist("uniform", min=int(c), max=int(d))
+        if a <= 0 or c <= 0:
+            raise ValueError(f"N needs means > 0, got {text!r}")
+        return GenaiScenario(LengthDist("normal", mean=a, std=b, min=1, max=max(2, int(a + 6 * b))),
+                             LengthDist("normal", mean=c, std=d, min=1, max=max(2, int(c + 6 * d))))
+    if a > b or c > d or a < 1 or c < 1:
+        raise ValueError(f"U needs 1 <= min <= max, got {text!r}")
+    return GenaiScenario(LengthDist("uniform", min=int(a), max=int(b)), LengthDist("uniform", min=int(c), max=int(d)))
+
+
+def parse_genai_scenario(text: str) -> tuple[LengthDist, LengthDist]:
+    """genai-bench traffic scenario -> (input, output) distributions (see ``genai_scenario``;
+    a ``P`` scenario's input here is the suffix only)."""
+    s = genai_scenario(text)
+    return s.input, s.output
 
 
 @dataclass(frozen=True)
 class TraceSpec:
-    """A recorded arrival trace replayed with a time scale (smaller = heavier load)."""
+    """A recorded arrival trace replayed with a time scale (smaller = heavier load).
+
+    ``format``: ``mooncake`` (JSONL, ms timestamps, hash_ids), ``azure`` (CSV), ``burstgpt``
+    (CSV), ``bench`` (SGLang/vLLM benchmark result JSON/JSONL with per-request lengths),
+    ``jsonl`` (= mooncake) or ``auto`` (from the name and first line).
+    ``start_s`` / ``duration_s``: replay only this window of trace time (seconds from the
+    first request); ``limit``: at most this many requests. ``block_size``: tokens per
+    ``hash_ids`` entry (Mooncake: 512). ``sort``: sort rows by timestamp instead of rejecting
+    a trace whose timestamps go back. ``skip_bad_rows``: skip (and count) malformed rows
+    instead of stopping at the first one.
+    """
 
     path: str
-    format: Literal["auto", "mooncake", "azure", "burstgpt", "jsonl"] = "auto"
+    format: Literal["auto", "mooncake", "azure", "burstgpt", "bench", "jsonl"] = "auto"
     time_scale: float = 1.0  # inter-arrival times are multiplied by this
     limit: int | None = None  # first N requests
     start_s: float = 0.0  # skip requests before this trace time
+    duration_s: float | None = None  # and stop after this much trace time
     skip_bad_rows: bool = False
+    block_size: int = 512
+    sort: bool = False
 
     def __post_init__(self) -> None:
         check(self.time_scale > 0, f"must be > 0, got {self.time_scale}", "time_scale")
         check(self.limit is None or self.limit >= 1, "must be >= 1", "limit")
+        check(self.start_s >= 0, "must be >= 0", "start_s")
+        check(self.duration_s is None or self.duration_s > 0, "must be > 0", "duration_s")
+        check(self.block_size >= 1, "must be >= 1", "block_size")
 
 
 @dataclass(frozen=True)
@@ -91,8 +175,10 @@ class ConversationSpec:
     """Sessions of several turns that each resend the growing context (multi-turn chat or a
     tool-using agent). Turn k's prompt = system prompt + all earlier user messages and
     answers + the new user message (or tool output); turn k arrives ``think_time_s``
-    (exponential mean) after turn k-1's arrival plus its expected decode time. Sessions start
-    as a Poisson process at ``session_rate``/s."""
+    (exponential mean) after turn k-1's arrival plus its expected decode time
+    (``decode_s_per_token`` x its output tokens). Sessions start as a Poisson process at
+    ``session_rate``/s. The system prompt is shared by every session (tool definitions for
+    an agent), so a prefix cache also sees reuse across sessions."""
 
     sessions: int = 100
     session_rate: float = 1.0
@@ -118,16 +204,27 @@ class WorkloadSpec:
     - ``fixed_batch``: ``batch_size`` requests of ``input``/``output`` all at t=0
       (sglang.bench_one_batch_server).
     - ``synthetic``: ``num_requests`` with lengths from ``input``/``output``, open loop at
-      ``rate`` req/s (gamma inter-arrivals of shape ``burstiness``; 1 = Poisson, as
-      bench_serving), or all at once when ``rate`` is null; ``max_concurrency`` caps requests
-      in flight (closed loop when every request is ready at t=0).
-    - ``trace``: replay ``trace``.
+      ``rate`` req/s, or all at once when ``rate`` is null; ``max_concurrency`` caps requests
+      in flight (closed loop when every request is ready at t=0). This is
+      ``sglang.bench_serving`` / ``vllm bench serve`` with the random dataset.
+    - ``trace``: replay ``trace``; with ``rate`` set, the trace's lengths are kept and its
+      timestamps replaced by the ``arrival`` process (for benchmark results without send
+      times, or to replay a trace's lengths at another load).
     - ``multi_turn`` / ``tool_agent``: sessions from ``conversation`` (defaults differ: an
-      agent resends tool outputs quickly with short answers).
+      agent resends tool outputs quickly with short answers after long tool definitions).
 
+    ``arrival``: ``gamma`` inter-arrival times of shape ``burstiness`` and mean 1/rate
+    (bench_serving's ``--burstiness``: 1 = Poisson, < 1 burstier, > 1 smoother), ``poisson``
+    (exponential gaps; burstiness must stay 1) or ``constant`` gaps of 1/rate.
     ``scenario``: a genai-bench traffic scenario string that sets both lengths:
-    ``D(in,out)``, ``N(mean_in,std_in)/(mean_out,std_out)``, ``U(min_in,max_in)/(min_out,max_out)``.
+    ``D(in,out)``, ``N(mean_in,std_in)/(mean_out,std_out)``, ``U(min_in,max_in)/(min_out,max_out)``,
+    ``U(max_in,max_out)``, ``P(prefix,suffix)/out``.
     ``preset``: published length statistics: ``sharegpt`` or ``sonnet`` (see generators.py).
+    ``shared_prefix_tokens`` / ``prefix_groups``: every prompt starts with one of
+    ``prefix_groups`` shared prefixes of this many tokens, added to the sampled input length
+    (vLLM ``--random-prefix-len``; SGLang's generated-shared-prefix dataset with groups);
+    prompts then carry prefix-chained ``hash_ids`` of ``block_size``-token blocks so a prefix
+    cache sees the reuse (only whole shared blocks can hit).
     """
 
     kind: Literal["fixed_batch", "synthetic", "trace", "multi_turn", "tool_agent"] = "synthetic"
@@ -135,7 +232,7 @@ class WorkloadSpec:
     batch_size: int = 1
     rate: float | None = None
     burstiness: float = 1.0
-    arrival: Literal["gamma", "constant"] = "gamma"
+    arrival: Literal["gamma", "poisson", "constant"] = "gamma"
     max_concurrency: int | None = None
     input: LengthDist = field(default_factory=lambda: LengthDist("fixed", value=1024))
     output: LengthDist = field(default_factory=lambda: LengthDist("fixed", value=256))
@@ -143,18 +240,31 @@ class WorkloadSpec:
     scenario: str | None = None
     preset: Literal["sharegpt", "sonnet"] | None = None
     conversation: ConversationSpec | None = None
+    shared_prefix_tokens: int = 0
+    prefix_groups: int = 1
+    block_size: int = 512
 
     def __post_init__(self) -> None:
         check(not (self.scenario and self.preset), "give scenario or preset, not both", "preset")
         if self.scenario is not None:
             try:
-                parse_genai_scenario(self.scenario)
+                scen = genai_scenario(self.scenario)
             except ValueError as err:
                 check(False, str(err), "scenario")
+            check(not (scen.prefix_tokens and self.shared_prefix_tokens),
+                  "a P(prefix,suffix)/out scenario sets the shared prefix; leave shared_prefix_tokens at 0",
+                  "shared_prefix_tokens")
         check(self.num_requests >= 1, "must be >= 1", "num_requests")
         check(self.batch_size >= 1, "must be >= 1", "batch_size")
         check(self.rate is None or self.rate > 0, f"must be > 0 (or null for all at t=0), got {self.rate}", "rate")
         check(self.burstiness > 0, "must be > 0 (1 = Poisson)", "burstiness")
+        check(self.arrival != "poisson" or self.burstiness == 1.0,
+              f"arrival poisson has burstiness 1, got {self.burstiness} (use arrival: gamma)", "burstiness")
         check(self.max_concurrency is None or self.max_concurrency >= 1, "must be >= 1", "max_concurrency")
+        check(self.shared_prefix_tokens >= 0, "must be >= 0", "shared_prefix_tokens")
+        check(self.prefix_groups >= 1, "must be >= 1", "prefix_groups")
+        check(self.block_size >= 1, "must be >= 1", "block_size")
         if self.kind == "trace":
             check(self.trace is not None, "kind: trace needs a trace: block with a path", "trace")
+            check(self.rate is None or self.trace.time_scale == 1.0,
+                  "give rate (new arrival times) or trace.time_scale (scaled trace times), not both", "rate")

@@ -1,41 +1,61 @@
 """Request generators that mirror the tools users run against real servers.
 
-- ``sglang.bench_one_batch_server``: a fixed batch of ISL/OSL at t=0.
+- ``sglang.bench_one_batch_server``: a fixed batch of ISL/OSL at t=0 (``fixed_batch``).
 - ``sglang.bench_serving`` / ``vllm bench serve`` random dataset: lengths uniform in
-  [L x range_ratio, L], gamma inter-arrivals of shape ``burstiness`` at ``rate`` (1 = Poisson),
-  ``--max-concurrency`` as a closed-loop cap.
-- genai-bench traffic scenarios D/N/U (``parse_genai_scenario``).
-- Presets from published statistics (no download):
-  * ``sharegpt``: mean input 161 and mean output 338 tokens (ShareGPT as used in the vLLM
-    paper, Kwon et al., SOSP'23: prompts 8.4x and outputs 5.8x Alpaca's 19.3 / 58.5). The
-    spread is not published there; we assume a lognormal with CV 1 (heavy-tailed, as chat
-    lengths are), truncated to [4, 4096] / [4, 2048].
-  * ``sonnet``: vLLM's sonnet benchmark defaults, 550 input / 150 output tokens.
-- Conversations (multi-turn chat, tool-using agents) that resend a growing prefix, with
-  prefix-chained block ids so prefix caches see the reuse.
+  [L x range_ratio, L] (SGLang, ``random_ratio``) or [L(1 - r), L(1 + r)] (vLLM >= 0.9,
+  ``random_range``), gamma inter-arrivals of shape ``burstiness`` at ``rate`` (1 = Poisson),
+  ``--max-concurrency`` as a closed-loop cap, and vLLM's ``--random-prefix-len`` / SGLang's
+  generated-shared-prefix dataset as ``shared_prefix_tokens`` x ``prefix_groups``
+  (``synthetic``).
+- genai-bench traffic scenarios D/N/U/P (``pdsim.specs.workload.genai_scenario``).
+- Length presets from published statistics (no download), see ``PRESETS``.
+
+Multi-turn conversations and the tool-agent pattern live in ``sessions.py``. Every generator
+takes a ``numpy.random.Generator`` and draws in a fixed order: same seed, same table.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..specs.workload import ConversationSpec, LengthDist, WorkloadSpec, parse_genai_scenario
+from ..specs.workload import LengthDist, WorkloadSpec, genai_scenario, random_range_bounds
+from .shaping import arrivals
 from .table import RequestTable
 
-PRESETS = {
-    "sharegpt": (LengthDist("lognormal", mean=161, std=161, min=4, max=4096),
-                 LengthDist("lognormal", mean=338, std=338, min=4, max=2048)),
-    "sonnet": (LengthDist("fixed", value=550), LengthDist("fixed", value=150)),
-}
 
-TOOL_AGENT = ConversationSpec(sessions=50, session_rate=0.5, turns=LengthDist("uniform", min=3, max=12),
-                              system_prompt_tokens=2048,
-                              user=LengthDist("lognormal", mean=800, std=600, min=16, max=16384),
-                              think_time_s=0.8, decode_s_per_token=0.03)
-AGENT_OUTPUT = LengthDist("normal", mean=120, std=60, min=8, max=1024)
+@dataclass(frozen=True)
+class Preset:
+    """Length statistics of a public dataset: prompt tokens after the shared prefix, output
+    tokens, the shared prefix (tokens) and where the numbers come from."""
+
+    input: LengthDist
+    output: LengthDist
+    prefix_tokens: int
+    source: str
+
+
+PRESETS: dict[str, Preset] = {
+    # Kwon et al., "Efficient Memory Management for Large Language Model Serving with
+    # PagedAttention" (vLLM), SOSP 2023, Sec. 6.1 / Fig. 11: ShareGPT prompts average 161.31 and
+    # outputs 337.99 tokens (8.4x and 5.8x Alpaca's). The spread is not published there; we
+    # assume a lognormal with CV 1 (heavy-tailed, as chat lengths are) and the bounds the
+    # benchmark tools' ShareGPT sampler applies (prompts and outputs of fewer than 4 tokens are
+    # dropped, prompts beyond 1024 and totals beyond 2048 tokens too), here as truncation.
+    "sharegpt": Preset(LengthDist("lognormal", mean=161, std=161, min=4, max=1024),
+                       LengthDist("lognormal", mean=338, std=338, min=4, max=2048), 0,
+                       "ShareGPT, vLLM paper (SOSP'23) means, CV 1 assumed"),
+    # vLLM's sonnet benchmark defaults (benchmark_serving.py / vllm bench serve:
+    # --sonnet-input-len 550, --sonnet-output-len 150, --sonnet-prefix-len 200): every prompt
+    # starts with the same 200 tokens of poem lines, 550 tokens in all, 150 tokens out.
+    "sonnet": Preset(LengthDist("fixed", value=350), LengthDist("fixed", value=150), 200,
+                     "vLLM sonnet benchmark defaults"),
+}
 
 
 def sample_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` integer lengths from ``d`` (always within [d.min, d.max] for random kinds)."""
+    """``n`` integer lengths (tokens) from ``d``, always within [d.min, d.max] for the
+    continuous kinds (clipped) and within the tool's range for the random-dataset kinds."""
     if d.dist == "fixed":
         return np.full(n, d.value, dtype=np.int64)
     if d.dist == "uniform":
@@ -43,6 +63,9 @@ def sample_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarra
     if d.dist == "random_ratio":
         lo = max(1, int(d.value * d.range_ratio))
         return rng.integers(lo, d.value + 1, size=n).astype(np.int64)
+    if d.dist == "random_range":
+        lo, hi = random_range_bounds(d.value, d.range_ratio)
+        return rng.integers(lo, hi + 1, size=n).astype(np.int64)
     if d.dist == "normal":
         x = rng.normal(d.mean, d.std, size=n)
     else:  # lognormal given the mean and std of the lengths themselves
@@ -51,55 +74,80 @@ def sample_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarra
     return np.clip(np.rint(x), d.min, d.max).astype(np.int64)
 
 
-def arrivals(n: int, rate: float | None, burstiness: float, rng: np.random.Generator,
-             process: str = "gamma") -> np.ndarray:
-    """Arrival times (s): all at 0 without a rate; else gamma gaps of shape ``burstiness`` and
-    mean 1/rate (CV^2 = 1/burstiness), or constant gaps."""
-    if rate is None or n == 0:
-        return np.zeros(n)
-    if process == "constant":
-        gaps = np.full(n, 1.0 / rate)
-    else:
-        gaps = rng.gamma(burstiness, 1.0 / (rate * burstiness), size=n)
-    gaps[0] = 0.0
-    return np.cumsum(gaps)
+def resolve_lengths(spec: WorkloadSpec) -> tuple[LengthDist, LengthDist, int]:
+    """(input after the prefix, output, shared prefix tokens) of a spec: its genai-bench
+    scenario, else its preset, else its own ``input``/``output``."""
+    if spec.scenario:
+        s = genai_scenario(spec.scenario)
+        return s.input, s.output, s.prefix_tokens or spec.shared_prefix_tokens
+    if spec.preset:
+        p = PRESETS[spec.preset]
+        return p.input, p.output, spec.shared_prefix_tokens or p.prefix_tokens
+    return spec.input, spec.output, spec.shared_prefix_tokens
 
 
 def lengths_for(spec: WorkloadSpec) -> tuple[LengthDist, LengthDist]:
-    if spec.scenario:
-        return parse_genai_scenario(spec.scenario)
-    if spec.preset:
-        return PRESETS[spec.preset]
-    return spec.input, spec.output
+    """(input, output) distributions of a spec (without its shared prefix)."""
+    i, o, _ = resolve_lengths(spec)
+    return i, o
 
 
-def conversations(conv: ConversationSpec, output: LengthDist, rng: np.random.Generator,
-                  block_size: int = 512) -> RequestTable:
-    """Sessions whose turns resend the growing context; block ids are prefix-chained."""
-    starts = arrivals(conv.sessions, conv.session_rate, 1.0, rng)
-    turns = sample_lengths(conv.turns, conv.sessions, rng)
-    sys_blocks = conv.system_prompt_tokens // block_size
-    next_id = sys_blocks  # ids 0..sys_blocks-1: the shared system prompt
-    rows = []
-    for s in range(conv.sessions):
-        t = starts[s]
-        ctx = conv.system_prompt_tokens
-        session_ids: list[int] = list(range(sys_blocks))
-        for _k in range(int(turns[s])):
-            user = int(sample_lengths(conv.user, 1, rng)[0])
-            out = int(sample_lengths(output, 1, rng)[0])
-            prompt = ctx + user
-            full = prompt // block_size + (1 if prompt % block_size else 0)
-            while len(session_ids) < full:
-                session_ids.append(next_id)
-                next_id += 1
-            rows.append((t, prompt, out, np.asarray(session_ids[:full], dtype=np.int64)))
-            ctx = prompt + out
-            # the next turn is sent after this answer streams and the user (or tool) thinks
-            t = t + out * conv.decode_s_per_token + rng.exponential(conv.think_time_s) if conv.think_time_s else \
-                t + out * conv.decode_s_per_token
-    rows.sort(key=lambda r: r[0])
-    t0 = rows[0][0] if rows else 0.0
-    return RequestTable(np.array([r[0] - t0 for r in rows]), np.array([r[1] for r in rows]),
-                        np.array([r[2] for r in rows]), hash_ids=[r[3] for r in rows], block_size=block_size,
-                        source="conversations")
+def shared_prefix_ids(input_len: np.ndarray, group: np.ndarray, prefix_tokens: int, groups: int,
+                      block_size: int) -> list[np.ndarray]:
+    """Prefix-chained block ids of prompts that start with their group's shared prefix.
+
+    Group g's whole prefix blocks get ids g*pb .. g*pb+pb-1 (pb = prefix_tokens // block_size);
+    every later block, including the one where the prefix ends mid-block, is unique to its
+    request (its content differs), so a prefix cache hits exactly the shared whole blocks.
+    """
+    pb = prefix_tokens // block_size
+    nblocks = -(-input_len // block_size)
+    own = nblocks - pb  # >= 1: a prompt is longer than its prefix
+    start = groups * pb + np.concatenate(([0], np.cumsum(own)[:-1]))
+    shared = [np.arange(g * pb, g * pb + pb, dtype=np.int64) for g in range(groups)]
+    return [np.concatenate((shared[g], np.arange(s, s + k, dtype=np.int64)))
+            for g, s, k in zip(group.tolist(), start.tolist(), own.tolist())]
+
+
+def fixed_batch(spec: WorkloadSpec, rng: np.random.Generator) -> RequestTable:
+    """``sglang.bench_one_batch_server``: ``batch_size`` requests, all at t=0."""
+    return _requests(spec, spec.batch_size, np.zeros(spec.batch_size), rng, "fixed_batch")
+
+
+def synthetic(spec: WorkloadSpec, rng: np.random.Generator) -> RequestTable:
+    """bench_serving / vllm bench serve: ``num_requests`` at ``rate`` with ``burstiness``."""
+    n = spec.num_requests
+    inp_d, out_d, _ = resolve_lengths(spec)
+    # draw order (input, output, arrivals, groups) is part of the seed contract: keep it
+    inp = sample_lengths(inp_d, n, rng)
+    out = sample_lengths(out_d, n, rng)
+    t = arrivals(n, spec.rate, spec.burstiness, rng, spec.arrival)
+    return _finish(spec, inp, out, t, rng, _label(spec))
+
+
+def _requests(spec: WorkloadSpec, n: int, t: np.ndarray, rng: np.random.Generator, label: str) -> RequestTable:
+    inp_d, out_d, _ = resolve_lengths(spec)
+    inp = sample_lengths(inp_d, n, rng)
+    out = sample_lengths(out_d, n, rng)
+    return _finish(spec, inp, out, t, rng, label)
+
+
+def _finish(spec: WorkloadSpec, inp: np.ndarray, out: np.ndarray, t: np.ndarray, rng: np.random.Generator,
+            label: str) -> RequestTable:
+    _, _, prefix = resolve_lengths(spec)
+    hids = None
+    if prefix:
+        inp = inp + prefix
+        group = rng.integers(0, spec.prefix_groups, size=len(inp))
+        hids = shared_prefix_ids(inp, group, prefix, spec.prefix_groups, spec.block_size)
+    return RequestTable(t, inp, out, hash_ids=hids, block_size=spec.block_size,
+                        max_concurrency=spec.max_concurrency, source=label)
+
+
+def _label(spec: WorkloadSpec) -> str:
+    what = spec.scenario or spec.preset or f"{spec.input.dist}/{spec.output.dist}"
+    process = "poisson" if spec.arrival == "gamma" and spec.burstiness == 1 else spec.arrival
+    load = f"{spec.rate:g} req/s {process}" if spec.rate else "all at t=0"
+    if spec.rate and process == "gamma":
+        load += f" (burstiness {spec.burstiness:g})"
+    return f"synthetic {what}, {load}"

@@ -1,61 +1,73 @@
 """Turn a WorkloadSpec into a RequestTable (deterministic by seed)."""
 from __future__ import annotations
 
-from dataclasses import replace
+import os
 from pathlib import Path
 
 import numpy as np
 
 from ..specs.errors import SpecError
-from ..specs.workload import WorkloadSpec
-from .generators import AGENT_OUTPUT, TOOL_AGENT, arrivals, conversations, lengths_for, sample_lengths
+from ..specs.workload import ConversationSpec, TraceSpec, WorkloadSpec
+from .bench import recorded_rate
+from .generators import fixed_batch, resolve_lengths, synthetic
+from .sessions import AGENT_OUTPUT, TOOL_AGENT, conversations
+from .shaping import arrivals, rate_sweep, scale_sweep, scale_time, with_arrivals
 from .table import RequestTable
 from .traces import read_trace
 
+# rate_sweep, scale_sweep and scale_time stay importable from here (older callers)
+__all__ = ["materialize", "resolve_trace_path", "rate_sweep", "scale_sweep", "scale_time"]
+
 
 def materialize(spec: WorkloadSpec, seed: int = 0, base_dir: Path | None = None) -> RequestTable:
-    rng = np.random.default_rng(seed)
-    inp_d, out_d = lengths_for(spec)
-    if spec.kind == "fixed_batch":
-        n = spec.batch_size
-        return RequestTable(np.zeros(n), sample_lengths(inp_d, n, rng), sample_lengths(out_d, n, rng),
-                            source="fixed_batch")
-    if spec.kind == "synthetic":
-        n = spec.num_requests
-        inp = sample_lengths(inp_d, n, rng)
-        out = sample_lengths(out_d, n, rng)
-        return RequestTable(arrivals(n, spec.rate, spec.burstiness, rng, spec.arrival), inp, out,
-                            max_concurrency=spec.max_concurrency, source="synthetic")
-    if spec.kind in ("multi_turn", "tool_agent"):
-        conv = spec.conversation or (TOOL_AGENT if spec.kind == "tool_agent" else None)
-        if conv is None:
-            from ..specs.workload import ConversationSpec
+    """The requests of ``spec``: same spec and seed, same table (bit for bit).
 
-            conv = ConversationSpec()
-        out = AGENT_OUTPUT if spec.kind == "tool_agent" and spec.conversation is None else out_d
-        t = conversations(conv, out, rng)
+    ``base_dir``: where a relative trace path is looked up first (the scenario's folder).
+    """
+    rng = np.random.default_rng(seed)
+    if spec.kind == "fixed_batch":
+        return fixed_batch(spec, rng)
+    if spec.kind == "synthetic":
+        return synthetic(spec, rng)
+    if spec.kind in ("multi_turn", "tool_agent"):
+        agent = spec.kind == "tool_agent"
+        conv = spec.conversation or (TOOL_AGENT if agent else ConversationSpec())
+        _, out_d, _ = resolve_lengths(spec)
+        out = AGENT_OUTPUT if agent and spec.conversation is None else out_d
+        t = conversations(conv, out, rng, spec.block_size, spec.kind)
         t.max_concurrency = spec.max_concurrency
         return t
-    tr = spec.trace
-    path = Path(tr.path)
+    return _trace(spec, rng, base_dir)
+
+
+def resolve_trace_path(tr: TraceSpec, base_dir: Path | None = None) -> Path:
+    """A trace spec's file: relative paths are looked up in ``base_dir`` first, then the
+    working directory; a missing file is an error at ``workload.trace.path``."""
+    path = Path(tr.path).expanduser()
     if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
-        path = base_dir / path
-    if not path.exists():
-        raise SpecError(f"trace file not found: {tr.path}", field="workload.trace.path")
-    table = read_trace(path, tr.format, tr.time_scale, tr.limit, tr.start_s, tr.skip_bad_rows)
-    table.max_concurrency = spec.max_concurrency
+        path = Path(os.path.normpath(base_dir / path))  # "specs/../traces/x" -> "traces/x" in messages
+    if not path.is_file():
+        where = f" (looked in {base_dir} and the working directory)" if base_dir is not None and \
+            not Path(tr.path).is_absolute() else ""
+        raise SpecError(f"trace file not found: {tr.path}{where}", field="workload.trace.path")
+    return path
+
+
+def _trace(spec: WorkloadSpec, rng: np.random.Generator, base_dir: Path | None) -> RequestTable:
+    tr = spec.trace
+    table = read_trace(resolve_trace_path(tr, base_dir), tr.format, tr.time_scale, tr.limit, tr.start_s,
+                       tr.skip_bad_rows, duration_s=tr.duration_s, block_size=tr.block_size, sort=tr.sort)
+    rate, burst, process = spec.rate, spec.burstiness, spec.arrival
+    if rate is None and table.meta.get("format") == "bench" and not table.duration_s:
+        # a benchmark result without send times: replay the load the benchmark offered
+        rate = recorded_rate(table.meta)
+        if rate is not None:
+            b = table.meta.get("burstiness", 1.0)
+            burst, process = (float(b), "gamma") if isinstance(b, (int, float)) and b > 0 else (1.0, "gamma")
+    if rate is not None:
+        a = arrivals(len(table), rate, burst, rng, process)
+        table = with_arrivals(table, a)
+        table.source += f" (lengths; arrivals {rate:g} req/s {process})"
+    if spec.max_concurrency is not None:
+        table.max_concurrency = spec.max_concurrency
     return table
-
-
-def rate_sweep(spec: WorkloadSpec, rates: list[float]) -> list[WorkloadSpec]:
-    """The same workload at several request rates (req/s), as serving engineers sweep load."""
-    return [replace(spec, rate=float(r)) for r in rates]
-
-
-def scale_time(table: RequestTable, factor: float) -> RequestTable:
-    """Multiply inter-arrival times by ``factor`` (smaller = heavier load); order is kept."""
-    if factor <= 0:
-        raise SpecError(f"time scale must be > 0, got {factor}", field="time_scale")
-    a = table.arrival_s
-    return RequestTable(a[0] + (a - a[0]) * factor, table.input_len.copy(), table.output_len.copy(),
-                        table.hash_ids, table.block_size, table.max_concurrency, table.source, table.skipped_rows)

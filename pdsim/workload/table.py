@@ -1,7 +1,7 @@
 """The columnar request table every workload source produces and the world consumes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,6 +16,10 @@ class RequestTable:
       (Mooncake trace convention: equal id k implies equal blocks before it), or None.
     max_concurrency: closed loop / bench_serving ``--max-concurrency``: at most this many
       requests in flight; a request starts at max(arrival, a slot frees up).
+    source: where the requests came from (a trace path or a generator name), for reports.
+    skipped_rows: malformed trace rows skipped under ``skip_bad_rows`` (0 otherwise).
+    meta: provenance a source recorded (e.g. a benchmark result's ``request_rate``); free-form,
+      never read by the simulator.
     """
 
     arrival_s: np.ndarray
@@ -26,6 +30,7 @@ class RequestTable:
     max_concurrency: int | None = None
     source: str = ""
     skipped_rows: int = 0  # bad trace rows skipped (skip_bad_rows)
+    meta: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.arrival_s = np.asarray(self.arrival_s, dtype=np.float64)

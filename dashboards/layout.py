@@ -1,0 +1,207 @@
+"""Page layout: Build, Run & see, Compare and Explore tabs. Form controls are generated from
+``forms.FIELDS`` so each one carries the id its callbacks and error messages use."""
+from __future__ import annotations
+
+from dash import dcc, html
+
+from pdsim.specs import catalog
+
+from . import forms, uploads
+
+CSS = """
+body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 0; color: #222; }
+.page { margin: 10px 16px; }
+h2 { margin: 6px 0 8px 0; font-weight: 600; }
+.toolbar { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 8px 0; }
+.toolbar .grow { flex: 1; }
+.build { display: grid; grid-template-columns: minmax(0, 3fr) minmax(320px, 2fr); gap: 12px; }
+.editor { position: sticky; top: 6px; align-self: start; }
+fieldset { border: 1px solid #d5d8dc; border-radius: 6px; margin: 0 0 8px 0; padding: 4px 8px 2px 8px; }
+legend { font-weight: 600; font-size: 13px; padding: 0 4px; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 0 10px; }
+.ctl label.lbl { font-size: 11px; color: #555; display: block; white-space: nowrap; overflow: hidden;
+                 text-overflow: ellipsis; }
+.ctl input[type=text], .ctl input[type=number] { width: 100%; box-sizing: border-box; }
+.ctl .err, .sec-err { color: #b00020; font-size: 11px; min-height: 12px; overflow-wrap: anywhere; }
+.sec-err:empty, .note:empty { display: none; }
+.note { font-size: 11px; color: #7a5c00; }
+.sub { font-size: 11px; font-weight: 600; color: #445; margin: 4px 0 0 0; border-top: 1px dashed #e0e0e0; }
+#build-msg { margin: 0 0 8px 0; font-size: 13px; min-height: 18px; }
+.msg-ok { color: #1b7f3a; } .msg-err { color: #b00020; white-space: pre-wrap; }
+#yaml { width: 100%; height: calc(100vh - 60px); min-height: 400px; box-sizing: border-box;
+        font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
+button { padding: 5px 12px; border-radius: 5px; border: 1px solid #aab; background: #f5f6f8; cursor: pointer; }
+button.primary { background: #1f6feb; color: white; border-color: #1f6feb; }
+button.danger { background: #fff; color: #b00020; border-color: #b00020; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: 6px; margin: 8px 0; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: 6px 10px; background: #fafafa; }
+.card.good { border-color: #3a9b5c; background: #f1faf3; } .card.bad { border-color: #d9534f; background: #fdf2f2; }
+.card.headline { background: #f2f6fd; border-color: #9db8e6; }
+.card-label { font-size: 11px; color: #555; } .card-value { font-size: 19px; }
+.card-note { font-size: 10px; color: #777; }
+.banner { padding: 6px 10px; border-radius: 6px; margin: 6px 0; font-weight: 600; }
+.banner.good { background: #e6f5ea; color: #1b5e20; } .banner.bad { background: #fdecea; color: #8a1c14; }
+.run-header { margin: 6px 0; }
+.two { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 8px; }
+.table { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
+.table td, .table th { border-bottom: 1px solid #e3e3e3; padding: 2px 10px; text-align: right; }
+.table td:first-child, .table th:first-child { text-align: left; }
+.hint { font-size: 12px; color: #666; }
+.table button.load { padding: 0 6px; font-size: 11px; }
+.table tr:hover td { background: #f3f6fb; }
+progress { width: 260px; vertical-align: middle; }
+"""
+
+INDEX = """<!DOCTYPE html>
+<html><head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>""" + CSS + """</style></head>
+<body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body></html>"""
+
+
+def control(cid: str):
+    f = forms.FIELDS[cid]
+    placeholder = "" if f.default is None else str(f.default)
+    if f.clear == "null":
+        placeholder = "not checked"
+    if f.kind == "layout":
+        ctrl = dcc.RadioItems(id=cid, options=list(forms.LAYOUTS), inline=True,
+                              inputStyle={"marginRight": "4px"}, labelStyle={"marginRight": "12px"})
+    elif f.kind == "select":
+        ctrl = dcc.Dropdown(id=cid, options=forms.select_options(cid), placeholder=placeholder or "choose...",
+                            clearable=cid not in ("f-hardware", "f-model"), optionHeight=28)
+    elif f.kind == "bool":
+        ctrl = dcc.Checklist(id=cid, options=[{"label": f" {f.label}", "value": "on"}], value=[])
+    else:
+        ctrl = dcc.Input(id=cid, type="number" if f.kind == "number" else "text", debounce=True,
+                         placeholder=placeholder)
+    label = "" if f.kind == "bool" else f.label
+    return html.Div([html.Label(label, className="lbl", title=f.path), ctrl,
+                     html.Div(id=f"{cid}-err", className="err")],
+                    className="ctl", style={"gridColumn": "span 2"} if cid in ("f-layout", "f-workload-trace-path")
+                    else None)
+
+
+def _section(sid: str, title: str, cids: list[str], rows: list[tuple[str, list[str]]] | None = None):
+    body = [html.Legend(title), html.Div(id=f"sec-{sid}-err", className="sec-err")]
+    if sid in forms.ROLES:
+        body.append(html.Div(id=f"note-{sid}", className="note"))
+    body.append(html.Div([control(c) for c in cids], className="grid"))
+    for caption, row in rows or []:
+        body.append(html.Div(caption, className="sub"))
+        body.append(html.Div([control(c) for c in row], className="grid"))
+    return html.Fieldset(body, id=f"box-{sid}")
+
+
+def _path(cid: str) -> str:
+    return forms.FIELDS[cid].path
+
+
+def _ids(section: str, prefix: str = "") -> list[str]:
+    return [c for c, f in forms.FIELDS.items() if f.section == section and f.path.startswith(prefix)]
+
+
+def build_tab():
+    wl = _ids("workload")
+    form = html.Div([
+        _section("general", "Deployment", _ids("general")),
+        _section("p", "Prefill group", _ids("p")),
+        _section("d", "Decode group", _ids("d")),
+        _section("c", "Colocated group (prefill + decode in one engine)", _ids("c")),
+        _section("transfer", "Routing and KV transfer", _ids("transfer")),
+        _section("workload", "Workload", [c for c in wl if _path(c).count(".") == 1],
+                 [("trace replay (kind: trace)", [c for c in wl if ".trace." in _path(c)]),
+                  ("input tokens (generators)", [c for c in wl if ".input." in _path(c)]),
+                  ("output tokens (generators)", [c for c in wl if ".output." in _path(c)])]),
+        _section("slo", "SLO (a request meets it when every bound holds)", _ids("slo")),
+    ])
+    editor = html.Div([
+        html.Div([html.B("Scenario YAML"), html.Span("  edits here reach the form when you leave the box",
+                                                     className="hint")]),
+        dcc.Textarea(id="yaml", spellCheck=False, wrap="off"),
+    ], className="editor")
+    return html.Div([
+        html.Div([
+            html.Label("Start from example:"),
+            dcc.Dropdown(id="example", options=catalog.scenario_keys(), value="llama8b-a800-colocated",
+                         clearable=False, style={"width": "300px"}),
+            dcc.Upload(id="upload", children=html.Button("Upload scenario .yaml or trace .jsonl/.csv"),
+                       max_size=uploads.MAX_UPLOAD_BYTES, multiple=False),
+            html.Button("Download YAML", id="download-btn"), dcc.Download(id="download"),
+            html.Button("Check", id="validate"),
+            html.Button("Run ▶", id="build-run", className="primary"),
+        ], className="toolbar"),
+        html.Div(id="build-msg"),
+        html.Div([form, editor], className="build"),
+    ])
+
+
+def run_tab():
+    return html.Div([
+        html.Div([
+            html.Button("Run ▶", id="run", className="primary"),
+            html.Button("Cancel", id="cancel", className="danger"),
+            html.Div(id="progress"),
+            html.Div(className="grow"),
+            html.Label("showing run:"),
+            dcc.Dropdown(id="run-select", options=[], placeholder="no runs yet", clearable=False,
+                         style={"width": "340px"}),
+            html.Button("Pin to Compare", id="pin"),
+        ], className="toolbar"),
+        dcc.Interval(id="poll", interval=400, disabled=True),
+        html.Div(id="run-header"), html.Div(id="slo-banner"), html.Div(id="cards", className="cards"),
+        html.Div(id="instances"),
+        html.Div([
+            dcc.Graph(id="g-cdf"),
+            html.Div([dcc.Graph(id="g-breakdown"), dcc.Graph(id="g-throughput")], className="two"),
+            dcc.Graph(id="g-instances"), dcc.Graph(id="g-links"), dcc.Graph(id="g-gantt"),
+        ], id="run-body", style={"display": "none"}),
+    ])
+
+
+def compare_tab():
+    return html.Div([
+        html.Div([html.Label("Runs to overlay:"),
+                  dcc.Dropdown(id="compare-select", options=[], value=[], multi=True,
+                               placeholder="pin runs from Run & see, or pick them here", style={"minWidth": "600px"}),
+                  html.Button("Clear", id="clear-pins")], className="toolbar"),
+        html.Div(id="compare-table"),
+        html.Div([
+            dcc.Graph(id="c-cdf"),
+            html.Div([dcc.Graph(id="c-breakdown"), dcc.Graph(id="c-throughput")], className="two"),
+        ], id="compare-body", style={"display": "none"}),
+    ])
+
+
+def explore_tab():
+    return html.Div([
+        html.Div([html.Label("Sweep result folder on this machine:"),
+                  dcc.Input(id="sweep-dir", type="text", debounce=True, placeholder="/path/to/pdsim-sweep-out",
+                            style={"width": "520px"}),
+                  html.Button("Open", id="open-sweep"), html.Div(id="sweep-msg", className="grow")],
+                 className="toolbar"),
+        html.Div([html.Label("frontier:"),
+                  dcc.RadioItems(id="pareto-view", inline=True, value="throughput",
+                                 options=[{"label": " throughput/GPU vs per user  ", "value": "throughput"},
+                                          {"label": " goodput vs p90 TTFT", "value": "goodput_ttft"}]),
+                  html.Label("heatmap:"),
+                  dcc.Dropdown(id="heat-x", placeholder="x knob", style={"width": "280px"}),
+                  dcc.Dropdown(id="heat-y", placeholder="y knob", style={"width": "280px"}),
+                  dcc.Dropdown(id="heat-metric", placeholder="metric", style={"width": "240px"})],
+                 className="toolbar"),
+        html.Div("Click a point, or a row's load button, to load that configuration into Build.", className="hint"),
+        dcc.Graph(id="x-pareto"), dcc.Graph(id="x-heatmap"),
+        html.Div(id="x-table"),
+    ])
+
+
+def page():
+    return html.Div([
+        html.H2("pdsim: prefill/decode-disaggregated serving simulator"),
+        dcc.Store(id="runs", data=[]), dcc.Store(id="active-job"), dcc.Store(id="sweep-folder"),
+        dcc.Store(id="load-request"),
+        dcc.Tabs(id="tabs", value="build", children=[
+            dcc.Tab(label="Build", value="build", children=build_tab()),
+            dcc.Tab(label="Run & see", value="run", children=run_tab()),
+            dcc.Tab(label="Compare", value="compare", children=compare_tab()),
+            dcc.Tab(label="Explore sweeps", value="explore", children=explore_tab()),
+        ]),
+    ], className="page")

@@ -1,0 +1,159 @@
+"""Fits of the communication models: DeepEP (costs/deepep.py), NCCL all-reduce (ring form,
+costs/calibrated.py) and the Mooncake transfer engine (costs/transfer.py).
+
+All three are linear in their unknowns once written per byte (a fixed latency plus bytes over
+a bandwidth), so they are non-negative least squares on relative error, except DeepEP's
+normal kernels, whose two regimes (NVLink inside a node, RDMA across) share the latency and are fitted together
+with bounded non-linear least squares.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..costs.comm import deepep_legs
+from ..costs.deepep import ELEM_BYTES
+from .lsq import evaluate, fit_log, heldout_mask, nnls_rel
+
+
+def legs(rows, elem: float, dedup: bool) -> np.ndarray:
+    """(NVLink bytes, RDMA bytes) per rank of each row (comm.deepep_legs)."""
+    return np.array([deepep_legs(r.tokens_per_rank, int(r.hidden), int(r.top_k), int(r.ep_size), int(r.gpus_per_node),
+                                 elem, dedup) for r in rows.itertuples()]).reshape(-1, 2)
+
+
+def _keys(rows):
+    return list(zip(rows["ep_size"], rows["tokens_per_rank"]))
+
+
+def fit_deepep_ll(rows, op: str, base_us: float | None = None, base_label: str = "") -> dict | None:
+    """t_us = base + nvl_bytes/nvl_bw + rdma_bytes/rdma_bw, unknowns (base, 1/nvl_bw, 1/rdma_bw).
+
+    A table at one token count (the DeepEP README's H800 table: 128 tokens, EP8..EP256)
+    cannot separate the fixed latency from the NVLink term; then ``base_us`` (the same
+    kernel's latency fitted where token counts vary) is held fixed and marked so."""
+    rows = rows[rows["use"] & rows[f"{op}_us"].notna()]
+    if rows.empty:
+        return None
+    lg = legs(rows, ELEM_BYTES[op], dedup=False)
+    y = rows[f"{op}_us"].to_numpy(float)
+    X = np.column_stack([np.ones(len(rows)), lg]) * np.array([1.0, 1e-3, 1e-3])  # us = B / (GB/s) * 1e-3
+    cols = [0, 1] + ([2] if lg[:, 1].max() > 0 else [])
+    fixed = rows["tokens_per_rank"].nunique() == 1 and base_us is not None
+    if fixed:
+        y_fit, cols_fit = y - base_us, cols[1:]
+    else:
+        y_fit, cols_fit = y, cols
+    Xf = X[:, cols_fit]
+    held = heldout_mask(_keys(rows)) if len(rows) >= 12 else None
+    c, st = evaluate(lambda m: nnls_rel(Xf[m], y_fit[m]), lambda c: Xf @ c + (base_us if fixed else 0.0), y, held)
+    coef = np.zeros(3)
+    coef[cols_fit] = c
+    if fixed:
+        coef[0] = base_us
+    out = {"base_us": float(coef[0]), "nvl_gbps": 1.0 / coef[1] if coef[1] > 0 else float("inf"),
+           "rdma_gbps": 1.0 / coef[2] if coef[2] > 0 else float("nan"), **st,
+           "data": "calibration/data/deepep_low_latency.csv"}
+    if fixed:
+        out["base_from"] = f"held at the {base_label} fit (one token count in the data)".replace("  ", " ")
+    return out
+
+
+def fit_deepep_normal(rows, op: str, base_us: float | None = None, nvl_gbps: float | None = None,
+                      base_label: str = "") -> dict | None:
+    """t_us = base + nvl_bytes/nvl_bw (one node) or base + rdma_bytes/rdma_bw (several nodes)
+    on kernel times (deepep.normal_time_s); bandwidth-only
+    rows (DeepEP README: bottleneck GB/s at 4096 tokens) become times as bottleneck-leg bytes /
+    bandwidth. Unknowns the rows cannot pin (the latency where every row has 4096 tokens, or
+    NVLink where no row is intranode) are held at the given values and marked so."""
+    rows = rows[rows["use"]]
+    gb = rows[f"{op}_gbps"].astype(float) if f"{op}_gbps" in rows else None
+    us = rows[f"{op}_us"].astype(float)
+    rows = rows[us.notna() | (gb.notna() if gb is not None else False)]
+    if rows.empty:
+        return None
+    lg = legs(rows, ELEM_BYTES[op], dedup=True)
+    t = rows[f"{op}_us"].to_numpy(float)
+    if gb is not None:
+        bw = rows[f"{op}_gbps"].to_numpy(float)
+        leg_bytes = np.where(rows["leg"].to_numpy() == "nvlink", lg[:, 0], lg[:, 1])
+        t = np.where(np.isnan(t), leg_bytes / (bw * 1e9) * 1e6, t)
+    has_intra, has_inter = (lg[:, 1] == 0).any(), (lg[:, 1] > 0).any()
+    fix_base = rows["tokens_per_rank"].nunique() == 1 and base_us is not None
+    fix_nvl = not has_intra and nvl_gbps is not None
+
+    def unpack(p):
+        it = iter(p)
+        b = base_us if fix_base else next(it)
+        n = nvl_gbps if fix_nvl else next(it)
+        r = next(it) if has_inter else 1.0
+        return b, n, r
+
+    def model(p, s=slice(None)):  # deepep.normal_time_s: NVLink inside a node, RDMA across nodes
+        b, n, r = unpack(p)
+        return b + np.where(lg[s, 1] > 0, lg[s, 1] / (r * 1e3), lg[s, 0] / (n * 1e3))
+
+    x0 = ([] if fix_base else [20.0]) + ([] if fix_nvl else [150.0]) + ([40.0] if has_inter else [])
+    lo = ([] if fix_base else [0.0]) + ([] if fix_nvl else [1.0]) + ([1.0] if has_inter else [])
+    hi = ([] if fix_base else [500.0]) + ([] if fix_nvl else [2000.0]) + ([500.0] if has_inter else [])
+    held = heldout_mask(_keys(rows)) if len(rows) >= 12 else None
+    inter = lg[:, 1] > 0  # leave-one-out only where another row of the same regime remains
+    loo = np.where(inter, inter.sum() > 1, (~inter).sum() > 1)
+    p, st = evaluate(lambda m: fit_log(lambda q: model(q, m), t[m], [x0], lo, hi), model, t, held, loo)
+    b, n, r = unpack(p)
+    out = {"base_us": float(b), "nvl_gbps": float(n), "rdma_gbps": float(r) if has_inter else float("nan"), **st,
+           "data": "calibration/data/deepep_normal.csv"}
+    if fix_base:
+        out["base_from"] = f"held at the {base_label} fit (one token count in the data)".replace("  ", " ")
+    if fix_nvl:
+        out["nvl_from"] = "held fixed (no intranode row)"
+    return out
+
+
+def fit_allreduce(rows, gpn: int) -> dict | None:
+    """NCCL all-reduce, t = base + 2 (n-1) lat + 2 (n-1)/n x bytes / busbw (a launch cost, a
+    latency per ring hop, NCCL's bus-bandwidth term), on timed rows inside a node (unknowns
+    base, lat, 1/busbw); large-message bus-bandwidth rows give busbw directly (inside a node and
+    across nodes). NCCL switches algorithm and protocol with the message size; one latency
+    pair and one bandwidth is the simplification, its error reported."""
+    rows = rows[rows["use"] & (rows["op"] == "all_reduce")]
+    if rows.empty:
+        return None
+    out: dict = {"data": "calibration/data/nccl_collectives.csv"}
+    timed = rows[rows["us"].notna() & (rows["nodes"] == 1)]
+    if len(timed):
+        n = timed["gpus"].to_numpy(float)
+        nb = timed["message_bytes"].to_numpy(float)
+        y = timed["us"].to_numpy(float)
+        X = np.column_stack([np.ones_like(n), 2 * (n - 1), 2 * (n - 1) / n * nb * 1e-3])  # us, busbw in GB/s
+        held = heldout_mask(list(zip(timed["gpus"], timed["message_bytes"])))
+        c, st = evaluate(lambda m: nnls_rel(X[m], y[m]), lambda c: X @ c, y, held)
+        out.update(base_us=float(c[0]), latency_us=float(c[1]), intranode_gbps=float(1.0 / c[2]), **st)
+    big = rows[rows["us"].isna() & rows["busbw_gbps"].notna()]
+    intra = big.loc[big["nodes"] == 1, "busbw_gbps"]
+    inter = big.loc[big["nodes"] > 1, "busbw_gbps"]
+    if len(intra):
+        out["intranode_gbps"] = float(intra.mean())
+        out["intranode_from"] = "large-message bus bandwidth row"
+    if len(inter):
+        out["internode_gbps"] = float(inter.mean())
+    return out if ("intranode_gbps" in out or "internode_gbps" in out) else None
+
+
+def fit_mooncake(rows) -> dict | None:
+    """t_ms = setup + bytes / (eff x NICs x line rate), single batched transfers (1P1D,
+    concurrency 1); ``per_page_us`` from the per-page vs batched pair of the same transfer
+    (DeepSeek-V3, 10K tokens, page 64: 157 pages x 61 layers per-page submissions)."""
+    single = rows[rows["use"] & (rows["mode"] == "batched") & (rows["regime"] == "single")]
+    if len(single) < 2:
+        return None
+    line = single["nics"].to_numpy(float) * single["nic_gbit"].to_numpy(float) / 8 * 1e9
+    X = np.column_stack([np.ones(len(single)), single["bytes"].to_numpy(float) / line * 1e3])  # ms at line rate
+    y = single["ms"].to_numpy(float)
+    c, st = evaluate(lambda m: nnls_rel(X[m], y[m]), lambda c: X @ c, y, None)
+    out = {"setup_ms": float(c[0]), "eff": float(1.0 / c[1]), **st, "data": "calibration/data/mooncake_transfer.csv"}
+    pair = rows[rows["note"].str.contains("page 64", regex=False)]
+    per_page, batched = pair[pair["mode"] == "per_page"], pair[pair["mode"] == "batched"]
+    if len(per_page) and len(batched):
+        pages, layers = -(-10000 // 64), 61
+        out["per_page_us"] = float((per_page["ms"].iloc[0] - batched["ms"].iloc[0]) * 1e3 / (pages * layers))
+    return out
