@@ -1,0 +1,78 @@
+"""``pdsim run SCENARIO``: simulate one scenario, print its summary, write its tables and report."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub) -> None:
+    r = sub.add_parser("run", help="simulate one scenario",
+                       description="Simulate one scenario and print its bench_serving-style summary.")
+    r.add_argument("scenario", help="scenario YAML path or bundled key (see `pdsim list scenarios`)")
+    r.add_argument("--out", metavar="DIR", help="write summary.json, requests/timeline tables and report.html here")
+    r.add_argument("--set", action="append", metavar="FIELD=VALUE",
+                   help="override a scenario field, e.g. --set cluster.decode.count=2 --set seed=7")
+    r.add_argument("--format", choices=["parquet", "csv"], default="parquet",
+                   help="file format of the request and timeline tables (default: parquet)")
+    r.add_argument("--no-report", action="store_true", help="skip report.html")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on a terminal only)")
+    r.set_defaults(fn=run)
+
+
+def progress_bar(enabled: bool):
+    """(callback, bar) for ``pdsim.simulate(progress=...)``; (None, None) when disabled."""
+    if not enabled:
+        return None, None
+    from tqdm import tqdm
+
+    bar = tqdm(total=0, unit="req", file=sys.stderr, dynamic_ncols=True, leave=False)
+
+    def cb(sim_now: float, wall: float, done: int, n: int) -> None:
+        bar.total = n
+        bar.n = done
+        speed = sim_now / wall if wall > 0 else 0.0
+        bar.set_postfix_str(f"sim {sim_now:,.0f}s | {speed:,.0f}x real time", refresh=False)
+        bar.refresh()
+
+    return cb, bar
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import api
+    from ..report.figures import report_html, summary_rows
+
+    sc = api.load_scenario(args.scenario, args.set or [])
+    cb, bar = progress_bar(not args.no_progress and sys.stderr.isatty())
+    try:
+        res = api.simulate(sc, progress=cb)
+    finally:
+        if bar is not None:
+            bar.close()
+    s = res.summary()
+    print(f"pdsim run: {sc.name}  ({s['gpus']} GPUs, {s['nodes']:g} nodes of {sc.hardware.name}, {sc.model.name})")
+    width = max(len(a) for a, _ in summary_rows(s))
+    for label, value in summary_rows(s):
+        print(f"  {label:<{width}}  {value:>12}")
+    if s["drop_reasons"]:
+        print("  drop reasons: " + ", ".join(f"{k}={v}" for k, v in s["drop_reasons"].items()))
+    print(f"  simulated {s['sim_time_s']:,.1f} s in {s['wall_s']:.2f} s wall "
+          f"({len(res.requests) / max(s['wall_s'], 1e-9):,.0f} requests/s, {s['sim_events']:,} engine steps)")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "summary.json", "w") as f:
+            json.dump(s, f, indent=2, default=float)
+        req, tl = res.requests, res.timeline
+        if args.format == "parquet":
+            req.to_parquet(out / "requests.parquet", index=False)
+            tl.to_parquet(out / "timeline.parquet", index=False)
+        else:
+            req.to_csv(out / "requests.csv", index=False)
+            tl.to_csv(out / "timeline.csv", index=False)
+        if not args.no_report:
+            report_html(res, str(out / "report.html"))
+        print(f"  wrote {out}/: summary.json, requests.{args.format}, timeline.{args.format}"
+              + ("" if args.no_report else ", report.html"))
+    return 0

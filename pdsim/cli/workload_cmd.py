@@ -1,0 +1,23 @@
+"""``pdsim workload stats FILE_OR_SPEC``: arrival rate, ISL/OSL distributions, prefix reuse."""
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub) -> None:
+    wl = sub.add_parser("workload", help="workload tools")
+    wsub = wl.add_subparsers(dest="action", required=True, metavar="ACTION")
+    st = wsub.add_parser("stats", help="arrival rate, ISL/OSL distributions, prefix reuse of a trace or spec")
+    st.add_argument("target", help="a trace file, a workload or scenario YAML, or a bundled trace/spec name")
+    st.add_argument("--html", metavar="FILE", help="write the statistics figure here")
+    st.add_argument("--skip-bad-rows", action="store_true", help="skip and count malformed trace rows instead of failing")
+    st.add_argument("--format", default="auto", choices=["auto", "mooncake", "azure", "burstgpt", "jsonl", "bench"],
+                    help="trace format (default: detected from the content)")
+    st.add_argument("--seed", type=int, help="seed for a generated workload spec")
+    st.set_defaults(fn=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..workload.cli import stats_command
+
+    return stats_command(args.target, args.html, args.skip_bad_rows, args.format, args.seed)
