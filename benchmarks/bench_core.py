@@ -36,19 +36,19 @@ def main() -> None:
     best = None
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        log = World(sc, table).run()
+        rec = World(sc, table).run()
         wall = time.perf_counter() - t0
         best = wall if best is None else min(best, wall)
     t0 = time.perf_counter()
-    res = pdsim.metrics.Results(sc, log)
+    res = pdsim.metrics.Results(rec, sc)
     s = res.summary()
     t_metrics = time.perf_counter() - t0
     n = len(table)
     print(f"scenario            {sc.name} ({n} requests, {s['gpus']} GPUs)")
     print(f"load + workload     {t_load:.2f} s")
-    print(f"simulate (best/{args.repeat})   {best:.2f} s wall for {log.sim_end:,.0f} s simulated")
+    print(f"simulate (best/{args.repeat})   {best:.2f} s wall for {rec.end_s:,.0f} s simulated")
     print(f"requests / wall-s   {n / best:,.0f}")
-    print(f"engine steps        {log.events:,}  ({log.events / best:,.0f} steps/s)")
+    print(f"engine steps        {rec.events:,}  ({rec.events / best:,.0f} steps/s)")
     print(f"metrics + summary   {t_metrics:.2f} s")
     print(f"peak RSS            {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
     print(f"completed           {s['completed']}  mean TTFT {s['mean_ttft_ms']:.0f} ms  mean ITL {s['mean_itl_ms']:.1f} ms")

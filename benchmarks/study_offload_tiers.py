@@ -50,7 +50,7 @@ def main() -> None:
             over = {"kv_offload.tiers[0].capacity_gib": args.dram_gib} if tier == "dram" else {}
             sc = pdsim.load_scenario(key, over)
             table = repeated_prompts(args.prompts, args.rounds, L, args.output, args.concurrency)
-            res = Results(sc, World(sc, table).run())
+            res = Results(World(sc, table).run(), sc)
             s = res.summary()
             fin = res.requests[res.requests["finished"]]
             warm = fin[fin["request_id"] >= args.prompts]  # rounds after the first: reuse only

@@ -207,7 +207,7 @@ def register(app: dash.Dash, jobs) -> None:
             return (html.Div(text, className="hint"), None, None, None, *[no_update] * 6, HIDDEN)
         res = job.result
         s = res.summary()
-        links = (link_timeline_figure(res) if res.scenario.scenario.cluster.disaggregated
+        links = (link_timeline_figure(res) if res.record.disaggregated
                  else _placeholder("no KV transfer links in a colocated deployment"))
         return (views.run_header(res), views.slo_banner(s), views.summary_cards(s), views.instance_table(s),
                 latency_cdf_figure(res), ttft_breakdown_figure(res), throughput_timeline_figure(res),

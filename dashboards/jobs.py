@@ -28,7 +28,7 @@ class RunSnapshot(Results):
 
     def __init__(self, res: Results):  # noqa: D107 - deliberately not calling Results.__init__
         self.scenario = res.scenario
-        self.log = None
+        self.record = res.record
         self._summary = res.summary()
         self._requests = res.requests
         self._timeline = res.timeline

@@ -58,5 +58,5 @@ def simulate(scenario: ResolvedScenario | str | Path,
         raise err.at(source=err.source or scenario.source) from None
     if len(table) == 0:
         raise SpecError("the workload produced no requests", source=scenario.source, field="workload")
-    log = World(scenario, table, progress=progress).run()
-    return Results(scenario, log)
+    record = World(scenario, table, progress=progress).run()
+    return Results(record, scenario)

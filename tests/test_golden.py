@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.golden.cases import case_names, golden_path, request_table
+from golden.cases import case_names, golden_path, request_table
 
 
 @pytest.mark.parametrize("name", case_names())

@@ -18,7 +18,7 @@ from builders import resolve, scenario_dict
 
 def run_table(d: dict, table: RequestTable) -> Results:
     sc = resolve(d)
-    return Results(sc, World(sc, table).run())
+    return Results(World(sc, table).run(), sc)
 
 
 def repeated_prompts(n_prompts: int, repeats: int, tokens: int, gap_s: float, out: int = 8, block: int = 512):

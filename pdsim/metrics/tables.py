@@ -1,35 +1,27 @@
-"""Per-request and timeline tables from a RunLog (vectorised; no per-token storage).
+"""Per-request and timeline tables from a RunRecord (vectorised; no per-token storage).
 
-Token times: a request's first token time is recorded; tokens 2..N are the end times of the
-decode steps listed in its segments, so ITLs come from each instance's decode-step log.
+Token times: a request's first token time is recorded; tokens 2..N come from the record's
+token times (decode-step ends for simulated runs, measured times for real ones).
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pandas as pd
 
-from ..sim.cluster import RunLog
-
-REQUEST_COLUMNS = [
-    "request_id", "arrival_s", "input_len", "output_len", "cached_tokens", "prefill_instance",
-    "decode_instance", "routed_s", "prefill_start_s", "prefill_end_s", "transfer_start_s",
-    "transfer_end_s", "decode_alloc_s", "decode_admit_s", "first_token_s", "finish_s",
-    "drop_reason", "preemptions", "recompute_tokens", "transfer_bytes", "kv_load_s", "loaded_tokens",
-    "d_load_s", "recomputes",
-]
+from ..sim.record import REQUEST_COLUMNS, STEP_COLUMNS, RunRecord
 
 
-def request_frame(log: RunLog) -> pd.DataFrame:
-    names = [i.name for i in log.instances]
-    rows = [(r.rid, r.arrival, r.input_len, r.output_len, r.cached_tokens,
-             names[r.p_inst] if r.p_inst >= 0 else None, names[r.d_inst] if r.d_inst >= 0 else None,
-             r.routed, r.prefill_start, r.prefill_end, r.transfer_start, r.transfer_end, r.d_alloc,
-             r.decode_admit, r.first_token, r.finish, r.drop_reason, r.preemptions, r.recompute_tokens,
-             r.transfer_bytes, r.kv_load_s, r.loaded_tokens, r.d_load_s, r.recomputes) for r in log.requests]
-    df = pd.DataFrame.from_records(rows, columns=REQUEST_COLUMNS)
-    df = df.sort_values("request_id", kind="stable").reset_index(drop=True)
+def request_frame(rec: RunRecord) -> pd.DataFrame:
+    """One row per request: its life's timestamps (s), assignments, derived latencies (s)."""
+    cols = dict(rec.requests)
+    names = np.array([i.name for i in rec.instances] + [None], dtype=object)
+    for c in ("prefill_instance", "decode_instance"):
+        idx = np.asarray(cols[c])
+        cols[c] = names[np.where(idx >= 0, idx, len(names) - 1)]
+    df = pd.DataFrame({c: cols[c] for c in REQUEST_COLUMNS})
+    extra = [c for c in rec.requests if c not in REQUEST_COLUMNS]
+    for c in extra:  # real runs add e.g. http_status, error, output_tokens
+        df[c] = rec.requests[c]
     df["ttft_s"] = df["first_token_s"] - df["arrival_s"]
     df["e2e_s"] = df["finish_s"] - df["arrival_s"]
     many = df["output_len"] > 1
@@ -45,71 +37,42 @@ def request_frame(log: RunLog) -> pd.DataFrame:
     return df
 
 
-def itl_samples(log: RunLog) -> tuple[np.ndarray, np.ndarray]:
+def itl_samples(rec: RunRecord) -> tuple[np.ndarray, np.ndarray]:
     """(all ITLs in seconds, per-request max ITL in seconds; NaN for requests with < 2 tokens)."""
-    n = len(log.requests)
-    req_max = np.full(n, np.nan)
-    chunks = []
-    by_inst: dict[int, list[tuple[int, int, int, float]]] = {}
-    for r in log.requests:
-        if not r.segments or math.isnan(r.finish):
-            continue
-        prev = r.first_token
-        for iid, a, b in r.segments:
-            by_inst.setdefault(iid, []).append((r.rid, a, b, prev))
-            prev = log.instances[iid].dstep_end[b]
-    for iid, segs in by_inst.items():
-        end = np.asarray(log.instances[iid].dstep_end)
-        seg = np.asarray(segs, dtype=np.float64)
-        rid, a, b, prev = seg[:, 0].astype(np.int64), seg[:, 1].astype(np.int64), seg[:, 2].astype(np.int64), seg[:, 3]
-        head = end[a] - prev  # gap from the previous token to the segment's first decode token
-        chunks.append(head)
-        np.fmax.at(req_max, rid, head)
-        lengths = b - a
-        m = lengths > 0
-        if m.any():
-            d_end = np.diff(end, prepend=np.nan)
-            L = lengths[m]
-            starts = np.cumsum(L) - L
-            idx = np.arange(L.sum()) - np.repeat(starts, L) + np.repeat(a[m] + 1, L)
-            vals = d_end[idx]
-            chunks.append(vals)
-            seg_max = np.maximum.reduceat(vals, starts)
-            np.fmax.at(req_max, rid[m], seg_max)
-    allv = np.concatenate(chunks) if chunks else np.empty(0)
-    return allv, req_max
+    finished = pd.isna(rec.requests["drop_reason"]) & ~np.isnan(rec.requests["finish_s"])
+    return rec.tokens.itl_samples(rec.requests["first_token_s"], np.asarray(finished, dtype=bool))
 
 
-def timeline_frame(log: RunLog) -> pd.DataFrame:
-    """Long table: one row per engine step per instance, and per link-rate change."""
+def timeline_frame(rec: RunRecord) -> pd.DataFrame:
+    """Long table: one row per engine step per instance, per tier change and per link-rate change."""
     parts = []
-    for inst in log.instances:
-        if not inst.log_t:
+    for inst, steps in zip(rec.instances, rec.steps):
+        if not len(steps.get("time_s", ())):
             continue
-        cap = max(inst.pool.capacity, 1)
+        cap = max(inst.kv_capacity_pages, 1)
         parts.append(pd.DataFrame({
-            "time_s": np.asarray(inst.log_t), "entity": inst.name, "kind": "instance", "role": inst.role,
-            "step_s": np.asarray(inst.log_dur), "prefill_tokens": np.asarray(inst.log_pf, dtype=np.int64),
-            "running_batch": np.asarray(inst.log_dec, dtype=np.int64),
-            "queue_depth": np.asarray(inst.log_queue, dtype=np.int64),
-            "kv_used_frac": np.asarray(inst.log_kv) / cap,
+            "time_s": steps["time_s"], "entity": inst.name, "kind": "instance", "role": inst.role,
+            "step_s": steps["step_s"], "prefill_tokens": steps["prefill_tokens"].astype(np.int64),
+            "running_batch": steps["running_batch"].astype(np.int64),
+            "queue_depth": steps["queue_depth"].astype(np.int64),
+            "kv_used_frac": steps["kv_used"] / cap,
         }))
-    for inst in log.instances:
-        if inst.tier_log and inst.cache is not None:
-            names = [t.name for t in inst.cache.tiers.tiers]
-            caps = [t.capacity for t in inst.cache.tiers.tiers]
-            t = np.asarray([x[0] for x in inst.tier_log])
-            used = np.asarray([x[1] for x in inst.tier_log])
-            for j, (name, cap) in enumerate(zip(names, caps)):
-                parts.append(pd.DataFrame({"time_s": t, "entity": name, "kind": "tier", "role": "tier",
-                                           "tier_used_bytes": used[:, j], "tier_used_frac": used[:, j] / cap}))
-    if log.link_usage:
-        lu = pd.DataFrame(log.link_usage, columns=["time_s", "entity", "link_bytes_per_s", "flows"])
-        lu["kind"] = "link"
-        lu["role"] = "link"
-        lu["link_util"] = lu["link_bytes_per_s"] / lu["entity"].map(log.link_capacity)
-        parts.append(lu)
+    for name, cap, t, used in rec.tier_usage:
+        parts.append(pd.DataFrame({"time_s": t, "entity": name, "kind": "tier", "role": "tier",
+                                   "tier_used_bytes": used, "tier_used_frac": used / cap}))
+    lu = rec.link_usage
+    if lu and len(lu["time_s"]):
+        names = np.asarray(rec.link_names, dtype=object)
+        df = pd.DataFrame({"time_s": lu["time_s"], "entity": names[lu["link"]],
+                           "link_bytes_per_s": lu["bytes_per_s"], "flows": lu["flows"]})
+        df["kind"] = "link"
+        df["role"] = "link"
+        df["link_util"] = df["link_bytes_per_s"] / df["entity"].map(rec.link_capacity)
+        parts.append(df)
     if not parts:
         return pd.DataFrame(columns=["time_s", "entity", "kind"])
     df = pd.concat(parts, ignore_index=True, sort=False)
     return df.sort_values(["time_s", "entity"], kind="stable").reset_index(drop=True)
+
+
+__all__ = ["request_frame", "itl_samples", "timeline_frame", "STEP_COLUMNS"]

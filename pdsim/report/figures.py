@@ -20,7 +20,7 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 
 
 def _runs(res: Results | RunSet) -> dict[str, Results]:
-    return {res.scenario.name: res} if isinstance(res, Results) else dict(res)
+    return {res.name: res} if isinstance(res, Results) else dict(res)
 
 
 def _cdf(values: np.ndarray, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
@@ -42,7 +42,7 @@ def latency_cdf_figure(res: Results | RunSet) -> go.Figure:
             x, y = _cdf(np.asarray(vals, dtype=float) * 1e3)
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=name, legendgroup=name, showlegend=j == 0,
                                      line=dict(color=PALETTE[k % len(PALETTE)])), row=j // 2 + 1, col=j % 2 + 1)
-    slo = next(iter(runs.values())).scenario.scenario.slo
+    slo = next(iter(runs.values())).slo
     for j, bound in enumerate([slo.ttft_ms, slo.itl_ms, slo.tpot_ms, slo.e2e_ms]):
         if bound:
             fig.add_vline(x=bound, line_dash="dash", line_color="gray", row=j // 2 + 1, col=j % 2 + 1)
@@ -203,13 +203,14 @@ def report_html(res: Results, path: str) -> None:
     figs = [latency_cdf_figure(res), ttft_breakdown_figure(res), throughput_timeline_figure(res),
             instance_timeline_figure(res), link_timeline_figure(res), request_gantt_figure(res)]
     parts = [f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs)]
-    title = html.escape(f"pdsim report: {res.scenario.name}")
-    desc = html.escape(res.scenario.scenario.description or "")
+    meta = res.record.meta
+    title = html.escape(f"pdsim report: {res.name}")
+    desc = html.escape(meta.get("description") or "")
     doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
            "<style>body{font-family:sans-serif;margin:20px} table{border-collapse:collapse}"
            "td{padding:2px 12px;border-bottom:1px solid #ddd}</style></head><body>"
            f"<h1>{title}</h1><p>{desc}</p><p>{s['gpus']} GPUs ({s['nodes']:g} nodes) on "
-           f"{html.escape(res.scenario.hardware.name)}, model {html.escape(res.scenario.model.name)}; "
+           f"{html.escape(str(meta.get('hardware', '?')))}, model {html.escape(str(meta.get('model', '?')))}; "
            f"simulated {s['sim_time_s']:.1f} s in {s['wall_s']:.2f} s wall.</p>"
            f"<table>{table}</table>" + "".join(parts) + "</body></html>")
     with open(path, "w") as f:

@@ -1,5 +1,6 @@
 """The world: SimPy entities (clients, router, instances, fabric) playing a workload."""
-from .cluster import RunLog, World
+from .cluster import World
+from .record import RunRecord
 from .router import ROUTERS, Router
 
-__all__ = ["World", "RunLog", "ROUTERS", "Router"]
+__all__ = ["World", "RunRecord", "ROUTERS", "Router"]

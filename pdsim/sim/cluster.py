@@ -1,7 +1,7 @@
 """The world: one SimPy environment holding clients, router, instances and the fabric.
 
 ``World(resolved, table).run()`` plays the request table through the cluster and returns a
-``RunLog`` of raw records (requests, per-instance step logs, link usage). Simulated time only;
+``RunRecord`` of plain arrays (requests, per-instance step logs, link usage; record.py). Simulated time only;
 the progress callback is the single place wall time is read, and only for display.
 """
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Callable
 
 import networkx as nx
@@ -29,6 +28,7 @@ from ..specs.hardware import GIB
 from .buffers import ReceiveBuffer
 from .network import Fabric
 from .prefix_cache import PrefixCache
+from .record import REQUEST_FLOAT, REQUEST_INT, InstanceInfo, RunRecord, StepTokens, empty_requests
 from .request import Request
 from .router import ROUTERS
 from .tiers import EVICTION, Tier, TierStack
@@ -36,19 +36,16 @@ from .tiers import EVICTION, Tier, TierStack
 SWITCH = "fabric"
 
 
-@dataclass
-class RunLog:
-    """Raw records of one run; ``pdsim.metrics`` turns them into tables."""
-
-    requests: list[Request]
-    instances: list[Instance]
-    link_usage: list[tuple[float, str, float, int]]
-    link_capacity: dict[str, float]
-    sim_end: float
-    wall_s: float
-    events: int
-    disaggregated: bool
-    extra: dict = field(default_factory=dict)
+# RunRecord request column -> Request attribute
+_REQUEST_ATTR = {
+    "request_id": "rid", "arrival_s": "arrival", "input_len": "input_len", "output_len": "output_len",
+    "cached_tokens": "cached_tokens", "prefill_instance": "p_inst", "decode_instance": "d_inst",
+    "routed_s": "routed", "prefill_start_s": "prefill_start", "prefill_end_s": "prefill_end",
+    "transfer_start_s": "transfer_start", "transfer_end_s": "transfer_end", "decode_alloc_s": "d_alloc",
+    "decode_admit_s": "decode_admit", "first_token_s": "first_token", "finish_s": "finish",
+    "preemptions": "preemptions", "recompute_tokens": "recompute_tokens", "transfer_bytes": "transfer_bytes",
+    "kv_load_s": "kv_load_s", "loaded_tokens": "loaded_tokens", "d_load_s": "d_load_s", "recomputes": "recomputes",
+}
 
 
 class World:
@@ -281,7 +278,7 @@ class World:
             self._start(req)
 
     # ---- run ---------------------------------------------------------------------------------
-    def run(self, chunk_s: float | None = None) -> RunLog:
+    def run(self, chunk_s: float | None = None) -> RunRecord:
         env = self.env
         n = len(self.table)
         horizon = self.duration_limit
@@ -313,14 +310,61 @@ class World:
             req.drop_reason = "not_arrived_by_end"
             self.requests.append(req)
         wall = time.perf_counter() - wall0
-        events = sum(len(i.log_t) for i in self.instances)
-        extra = {"tiers": [t.stats() for t in self._all_tiers()],
+        return self._record(wall)
+
+    def _record(self, wall: float) -> RunRecord:
+        """The run's plain arrays (see record.py): no simulation object survives the run."""
+        reqs = self.requests
+        n = len(reqs)
+        cols = empty_requests(n)
+        for name in REQUEST_FLOAT + REQUEST_INT:
+            if name in _REQUEST_ATTR:
+                cols[name] = np.asarray([getattr(r, _REQUEST_ATTR[name]) for r in reqs],
+                                        dtype=cols[name].dtype)
+        cols["drop_reason"] = np.asarray([r.drop_reason for r in reqs], dtype=object)
+        order = np.argsort(cols["request_id"], kind="stable")
+        if not np.array_equal(order, np.arange(n)):
+            cols = {k: v[order] for k, v in cols.items()}
+        seg = [(r.rid, iid, a, b) for r in reqs for iid, a, b in r.segments]
+        seg.sort(key=lambda x: x[0])  # stable: a request's stretches stay in the order they ran
+        sa = np.asarray(seg, dtype=np.int64).reshape(-1, 4)
+        tokens = StepTokens(sa[:, 0], sa[:, 1], sa[:, 2], sa[:, 3],
+                            [np.asarray(i.dstep_end, dtype=np.float64) for i in self.instances])
+        infos = [InstanceInfo(i.name, i.role, i.gpus, i.pool.capacity, i.pool.peak, i.busy_time, i.tokens_out,
+                              i.retractions) for i in self.instances]
+        steps = [{"time_s": np.asarray(i.log_t, dtype=np.float64), "step_s": np.asarray(i.log_dur, dtype=np.float64),
+                  "prefill_tokens": np.asarray(i.log_pf, dtype=np.int64), "running_batch": np.asarray(i.log_dec, dtype=np.int64),
+                  "kv_used": np.asarray(i.log_kv, dtype=np.int64), "queue_depth": np.asarray(i.log_queue, dtype=np.int64)}
+                 for i in self.instances]
+        tier_usage = []
+        for inst in self.instances:
+            if inst.tier_log and inst.cache is not None:
+                t = np.asarray([x[0] for x in inst.tier_log])
+                used = np.asarray([x[1] for x in inst.tier_log])
+                for j, tier in enumerate(inst.cache.tiers.tiers):
+                    tier_usage.append((tier.name, tier.capacity, t, used[:, j]))
+        link_names = sorted(self.fabric.capacity)
+        code = {k: j for j, k in enumerate(link_names)}
+        lu = self.fabric.usage_log
+        link_usage = {"time_s": np.asarray([x[0] for x in lu], dtype=np.float64),
+                      "link": np.asarray([code[x[1]] for x in lu], dtype=np.int64),
+                      "bytes_per_s": np.asarray([x[2] for x in lu], dtype=np.float64),
+                      "flows": np.asarray([x[3] for x in lu], dtype=np.int64)}
+        caches = [i.cache for i in self.instances if i.cache is not None]
+        stats = {"tiers": [t.stats() for t in self._all_tiers()],
                  "caches": {i.name: {"lookup_tokens": i.cache.lookup_tokens, "hit_tokens": i.cache.hit_tokens,
                                      "evicted_blocks": i.cache.evicted_blocks}
                             for i in self.instances if i.cache is not None},
-                 "buffers": {i.name: i.buffer.stats() for i in self.instances if i.buffer is not None}}
-        return RunLog(self.requests, self.instances, self.fabric.usage_log, dict(self.fabric.capacity),
-                      env.now, wall, events, self.disaggregated, extra)
+                 "buffers": {i.name: i.buffer.stats() for i in self.instances if i.buffer is not None},
+                 "block_tokens": caches[0].block_tokens if caches else 0}
+        sc = self.resolved.scenario
+        gpus = sum(i.gpus for i in self.instances)
+        slo = {k: getattr(sc.slo, k) for k in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")}
+        meta = {"source": self.resolved.source, "description": sc.description, "hardware": self.hw.name,
+                "model": self.model.name, "seed": sc.seed}
+        return RunRecord(sc.name, "simulated", cols, tokens, infos, gpus, gpus / self.hw.gpus_per_node, slo,
+                         self.env.now, wall, sum(len(i.log_t) for i in self.instances), self.disaggregated, steps,
+                         tier_usage, link_usage, link_names, dict(self.fabric.capacity), stats, meta)
 
     def _all_tiers(self) -> list[Tier]:
         seen, out = set(), []
