@@ -12,6 +12,7 @@ from .specs.errors import SpecError
 from .specs.scenario import (ResolvedScenario, apply_overrides, normalize_cluster, parse_scenario,
                              read_scenario_data, validate_against)
 from .workload import materialize
+from .workload.table import RequestTable
 
 
 def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | None = None) -> ResolvedScenario:
@@ -47,15 +48,20 @@ def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None
 
 
 def simulate(scenario: ResolvedScenario | str | Path,
-             progress: Callable[[float, float, int, int], None] | None = None) -> Results:
-    """Run one simulation. ``progress(sim_now_s, wall_s, done, total)`` is called periodically."""
+             progress: Callable[[float, float, int, int], None] | None = None,
+             table: RequestTable | None = None) -> Results:
+    """Run one simulation. ``progress(sim_now_s, wall_s, done, total)`` is called periodically.
+
+    ``table``: play these requests instead of the scenario's workload (e.g. the requests of a
+    real run read by ``pdsim.ingest``, so simulated and real requests align one to one)."""
     if not isinstance(scenario, ResolvedScenario):
         scenario = load_scenario(scenario)
     sc = scenario.scenario
-    try:
-        table = materialize(sc.workload, seed=sc.seed, base_dir=scenario.base_dir)
-    except SpecError as err:
-        raise err.at(source=err.source or scenario.source) from None
+    if table is None:
+        try:
+            table = materialize(sc.workload, seed=sc.seed, base_dir=scenario.base_dir)
+        except SpecError as err:
+            raise err.at(source=err.source or scenario.source) from None
     if len(table) == 0:
         raise SpecError("the workload produced no requests", source=scenario.source, field="workload")
     record = World(scenario, table, progress=progress).run()
