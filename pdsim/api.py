@@ -6,28 +6,54 @@ from typing import Any, Callable
 
 from .metrics.results import Results
 from .sim.cluster import World
+from .costs.registry import COST_MODELS
+from .plugins import PluginRef
 from .sim.router import ROUTERS
+from .sim.tiers import EVICTION
 from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
 from .specs.errors import SpecError
-from .specs.scenario import (ResolvedScenario, apply_overrides, normalize_cluster, parse_scenario,
+from .specs.scenario import (ResolvedScenario, Scenario, apply_overrides, normalize_cluster, parse_scenario,
                              read_scenario_data, validate_against)
+from .specs.trust import Trust
+from .specs.yamlio import excerpt
 from .workload import materialize
+from .workload.materialize import resolve_trace_path
 from .workload.table import RequestTable
 
 
-def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | None = None) -> ResolvedScenario:
-    """Validate raw scenario data (a dict as read from YAML) against its hardware and model."""
+def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | None = None,
+                     trust: Trust | None = None) -> ResolvedScenario:
+    """Validate raw scenario data (a dict as read from YAML) against its hardware and model,
+    resolve its plug-ins and check every file it names, before any workload is generated.
+
+    ``trust`` (specs/trust.py) says which plug-in modules may be imported and which files may be
+    read; the default allows installed plug-ins only and any readable file."""
+    trust = trust or Trust()
     data = normalize_cluster(data)
     sc = parse_scenario(data, source)
     base = base_dir or Path(".")
-    hw = load_hardware_ref(sc.hardware, base, source)
-    model = load_model_ref(sc.model, base, source)
+    hw = load_hardware_ref(sc.hardware, base, source, trust)
+    model = load_model_ref(sc.model, base, source, trust)
     validate_against(sc, hw, model, source)
-    try:  # plug-ins are checked at load so a typo fails before any simulation
-        ROUTERS.get(sc.router.policy, field="router.policy")
+    try:  # plug-ins and files are checked at load, so a typo fails before any simulation
+        plugins = resolve_plugins(sc, trust)
+        if sc.workload.trace is not None:
+            trust.check_path(resolve_trace_path(sc.workload.trace, base), source, "workload.trace.path")
     except SpecError as err:
         raise err.at(source=source) from None
-    return ResolvedScenario(sc, hw, model, source, base)
+    return ResolvedScenario(sc, hw, model, source, base, plugins, trust)
+
+
+def resolve_plugins(sc: Scenario, trust: Trust) -> dict[str, PluginRef]:
+    """The scenario's plug-ins (class + typed parameters), checked against ``trust``."""
+    out = {"router": ROUTERS.resolve(sc.router.policy, sc.router.params, "router.policy", trust,
+                                     params_field="router.params")}
+    if sc.kv_offload is not None:
+        out["eviction"] = EVICTION.resolve(sc.kv_offload.eviction, None, "kv_offload.eviction", trust)
+    if sc.cost_model not in ("auto", *COST_MODELS):
+        raise SpecError(f"unknown cost model {excerpt(sc.cost_model)}; expected auto, {', '.join(COST_MODELS)}",
+                        field="cost_model")
+    return out
 
 
 def load_scenario_data(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> tuple[dict, Path]:
@@ -38,13 +64,14 @@ def load_scenario_data(path: str | Path, overrides: list[str] | dict[str, Any] |
     return data, p
 
 
-def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> ResolvedScenario:
+def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None,
+                  trust: Trust | None = None) -> ResolvedScenario:
     """Load a scenario YAML (a path or a bundled key), apply ``--set``-style overrides, validate.
 
     Raises SpecError naming the file and field on any problem.
     """
     data, p = load_scenario_data(path, overrides)
-    return resolve_scenario(data, str(p), p.parent)
+    return resolve_scenario(data, str(p), p.parent, trust)
 
 
 def simulate(scenario: ResolvedScenario | str | Path,

@@ -60,7 +60,7 @@ def test_list_shows_bundled_data(capsys):
     (lambda d: d.update(model="deepseek-v3"), "does not fit"),
     (lambda d: d.update(bogus=1), "bogus: unknown field"),
     (lambda d: d.update(router={"policy": "nope"}), "router.policy: unknown router 'nope'"),
-    (lambda d: d.update(router={"policy": "no_such_mod:Cls"}), "cannot import router plug-in module"),
+    (lambda d: d.update(router={"policy": "no_such_mod:Cls"}), "not an allowed plug-in source"),
 ])
 def test_bad_input_exits_2_without_traceback(tmp_path, mutate, expect):
     d = scenario_dict()
@@ -90,7 +90,12 @@ def test_router_plugin_by_module_path(tmp_path, capsys):
     sys.path.insert(0, str(tmp_path))
     try:
         out = tmp_path / "o"
-        assert main(["run", str(p), "--out", str(out), "--format", "csv", "--no-report", "--no-progress"]) == 0
+        # refused (and not imported) unless the module is allowed explicitly
+        assert main(["run", str(p), "--out", str(out), "--no-report", "--no-progress"]) == 2
+        assert "--allow-plugin plugin_router" in capsys.readouterr().err
+        assert "plugin_router" not in sys.modules
+        assert main(["run", str(p), "--out", str(out), "--format", "csv", "--no-report", "--no-progress",
+                     "--allow-plugin", "plugin_router"]) == 0
     finally:
         sys.path.remove(str(tmp_path))
     req = pd.read_csv(out / "requests.csv")

@@ -18,7 +18,20 @@ def register(sub) -> None:
                    help="file format of the request and timeline tables (default: parquet)")
     r.add_argument("--no-report", action="store_true", help="skip report.html")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on a terminal only)")
+    add_allow_plugin(r)
     r.set_defaults(fn=run)
+
+
+def add_allow_plugin(parser) -> None:
+    parser.add_argument("--allow-plugin", action="append", metavar="MODULE", default=[],
+                        help="allow the scenario's `MODULE:Class` plug-ins from this module or package "
+                             "(repeatable); the module is imported and its code runs")
+
+
+def trust_from(args: argparse.Namespace):
+    from ..specs.trust import Trust
+
+    return Trust(allow_plugins=tuple(getattr(args, "allow_plugin", None) or ()))
 
 
 def progress_bar(enabled: bool):
@@ -43,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from .. import api
     from ..report.figures import report_html, summary_rows
 
-    sc = api.load_scenario(args.scenario, args.set or [])
+    sc = api.load_scenario(args.scenario, args.set or [], trust=trust_from(args))
     cb, bar = progress_bar(not args.no_progress and sys.stderr.isatty())
     try:
         res = api.simulate(sc, progress=cb)

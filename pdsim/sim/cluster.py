@@ -48,6 +48,14 @@ _REQUEST_ATTR = {
 }
 
 
+def resolve_plugins_default(sc) -> dict:
+    """Plug-ins of a scenario built without ``pdsim.resolve_scenario`` (registry keys only)."""
+    out = {"router": ROUTERS.resolve(sc.router.policy, sc.router.params, "router.policy")}
+    if sc.kv_offload is not None:
+        out["eviction"] = EVICTION.resolve(sc.kv_offload.eviction, None, "kv_offload.eviction")
+    return out
+
+
 class World:
     def __init__(self, resolved: ResolvedScenario, table: RequestTable,
                  progress: Callable[[float, float, int, int], None] | None = None):
@@ -56,6 +64,8 @@ class World:
         self.hw, self.model = resolved.hardware, resolved.model
         self.env = simpy.Environment()
         self.rng = np.random.default_rng(sc.seed)
+        self._plugins = resolved.plugins or resolve_plugins_default(sc)
+        self._eviction = self._plugins.get("eviction")
         self.table = table
         self.progress = progress
         self.transfer = sc.transfer
@@ -102,7 +112,7 @@ class World:
                 getattr(self, role).append(inst)
         self.fabric = Fabric(self.env, graph)
         self.put_mode = sc.transfer.backend == "nccl" and sc.transfer.mode in ("put", "put_async")
-        self.router = ROUTERS.create(sc.router.policy, field="router.policy", rng=self.rng, **sc.router.params)
+        self.router = self._plugins["router"].create(rng=self.rng)
         self.disaggregated = sc.cluster.disaggregated
         self.env.process(self._client())
 
@@ -138,7 +148,7 @@ class World:
         devices = load_storage().devices
         gpn = self.hw.gpus_per_node
         nodes = inst.gpus / gpn
-        policy = EVICTION.get(off.eviction, field="kv_offload.eviction")
+        policy = (self._eviction or EVICTION.resolve(off.eviction, None, "kv_offload.eviction")).create
         # LMCache keeps one copy of each block: MLA latents are identical on every TP rank, so
         # one rank's PCIe link carries them; GQA shards travel over every rank's link at once
         attn_tp = inst.group.world(gpn) // inst.dp

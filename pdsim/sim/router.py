@@ -7,23 +7,22 @@ tokens). Colocated clusters use ``pick_prefill`` alone. Plug in research policie
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from ..registry import Registry
+from ..plugins import Plugin, Registry
 from .request import Request
 
-ROUTERS: Registry["Router"] = Registry("router")
 
+class Router(Plugin):
+    """Base class. ``rng`` is the world's seeded generator (use it, not global randomness).
+    Parameters: a frozen dataclass ``Params`` (see pdsim/plugins.py)."""
 
-class Router:
-    """Base class. ``rng`` is the world's seeded generator (use it, not global randomness)."""
-
-    def __init__(self, rng: np.random.Generator, **params):
-        self.rng = rng
-        if params:
-            raise TypeError(f"unexpected parameters {sorted(params)}")
+    def __init__(self, params=None, rng: np.random.Generator | None = None):
+        super().__init__(params)
+        self.rng = rng if rng is not None else np.random.default_rng(0)
 
     def pick_prefill(self, req: Request, instances: Sequence) -> object:
         raise NotImplementedError
@@ -32,10 +31,13 @@ class Router:
         return self.pick_prefill(req, instances)
 
 
+ROUTERS: Registry[Router] = Registry("router", Router)
+
+
 @ROUTERS.register("round_robin")
 class RoundRobin(Router):
-    def __init__(self, rng, **params):
-        super().__init__(rng, **params)
+    def __init__(self, params=None, rng=None):
+        super().__init__(params, rng)
         self._p = 0
         self._d = 0
 
@@ -75,9 +77,13 @@ class CacheAware(Router):
     ``balance_tokens``: skip an instance whose outstanding prompt tokens per GPU exceed the
     least loaded one's by more than this (SGLang router's cache-aware balance threshold)."""
 
-    def __init__(self, rng, balance_tokens: float = 32768.0, **params):
-        super().__init__(rng, **params)
-        self.balance = balance_tokens
+    @dataclass(frozen=True)
+    class Params:
+        balance_tokens: float = 32768.0  # outstanding prompt tokens per GPU above the least loaded
+
+    def __init__(self, params=None, rng=None):
+        super().__init__(params, rng)
+        self.balance = self.params.balance_tokens
 
     def pick_prefill(self, req, instances):
         load = {i.iid: i.outstanding_tokens / i.gpus for i in instances}

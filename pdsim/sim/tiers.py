@@ -12,13 +12,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Hashable
 
-from ..registry import Registry
+from ..plugins import Plugin, Registry
 from ..specs.storage import StorageDevice
 
-EVICTION: Registry["EvictionPolicy"] = Registry("eviction policy")
 
-
-class EvictionPolicy:
+class EvictionPolicy(Plugin):
     """Orders a tier's blocks; ``victim`` names the next block to evict."""
 
     def on_insert(self, blocks: OrderedDict, key: Hashable) -> None:
@@ -29,6 +27,9 @@ class EvictionPolicy:
 
     def victim(self, blocks: OrderedDict) -> Hashable:
         return next(iter(blocks))
+
+
+EVICTION: Registry[EvictionPolicy] = Registry("eviction policy", EvictionPolicy)
 
 
 @EVICTION.register("lru")

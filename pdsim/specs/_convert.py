@@ -7,15 +7,32 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-import yaml
-
 from .errors import SpecError
+from .yamlio import excerpt, read_yaml  # noqa: F401 - read_yaml re-exported for spec loaders
 
 _HINTS: dict[type, dict[str, Any]] = {}
+INT_LIMIT = 2**63  # integers must fit numpy's int64
+MAX_STR = 4096  # characters in one string field (names, paths, descriptions)
+MAX_ITEMS = 100_000  # entries of one list or mapping field
+
+
+def _kind_matches(tp: Any, value: Any) -> bool:
+    """Whether ``value`` has the shape of ``tp`` (so its conversion error is the one to report)."""
+    origin = get_origin(tp)
+    if dataclasses.is_dataclass(tp) or origin is dict:
+        return isinstance(value, dict)
+    if origin in (tuple, list):
+        return isinstance(value, (list, tuple))
+    if origin is Literal:
+        return any(isinstance(value, type(a)) for a in get_args(tp))
+    if tp in (int, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(tp, type) and isinstance(value, tp)
 
 
 def _hints(cls: type) -> dict[str, Any]:
@@ -54,24 +71,33 @@ def convert(tp: Any, value: Any, path: str) -> Any:
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
-        for arg in args:
-            if arg is type(None):
-                continue
+        arms = [a for a in args if a is not type(None)]
+        errors = []
+        for arg in arms:
             try:
                 return convert(arg, value, path)
-            except SpecError:
-                continue
-        raise SpecError(f"expected {_describe(tp)}, got {value!r}", field=path)
+            except SpecError as err:
+                errors.append((arg, err))
+        # report the arm the value was meant for (a mapping for a dataclass, ...), so an error
+        # deep inside an optional block is not hidden behind "expected a mapping"
+        for arg, err in errors:
+            if _kind_matches(arg, value):
+                raise err from None
+        if value is None:
+            raise SpecError(f"expected {_describe(tp)}, got null", field=path)
+        raise SpecError(f"expected {_describe(tp)}, got {excerpt(value)}", field=path)
     if origin is Literal:
         if value not in get_args(tp):
-            raise SpecError(f"expected {_describe(tp)}, got {value!r}", field=path)
+            raise SpecError(f"expected {_describe(tp)}, got {excerpt(value)}", field=path)
         return value
     if dataclasses.is_dataclass(tp):
         return build(tp, value, path)
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
-            raise SpecError(f"expected a list, got {value!r}", field=path)
+            raise SpecError(f"expected a list, got {excerpt(value)}", field=path)
         args = get_args(tp)
+        if len(value) > MAX_ITEMS:
+            raise SpecError(f"{len(value):,} items; at most {MAX_ITEMS:,} are accepted", field=path)
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(convert(args[0], v, _join(path, i)) for i, v in enumerate(value))
         if len(args) != len(value):
@@ -79,31 +105,45 @@ def convert(tp: Any, value: Any, path: str) -> Any:
         return tuple(convert(a, v, _join(path, i)) for i, (a, v) in enumerate(zip(args, value)))
     if origin is dict:
         if not isinstance(value, dict):
-            raise SpecError(f"expected a mapping, got {value!r}", field=path)
+            raise SpecError(f"expected a mapping, got {excerpt(value)}", field=path)
+        if len(value) > MAX_ITEMS:
+            raise SpecError(f"{len(value):,} entries; at most {MAX_ITEMS:,} are accepted", field=path)
         kt, vt = get_args(tp)
         return {convert(kt, k, path): convert(vt, v, _join(path, str(k))) for k, v in value.items()}
     if tp is bool:
         if not isinstance(value, bool):
-            raise SpecError(f"expected true or false, got {value!r}", field=path)
+            raise SpecError(f"expected true or false, got {excerpt(value)}", field=path)
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise SpecError(f"expected an integer, got {value!r}", field=path)
+            if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+                value = int(value)
+            else:
+                raise SpecError(f"expected an integer, got {excerpt(value)}", field=path)
+        if not -INT_LIMIT <= value < INT_LIMIT:
+            raise SpecError(f"{excerpt(value)} is out of range (|value| < 2**63)", field=path)
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            if isinstance(value, str):
+            if isinstance(value, str) and len(value) < 64:
                 try:
-                    return float(value)  # YAML 1.1 reads "1e9" as a string
+                    value = float(value)  # YAML 1.1 reads "1e9" as a string
                 except ValueError:
-                    pass
-            raise SpecError(f"expected a number, got {value!r}", field=path)
-        return float(value)
+                    raise SpecError(f"expected a number, got {excerpt(value)}", field=path) from None
+            else:
+                raise SpecError(f"expected a number, got {excerpt(value)}", field=path)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise SpecError(f"{excerpt(value)} is too large for a number", field=path) from None
+        if not math.isfinite(value):
+            raise SpecError(f"expected a finite number, got {value}", field=path)
+        return value
     if tp is str:
         if not isinstance(value, str):
-            raise SpecError(f"expected a string, got {value!r}", field=path)
+            raise SpecError(f"expected a string, got {excerpt(value)}", field=path)
+        if len(value) > MAX_STR:
+            raise SpecError(f"a string of {len(value):,} characters; at most {MAX_STR:,} are accepted", field=path)
         return value
     raise TypeError(f"unsupported spec type {tp!r} at {path}")  # programming error, not user input
 
@@ -113,16 +153,17 @@ def build(cls: type, data: Any, path: str = "") -> Any:
     if isinstance(data, cls):
         return data
     if not isinstance(data, dict):
-        raise SpecError(f"expected a mapping, got {data!r}", field=path or None)
+        raise SpecError(f"expected a mapping, got {excerpt(data)}", field=path or None)
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     kwargs = {}
     for key, value in data.items():
         if key not in fields:
-            close = difflib.get_close_matches(str(key), fields, n=1)
+            name = str(key)[:60]
+            close = difflib.get_close_matches(name, fields, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise SpecError(f"unknown field{hint}; expected one of {', '.join(sorted(fields))}",
-                            field=_join(path, str(key)))
+                            field=_join(path, name))
         kwargs[key] = convert(hints[key], value, _join(path, key))
     for name, f in fields.items():
         if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -131,24 +172,6 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         return cls(**kwargs)
     except SpecError as err:
         raise err.at(prefix=path or None) from None
-
-
-def read_yaml(path: str | Path) -> Any:
-    """Read a YAML file with safe_load; a syntax error names the file and line."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise SpecError("file not found", source=str(path)) from None
-    except OSError as err:
-        raise SpecError(f"cannot read: {err.strerror}", source=str(path)) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise SpecError(f"{where}invalid YAML: {problem}", source=str(path)) from None
 
 
 def check(cond: bool, message: str, field: str) -> None:

@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import SpecError
+from .yamlio import excerpt
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -64,14 +65,22 @@ def scenario_keys() -> list[str]:
     return _keys(scenarios_dir())
 
 
-def resolve(ref: str, folder: Path, kind: str, base_dir: Path | None, source: str, field: str) -> Path:
-    """A bundled key (``h800``) or a path (absolute, or relative to the scenario's folder)."""
-    if (folder / f"{ref}.yaml").is_file():
+def bundled_roots() -> tuple[Path, ...]:
+    """The folders of pdsim's own data (readable by every caller, sandboxed ones included)."""
+    return tuple(p.resolve() for p in (hardware_dir(), workloads_dir(), calibration_dir()))
+
+
+def resolve(ref: str, folder: Path, kind: str, base_dir: Path | None, source: str, field: str,
+            trust=None) -> Path:
+    """A bundled key (``h800``) or a path (absolute, or relative to the scenario's folder);
+    a sandboxed ``trust`` (specs/trust.py) refuses paths outside its data folders."""
+    if "/" not in ref and "\\" not in ref and (folder / f"{ref}.yaml").is_file():
         return folder / f"{ref}.yaml"
-    for cand in ([base_dir / ref] if base_dir else []) + [Path(ref)]:
-        if cand.is_file():
-            return cand
-    raise SpecError(f"unknown {kind} {ref!r}; expected one of {', '.join(_keys(folder))} or a YAML path",
+    for cand in ([base_dir / ref] if base_dir else []) + ([Path(ref)] if trust is None or not trust.sandbox else []):
+        if len(str(cand)) < 4096 and cand.is_file():
+            return trust.check_path(cand, source, field) if trust is not None else cand
+    keys = [k for k in _keys(folder) if k != "storage"]
+    raise SpecError(f"unknown {kind} {excerpt(ref, 80)}; expected one of {', '.join(keys)} or a YAML path",
                     source=source, field=field)
 
 
@@ -89,13 +98,13 @@ def _cached_model(path: str, mtime: float):
     return load_model(path)
 
 
-def load_hardware_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>"):
-    p = resolve(ref, hardware_dir(), "hardware profile", base_dir, source, "hardware")
+def load_hardware_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>", trust=None):
+    p = resolve(ref, hardware_dir(), "hardware profile", base_dir, source, "hardware", trust)
     return _cached_hw(str(p), p.stat().st_mtime)
 
 
-def load_model_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>"):
-    p = resolve(ref, models_dir(), "model", base_dir, source, "model")
+def load_model_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>", trust=None):
+    p = resolve(ref, models_dir(), "model", base_dir, source, "model", trust)
     return _cached_model(str(p), p.stat().st_mtime)
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from ._convert import build, check, read_yaml, replace_path
 from .errors import SpecError
+from .yamlio import excerpt, parse_yaml_text
 from .hardware import HardwareProfile
 from .model import ModelSpec
 from .storage import OffloadSpec
@@ -204,6 +205,8 @@ class ResolvedScenario:
     model: ModelSpec
     source: str  # file it came from (for error messages)
     base_dir: Path  # relative paths in the scenario (traces) resolve against this
+    plugins: dict[str, Any] = field(default_factory=dict)  # kind -> PluginRef, resolved at load (pdsim/plugins.py)
+    trust: Any = None  # the specs.trust.Trust the scenario was loaded under
 
     @property
     def name(self) -> str:
@@ -219,8 +222,6 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 
 def apply_overrides(data: dict, overrides: list[str] | dict[str, Any], source: str = "--set") -> dict:
     """Apply ``field.path=value`` overrides (values parsed as YAML scalars) to raw data."""
-    import yaml
-
     data = copy.deepcopy(data)
     items = overrides.items() if isinstance(overrides, dict) else []
     if not isinstance(overrides, dict):
@@ -230,9 +231,10 @@ def apply_overrides(data: dict, overrides: list[str] | dict[str, Any], source: s
                 raise SpecError(f"expected FIELD=VALUE, got {item!r}", source=source)
             k, v = item.split("=", 1)
             try:
-                parsed.append((k.strip(), yaml.safe_load(v)))
-            except yaml.YAMLError:
-                raise SpecError(f"cannot parse value {v!r}", source=source, field=k.strip()) from None
+                parsed.append((k.strip(), parse_yaml_text(v, source)))
+            except SpecError as err:
+                raise SpecError(f"cannot parse value {excerpt(v)}: {err.message}", source=source,
+                                field=k.strip()) from None
         items = parsed
     for key, value in items:
         # `cluster.decode.count=6` addresses the first group when a role holds a list
