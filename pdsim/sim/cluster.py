@@ -7,6 +7,7 @@ the progress callback is the single place wall time is read, and only for displa
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections import deque
 from typing import Callable
@@ -68,6 +69,8 @@ class World:
         self._eviction = self._plugins.get("eviction")
         self.table = table
         self.progress = progress
+        # conservation checks at the end of the run (tests set PDSIM_CHECK=1; see tests/conftest.py)
+        self.check = os.environ.get("PDSIM_CHECK") == "1"
         self.transfer = sc.transfer
         # fitted transfer constants follow the step-cost choice (roofline = first principles only)
         self.calibrated = sc.cost_model != "roofline" and bool(self.hw.calibration)
@@ -205,15 +208,22 @@ class World:
             p = self.router.pick_prefill(req, self.prefill)
             d = self.router.pick_decode(req, self.decode)
             req.p_inst, req.d_inst = p.iid, d.iid
+            # every capacity check before anything is allocated: a request dropped later
+            # would strand what P or D already holds for it
+            reason = p.cannot_hold(req) or d.cannot_hold(req)
+            if reason:
+                self.drop(req, reason)
+                return
             if not self.put_mode:  # GET / Mooncake: D pre-allocates, then the KV moves
                 d.enqueue_prealloc(req)
-            elif pages_for(req.input_len, d.page) > d.pool.capacity:
-                self.drop(req, "prompt_exceeds_decode_kv_capacity")
-            if req.drop_reason is None:
-                p.enqueue_prefill(req)
+            p.enqueue_prefill(req)
         else:
             inst = self.router.pick_prefill(req, self.colocated)
             req.p_inst = req.d_inst = inst.iid
+            reason = inst.cannot_hold(req)
+            if reason:
+                self.drop(req, reason)
+                return
             inst.enqueue_prefill(req)
 
     # ---- P/D handshake and KV transfer -----------------------------------------------------
@@ -300,6 +310,8 @@ class World:
                 break  # nothing left to happen (a stuck request is reported below)
             target = max(env.now + step, nxt)  # when idle, jump to the next event
             if horizon is not None:
+                if nxt > horizon:
+                    break  # the next event lies past the horizon: the clock would never reach it
                 target = min(target, horizon)
             # step by hand: simpy's run(until=...) leaves its stop event queued, which would
             # hide an empty schedule (a stuck world) from peek()
@@ -312,6 +324,7 @@ class World:
                 break
             if horizon is not None and env.now >= horizon:
                 break
+        cut = horizon is not None and any(not r.done for r in self.requests) or len(self.requests) < n
         for req in self.requests:
             if not req.done:
                 req.drop_reason = "unfinished_at_end" if horizon is not None else "stuck"
@@ -320,7 +333,40 @@ class World:
             req.drop_reason = "not_arrived_by_end"
             self.requests.append(req)
         wall = time.perf_counter() - wall0
+        if self.check:
+            self._check_conservation(n, cut)
         return self._record(wall)
+
+    def _check_conservation(self, n: int, cut: bool) -> None:
+        """Test mode (PDSIM_CHECK=1): every request finished or dropped with a reason, and,
+        unless the horizon cut the run, every page, queue, batch, buffer and flow empty."""
+        errors = []
+        if len(self.requests) != n:
+            errors.append(f"{n - len(self.requests)} requests never created")
+        undone = [r.rid for r in self.requests if not r.done]
+        if undone:
+            errors.append(f"requests neither finished nor dropped: {undone[:5]}")
+        both = [r.rid for r in self.requests if r.drop_reason is not None and not math.isnan(r.finish)]
+        if both:
+            errors.append(f"requests both finished and dropped: {both[:5]}")
+        stuck = [r.rid for r in self.requests if r.drop_reason == "stuck"]
+        if stuck:
+            errors.append(f"stuck requests: {stuck[:5]}")
+        if not cut:
+            for i in self.instances:
+                cached = i.cache.evictable_pages if i.cache is not None else 0
+                if i.pool.used != cached:
+                    errors.append(f"{i.name}: {i.pool.used} KV pages in use at the end, {cached} of them cached")
+                if i.n_run or i.sum_ctx or i.rem_out or i.running:
+                    errors.append(f"{i.name}: running batch not empty ({i.n_run} requests)")
+                if i.pq_count or i.pq_tokens or i.prealloc_q or i.ready_q:
+                    errors.append(f"{i.name}: queues not empty")
+                if i.buffer is not None and any(v > 1e-6 for v in i.buffer.used.values()):
+                    errors.append(f"{i.name}: receive buffer holds {i.buffer.used}")
+            if self.fabric.flows:
+                errors.append(f"{len(self.fabric.flows)} flows still on the fabric")
+        if errors:
+            raise RuntimeError("conservation broken in " + self.resolved.name + ": " + "; ".join(errors))
 
     def _record(self, wall: float) -> RunRecord:
         """The run's plain arrays (see record.py): no simulation object survives the run."""

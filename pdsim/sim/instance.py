@@ -51,6 +51,7 @@ class Instance(PromptKV):
         mrr = eng.max_running_requests
         self.max_running = mrr if mrr is not None else 1 << 60
         self.mixed = eng.enable_mixed_chunk
+        self.max_retractions = eng.max_retractions_per_request
         # prefill side
         self.pq: list[deque[Request]] = [deque() for _ in range(self.dp)]
         self.pq_tokens = 0  # prompt tokens waiting or in progress (router load signal)
@@ -110,6 +111,16 @@ class Instance(PromptKV):
         if self._sleeping:
             self._sleeping = False
             self._wake.succeed()
+
+    def cannot_hold(self, req: Request) -> str | None:
+        """Why this instance can never serve ``req`` (None if it can): its prompt, or for a
+        decode-capable instance its whole context (prompt + output), exceeds the KV pool. Such
+        a request would be retracted and recomputed forever."""
+        if pages_for(req.input_len, self.page) > self.pool.capacity:
+            return f"prompt_exceeds_{self.role}_kv_capacity"
+        if self.role != "prefill" and pages_for(req.input_len + req.output_len, self.page) > self.pool.capacity:
+            return f"context_exceeds_{self.role}_kv_capacity"
+        return None
 
     def enqueue_prefill(self, req: Request, front: bool = False) -> None:
         plen = self._prompt_len(req)
@@ -282,6 +293,11 @@ class Instance(PromptKV):
             req.pf_admitted = False
             req.preemptions += 1
             self.retractions += 1
+            if req.preemptions > self.max_retractions:
+                # thrashing: this request keeps losing its KV to others; give up on it rather
+                # than recompute forever
+                self.world.drop(req, "retracted_too_often")
+                continue
             # recompute: the whole context is prefilled again on this instance, first in line
             req.prefilled = 0
             req.recompute_tokens += ctx

@@ -7,6 +7,7 @@ one SimPy timeout is pending for the earliest completion (stale ones are ignored
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import networkx as nx
@@ -69,6 +70,10 @@ class Fabric:
         return f
 
     # -- internals ------------------------------------------------------------------------
+    def _resolution(self) -> float:
+        """Smallest time step the simulated clock can represent around now (>= 1 ns)."""
+        return max(1e-9, 4.0 * math.ulp(self.env.now))
+
     def _advance(self) -> None:
         dt = self.env.now - self._last
         if dt > 0:
@@ -124,16 +129,20 @@ class Fabric:
             return
         dt = min(f.remaining / f.rate if f.rate > 0 else INF for f in self.flows.values())
         version = self._version
-        ev = self.env.timeout(max(dt, 0.0))
+        # never schedule below the clock's resolution: now + dt must be > now, or time stalls
+        ev = self.env.timeout(max(dt, self._resolution()))
         ev.callbacks.append(lambda _e: self._on_timer(version))
 
     def _on_timer(self, version: int) -> None:
         if version != self._version:
             return
         self._advance()
-        # floating-point tolerance: within a nanosecond of work (or 1e-9 of its bytes) is done
+        # floating-point tolerance: a flow is done when what is left of it is below the clock's
+        # resolution (1 ns, or a few ulps of the current time once that is coarser: ~4 ns at
+        # 1e7 s, ~60 ns at ten years) or below 1e-9 of its bytes
+        tol = self._resolution()
         done = [f for f in self.flows.values()
-                if f.remaining <= f.nbytes * 1e-9 or (f.rate > 0 and f.remaining <= f.rate * 1e-9)]
+                if f.remaining <= f.nbytes * 1e-9 or (f.rate > 0 and f.remaining <= f.rate * tol)]
         for f in done:
             del self.flows[f.fid]
         self._reschedule()

@@ -41,6 +41,7 @@ class EngineSpec:
     new_token_ratio_decay_steps: int = 600
     min_kv_reserve_tokens: int = 4096  # the memory check's minimum KV pool per instance
     disable_radix_cache: bool = False  # prefix caching of prompt blocks (prefill/colocated)
+    max_retractions_per_request: int = 32  # pdsim: drop a request retracted more often (KV thrashing)
 
     def __post_init__(self) -> None:
         check(self.chunked_prefill_size == -1 or self.chunked_prefill_size >= 1,
@@ -55,6 +56,8 @@ class EngineSpec:
         check(0 <= self.min_new_token_ratio <= self.init_new_token_ratio <= 1,
               "need 0 <= min_new_token_ratio <= init_new_token_ratio <= 1", "init_new_token_ratio")
         check(self.new_token_ratio_decay_steps >= 1, "must be >= 1", "new_token_ratio_decay_steps")
+        check(self.min_kv_reserve_tokens >= 0, "must be >= 0", "min_kv_reserve_tokens")
+        check(self.max_retractions_per_request >= 0, "must be >= 0", "max_retractions_per_request")
 
     def prefill_budget(self, dp: int = 1) -> int:
         """Tokens one of ``dp`` attention-DP ranks prefills per step: its share of the chunk
