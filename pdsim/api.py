@@ -12,8 +12,8 @@ from .sim.router import ROUTERS
 from .sim.tiers import EVICTION
 from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
 from .specs.errors import SpecError
-from .specs.scenario import (ResolvedScenario, Scenario, apply_overrides, normalize_cluster, parse_scenario,
-                             read_scenario_data, validate_against)
+from .specs.scenario import (ResolvedScenario, Scenario, apply_overrides, normalize_cluster, override_keys,
+                             parse_scenario, read_scenario_data, validate_against)
 from .specs.trust import Trust
 from .specs.yamlio import excerpt
 from .workload import materialize
@@ -64,6 +64,14 @@ def load_scenario_data(path: str | Path, overrides: list[str] | dict[str, Any] |
     return data, p
 
 
+def _first_group_key(key: str) -> list[str]:
+    """``cluster.decode.count`` as the error path of the first group's field (``cluster.decode[0].count``)."""
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[0] == "cluster" and "[" not in parts[1]:
+        return ["cluster", f"{parts[1]}[0]", parts[2]]
+    return []
+
+
 def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None,
                   trust: Trust | None = None) -> ResolvedScenario:
     """Load a scenario YAML (a path or a bundled key), apply ``--set``-style overrides, validate.
@@ -71,7 +79,16 @@ def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None
     Raises SpecError naming the file and field on any problem.
     """
     data, p = load_scenario_data(path, overrides)
-    return resolve_scenario(data, str(p), p.parent, trust)
+    try:
+        return resolve_scenario(data, str(p), p.parent, trust)
+    except SpecError as err:
+        # a bad value that came from --set is blamed on --set, not on the file
+        for key in override_keys(overrides):
+            f = err.field or ""
+            if f and (f == key or f.startswith((key + ".", key + "[")) or key.startswith(f + ".")
+                      or _first_group_key(key) == f.split(".", 3)[:3]):
+                raise SpecError(err.message, source="--set", field=f) from None
+        raise
 
 
 def simulate(scenario: ResolvedScenario | str | Path,

@@ -65,7 +65,7 @@ def test_infeasible_points_are_recorded_not_crashed(tmp_path):
     axes = [{"field": "cluster.colocated.engine.max_total_tokens", "values": [100, 50_000]}]
     df = run_sweep(write_sweep(tmp_path, axes), tmp_path / "o", workers=1, progress=False)
     assert list(df["status"]) == ["infeasible", "ok"]
-    assert "does not fit" in df.iloc[0]["reason"] and "cluster.colocated[0]" in df.iloc[0]["reason"]
+    assert "below min_kv_reserve_tokens" in df.iloc[0]["reason"] and "cluster.colocated[0]" in df.iloc[0]["reason"]
     assert df.attrs["computed"] == 1
 
 

@@ -6,12 +6,14 @@ one-to-one. Validation here is static (types, divisibility, memory fit); the wor
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from ._convert import build, check, read_yaml, replace_path
 from .errors import SpecError
+from .limits import check_at_most, max_gpus, max_instances
 from .yamlio import excerpt, parse_yaml_text
 from .hardware import HardwareProfile
 from .model import ModelSpec
@@ -198,6 +200,11 @@ class Scenario:
     description: str = ""
     duration_limit_s: float | None = None  # stop simulated time here; unfinished requests get a drop reason
 
+    def __post_init__(self) -> None:
+        check(self.seed >= 0, f"must be >= 0, got {self.seed}", "seed")
+        check(self.duration_limit_s is None or self.duration_limit_s > 0,
+              f"must be > 0 seconds or null, got {self.duration_limit_s}", "duration_limit_s")
+
 
 @dataclass(frozen=True)
 class ResolvedScenario:
@@ -240,9 +247,24 @@ def apply_overrides(data: dict, overrides: list[str] | dict[str, Any], source: s
                                 field=k.strip()) from None
         items = parsed
     for key, value in items:
+        parts = key.split(".")
+        if len(parts) >= 2 and parts[0] == "cluster" and isinstance(data.get("cluster"), dict):
+            role = parts[1].split("[")[0]
+            if role in ("prefill", "decode", "colocated") and not data["cluster"].get(role):
+                have = [r for r in ("prefill", "decode", "colocated") if data["cluster"].get(r)]
+                raise SpecError(f"this scenario has no {role} groups (it has {', '.join(have) or 'none'}); "
+                                "--set changes existing fields, it does not add groups", source=source, field=key)
         # `cluster.decode.count=6` addresses the first group when a role holds a list
         replace_path(data, _first_group_alias(data, key), value)
     return data
+
+
+def override_keys(overrides: list[str] | dict[str, Any] | None) -> list[str]:
+    """The field paths ``overrides`` set, normalised like SpecError field paths (``a.b[0].c``)."""
+    if not overrides:
+        return []
+    keys = overrides.keys() if isinstance(overrides, dict) else [o.split("=", 1)[0].strip() for o in overrides]
+    return [re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", k) for k in keys]
 
 
 def _first_group_alias(data: dict, key: str) -> str:
@@ -276,7 +298,12 @@ def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: Mo
     from .memory import instance_memory
 
     gpn = hw.gpus_per_node
-    for role, i, g in resolved_scenario.cluster.groups():
+    groups = resolved_scenario.cluster.groups()
+    n_inst = sum(g.count for _r, _i, g in groups)
+    check_at_most(n_inst, max_instances(), "instances", "PDSIM_MAX_INSTANCES", source=source, field="cluster")
+    n_gpus = sum(g.count * g.gpus_per_instance(gpn) for _r, _i, g in groups)
+    check_at_most(n_gpus, max_gpus(), "GPUs", "PDSIM_MAX_GPUS", source=source, field="cluster")
+    for role, i, g in groups:
         where = f"cluster.{role}[{i}]"
         gpus = g.gpus_per_instance(gpn)
         if g.gpus is not None and gpus < gpn and gpn % gpus != 0:
@@ -314,6 +341,11 @@ def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: Mo
                                 f"leaves {max(0, mem.kv_tokens - buf_tokens)} KV tokens on {where}, below its "
                                 f"min_kv_reserve_tokens {g.engine.min_kv_reserve_tokens}",
                                 source=source, field="transfer.kv_buffer_fraction")
+        mtt = g.engine.max_total_tokens
+        if mtt is not None and mtt < g.engine.min_kv_reserve_tokens:
+            raise SpecError(f"max_total_tokens {mtt} is below min_kv_reserve_tokens {g.engine.min_kv_reserve_tokens}: "
+                            "the KV pool would be too small to serve a request (lower min_kv_reserve_tokens to "
+                            "simulate a tiny pool on purpose)", source=source, field=f"{where}.engine.max_total_tokens")
         if mem.kv_tokens < g.engine.min_kv_reserve_tokens:
             raise SpecError(
                 f"{model.name} does not fit: per GPU it needs {mem.weights_gb:.1f} GB of weights + "
