@@ -141,8 +141,11 @@ class Registry(Generic[T]):
         """Class and typed parameters of ``ref``; errors name ``field`` / ``params_field``."""
         cls = self.get(ref, field, trust)
         pfield = params_field or f"{field}.params"
+        if params and not dataclasses.fields(cls.Params):
+            raise SpecError(f"{self.kind} {excerpt(ref, 80)} takes no parameters, got {', '.join(map(str, params))}",
+                            field=pfield)
         try:
             built = build(cls.Params, params or {}, pfield)
         except SpecError as err:
-            raise SpecError(f"{self.kind} {excerpt(ref, 80)}: {err.message}", field=err.field) from None
+            raise SpecError(f"{err.message} ({self.kind} {excerpt(ref, 80)})", field=err.field) from None
         return PluginRef(self.kind, ref, cls, built)
