@@ -1,6 +1,33 @@
-"""Test-wide settings: every simulated world checks its own conservation laws at the end of
-the run (requests in = finished + dropped with a reason; all KV pages, queues, batches,
-buffers and flows empty); see World._check_conservation."""
+"""Test-wide settings.
+
+- Every simulated world checks its own conservation laws at the end of the run (requests in =
+  finished + dropped with a reason; all KV pages, queues, batches, buffers and flows empty);
+  see World._check_conservation.
+- Property tests marked ``fuzz_budget`` run a small fixed budget in every run and a long one
+  under ``pytest -m fuzz`` (nightly-style), through hypothesis profiles.
+"""
 import os
 
+import pytest
+from hypothesis import HealthCheck, settings
+
 os.environ.setdefault("PDSIM_CHECK", "1")
+
+settings.register_profile("ci", max_examples=20, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("fuzz", max_examples=2000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fuzz: long property runs (select with -m fuzz)")
+    config.addinivalue_line("markers", "fuzz_budget: property tests whose budget -m fuzz enlarges")
+    long_run = "fuzz" in (config.getoption("markexpr") or "")
+    settings.load_profile("fuzz" if long_run else "ci")
+
+
+def pytest_collection_modifyitems(config, items):
+    # `-m fuzz` selects the property suite (marked fuzz_budget) in its long form
+    for item in items:
+        if item.get_closest_marker("fuzz_budget"):
+            item.add_marker(pytest.mark.fuzz)

@@ -28,8 +28,6 @@ class PromptKV:
             B = cache.block_tokens
             limit = min(len(keys), (plen - 1) // B)  # at least one token is computed for logits
             m = cache.match(keys, limit)
-            if cache.tiers is not None and m < limit:
-                found = cache.tiers.lookup(keys, m, limit)
         shared = m * cache.ppb if m else 0
         private = pages_for(plen, self.page) - shared
         # decode-capable instances keep a page of growth per running request on top of the
@@ -52,6 +50,12 @@ class PromptKV:
             req.p_pages = private
         else:
             req.d_pages = private
+        if cache is not None and keys is not None and len(keys) and req.rid not in self.recompute_ctx:
+            B = cache.block_tokens
+            limit = min(len(keys), (plen - 1) // B)
+            if cache.tiers is not None and m < limit:
+                # looked up only now: make_room above may have spilled blocks that evicted others
+                found = cache.tiers.lookup(keys, m, limit)
         if cache is not None and req.rid not in self.recompute_ctx:
             B = cache.block_tokens
             cached = m * B
