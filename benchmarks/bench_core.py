@@ -16,7 +16,7 @@ import resource
 import time
 
 import pdsim
-from pdsim.sim.cluster import World
+from pdsim.sim.world import World
 from pdsim.workload import materialize
 
 

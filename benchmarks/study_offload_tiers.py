@@ -16,7 +16,7 @@ import numpy as np
 
 import pdsim
 from pdsim.metrics import Results
-from pdsim.sim.cluster import World
+from pdsim.sim.world import World
 from pdsim.workload import RequestTable
 
 TIERS = {

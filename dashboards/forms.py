@@ -156,7 +156,7 @@ def select_options(cid: str, current: Any = None) -> list[dict]:
     elif cid == "f-model":
         values = catalog.model_keys()
     elif cid == "f-router-policy":
-        from pdsim.sim.router import ROUTERS
+        from pdsim.sim.control.router import ROUTERS
 
         values = list(ROUTERS.keys())
     elif cid == "f-workload-trace-path":

@@ -5,11 +5,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .metrics.results import Results
-from .sim.cluster import World
+from .sim.world import World
 from .costs.registry import COST_MODELS
 from .plugins import PluginRef
-from .sim.router import ROUTERS
-from .sim.tiers import EVICTION
+from .sim.control.router import ROUTERS
+from .sim.engine.scheduler import SCHEDULERS
+from .sim.kv.tiers import EVICTION
+from .sim.transports import TRANSPORTS
 from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
 from .specs.errors import SpecError
 from .specs.scenario import (ResolvedScenario, Scenario, apply_overrides, normalize_cluster, override_keys,
@@ -44,10 +46,16 @@ def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | No
     return ResolvedScenario(sc, hw, model, source, base, plugins, trust)
 
 
-def resolve_plugins(sc: Scenario, trust: Trust) -> dict[str, PluginRef]:
+def resolve_plugins(sc: Scenario, trust: Trust | None = None) -> dict[str, PluginRef]:
     """The scenario's plug-ins (class + typed parameters), checked against ``trust``."""
+    trust = trust or Trust()
     out = {"router": ROUTERS.resolve(sc.router.policy, sc.router.params, "router.policy", trust,
-                                     params_field="router.params")}
+                                     params_field="router.params"),
+           "transport": TRANSPORTS.resolve(sc.transfer.backend, sc.transfer.params, "transfer.backend", trust,
+                                           params_field="transfer.params"),
+           "schedulers": {(role, gi): SCHEDULERS.resolve(g.engine.schedule_policy, None,
+                                                         f"cluster.{role}[{gi}].engine.schedule_policy", trust)
+                          for role, gi, g in sc.cluster.groups()}}
     if sc.kv_offload is not None:
         out["eviction"] = EVICTION.resolve(sc.kv_offload.eviction, None, "kv_offload.eviction", trust)
     if sc.cost_model not in ("auto", *COST_MODELS):

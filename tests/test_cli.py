@@ -83,7 +83,7 @@ def test_router_plugin_by_module_path(tmp_path, capsys):
     d["router"] = {"policy": "plugin_router:AlwaysLast"}
     p = _write(tmp_path, d)
     (tmp_path / "plugin_router.py").write_text(
-        "from pdsim.sim.router import Router\n"
+        "from pdsim.sim import Router\n"
         "class AlwaysLast(Router):\n"
         "    def pick_prefill(self, req, instances):\n"
         "        return instances[-1]\n")

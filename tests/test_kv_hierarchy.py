@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 import pdsim
 from pdsim.metrics import Results
-from pdsim.sim.cluster import World
-from pdsim.sim.tiers import LRU, Tier
+from pdsim.sim.world import World
+from pdsim.sim.kv.tiers import LRU, Tier
 from pdsim.specs.storage import StorageDevice
 from pdsim.workload import RequestTable
 

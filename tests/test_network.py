@@ -6,7 +6,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdsim.sim.network import Fabric
+from pdsim.sim.net.fabric import Fabric
 
 
 def _star(caps: dict[str, float]) -> nx.Graph:

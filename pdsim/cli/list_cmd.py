@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
             data = read_yaml(catalog.scenarios_dir() / f"{k}.yaml") or {}
             print(f"  {k:<28} {data.get('description', '')}")
     if what in ("all", "routers"):
-        from ..sim.router import ROUTERS
+        from ..sim.control.router import ROUTERS
 
         print("routers: " + ", ".join(ROUTERS.keys()) + " (or package.module:ClassName)")
     return 0

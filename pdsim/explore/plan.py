@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..api import resolve_scenario
-from ..sim.router import ROUTERS
+from ..sim.control.router import ROUTERS
 from ..specs.catalog import hardware_dir, load_hardware_ref, load_model_ref, models_dir, resolve, scenario_path
 from ..specs.errors import SpecError
 from ..specs.scenario import Scenario, apply_overrides, normalize_cluster, parse_scenario, read_scenario_data

@@ -44,6 +44,7 @@ class EngineSpec:
     min_kv_reserve_tokens: int = 4096  # the memory check's minimum KV pool per instance
     disable_radix_cache: bool = False  # prefix caching of prompt blocks (prefill/colocated)
     max_retractions_per_request: int = 32  # pdsim: drop a request retracted more often (KV thrashing)
+    schedule_policy: str = "fcfs"  # prefill queue order: fcfs, lpm, dfs-weight, lof, spf or a plug-in
 
     def __post_init__(self) -> None:
         check(self.chunked_prefill_size == -1 or self.chunked_prefill_size >= 1,
@@ -147,7 +148,7 @@ class RouterSpec:
 class TransferSpec:
     """P->D KV transfer. Mooncake transfer engine (batched or per-page) or vLLM P2P NCCL."""
 
-    backend: Literal["mooncake", "nccl"] = "mooncake"
+    backend: str = "mooncake"  # a KV transport plug-in: mooncake, nccl, or an installed one
     mode: Literal["put", "put_async", "get"] = "get"  # mooncake in SGLang: D pre-allocates, P writes
     batched: bool = True  # Mooncake batch transfer (PR #499); false = one transfer per page
     setup_ms: float | None = None  # per-transfer fixed cost; None = backend default
@@ -155,6 +156,7 @@ class TransferSpec:
     nic_gbit: float | None = None  # override the profile's NIC line rate (what-if fabric)
     kv_buffer_fraction: float = 0.0  # nccl: share of D's HBM for the receive buffer
     host_pool_gib: float = 32.0  # nccl: D's host tensor memory pool when the GPU buffer is full
+    params: dict[str, Any] = field(default_factory=dict)  # a plug-in transport's typed parameters
 
     def __post_init__(self) -> None:
         check(self.backend == "nccl" or self.mode == "get",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Hashable
 
-from .kvpool import KVPool
+from .pool import KVPool
 from .tiers import TierStack
 
 

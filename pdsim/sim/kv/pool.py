@@ -3,33 +3,29 @@ from __future__ import annotations
 
 
 def pages_for(tokens: int, page_size: int) -> int:
+    """Pages holding ``tokens`` tokens (the last one partly filled)."""
     return -(-tokens // page_size)
 
 
 class KVPool:
-    """Pages are allocated whole; ``capacity`` and counts are pages. Never over-allocates:
-    ``alloc`` refuses (returns False) instead of exceeding capacity."""
+    """Pages are allocated whole; ``capacity``, ``used`` and ``free`` are pages. Never
+    over-allocates: ``alloc`` refuses (returns False) instead of exceeding capacity.
+    ``free`` is kept as a field (read every step, changed far less often)."""
 
-    __slots__ = ("capacity", "used", "page_size", "peak", "bytes_per_page")
+    __slots__ = ("capacity", "used", "free", "page_size", "peak")
 
-    def __init__(self, capacity_tokens: int, page_size: int, bytes_per_token: float = 0.0):
+    def __init__(self, capacity_tokens: int, page_size: int):
         self.page_size = page_size
         self.capacity = capacity_tokens // page_size
         self.used = 0
+        self.free = self.capacity
         self.peak = 0
-        self.bytes_per_page = bytes_per_token * page_size
-
-    @property
-    def free(self) -> int:
-        return self.capacity - self.used
-
-    def can_alloc(self, pages: int) -> bool:
-        return pages <= self.capacity - self.used
 
     def alloc(self, pages: int) -> bool:
-        if pages > self.capacity - self.used:
+        if pages > self.free:
             return False
         self.used += pages
+        self.free -= pages
         if self.used > self.peak:
             self.peak = self.used
         return True
@@ -38,3 +34,4 @@ class KVPool:
         if pages > self.used:
             raise RuntimeError(f"KV pool released {pages} pages but only {self.used} are in use")
         self.used -= pages
+        self.free += pages

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Hashable
 
-from ..plugins import Plugin, Registry
-from ..specs.storage import StorageDevice
+from ...costs.offload import device_io_end_s, pcie_floor_s
+from ...plugins import Plugin, Registry
+from ...specs.storage import StorageDevice
 
 
 class EvictionPolicy(Plugin):
@@ -67,7 +68,7 @@ class Tier:
     def occupy(self, now: float, nbytes: float, bps: float) -> float:
         """Queue an I/O of ``nbytes``; returns its completion time."""
         start = now if now > self.busy_until else self.busy_until
-        self.busy_until = start + self.latency + nbytes / bps
+        self.busy_until = device_io_end_s(start, nbytes, bps, self.latency)
         return self.busy_until
 
     def store(self, key: Hashable, nbytes: float, now: float) -> None:
@@ -104,7 +105,7 @@ class Tier:
 
     def estimate(self, nbytes: float, now: float) -> float:
         start = now if now > self.busy_until else self.busy_until
-        return start + self.latency + nbytes / self.read_bps
+        return device_io_end_s(start, nbytes, self.read_bps, self.latency)
 
     def stats(self) -> dict:
         return {"tier": self.name, "device": self.device.kind, "capacity_bytes": self.capacity,
@@ -144,7 +145,7 @@ class TierStack:
             tier, b = per.get(id(t), (t, 0.0))
             per[id(t)] = (tier, b + self.block_bytes)
         end = max((t.estimate(b, now) for t, b in per.values()), default=now)
-        return max(end - now, len(found) * self.block_bytes / self.pcie_bps)
+        return max(end - now, pcie_floor_s(len(found) * self.block_bytes, self.pcie_bps))
 
     def load(self, found: list[tuple[Hashable, Tier]], now: float) -> float:
         """Load the blocks (tiers in parallel); returns seconds until all have arrived."""
@@ -152,7 +153,7 @@ class TierStack:
         for k, t in found:
             per.setdefault(id(t), (t, []))[1].append(k)
         end = max((t.load(ks, now) for t, ks in per.values()), default=now)
-        return max(end - now, len(found) * self.block_bytes / self.pcie_bps)
+        return max(end - now, pcie_floor_s(len(found) * self.block_bytes, self.pcie_bps))
 
     def store(self, key: Hashable, now: float) -> None:
         if self.tiers and self.find(key) is None:

@@ -1,4 +1,4 @@
-"""Links and flows: bandwidth shared among concurrent transfers by max-min fairness.
+"""The fabric: links and flows, bandwidth shared among concurrent transfers by max-min fairness.
 
 The topology is a networkx graph whose edges are links (capacity in bytes/s); a flow takes
 the shortest path between two endpoints and may carry its own rate cap (the NICs its bytes
@@ -68,6 +68,16 @@ class Fabric:
         self.flows[f.fid] = f
         self._reschedule()
         return f
+
+    def cancel(self, flow: Flow) -> bool:
+        """Stop ``flow`` now (its peer failed, its request was dropped): its bytes stop moving,
+        the others get its share, and its ``on_done`` is never called. False if it had ended."""
+        if flow.fid not in self.flows:
+            return False
+        self._advance()
+        del self.flows[flow.fid]
+        self._reschedule()
+        return True
 
     # -- internals ------------------------------------------------------------------------
     def _resolution(self) -> float:

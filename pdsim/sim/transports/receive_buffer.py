@@ -6,6 +6,8 @@ decode KV pool at admission and ``evicted`` is KV dropped for lack of room (lost
 """
 from __future__ import annotations
 
+from ...costs.offload import pcie_floor_s
+
 
 class ReceiveBuffer:
     def __init__(self, gpu_bytes: float, host_bytes: float, pcie_bps: float):
@@ -32,7 +34,7 @@ class ReceiveBuffer:
         """Hand KV to the decode pool; returns the PCIe read time (0 from the GPU buffer)."""
         self.used[where] -= nbytes
         self.read[where] += nbytes
-        return nbytes / self.pcie_bps if where == "host" else 0.0
+        return pcie_floor_s(nbytes, self.pcie_bps) if where == "host" else 0.0
 
     def stats(self) -> dict:
         return {"gpu_capacity_bytes": self.capacity["gpu"], "host_capacity_bytes": self.capacity["host"],

@@ -1,53 +1,60 @@
 """A serving instance (prefill, decode or colocated) running its engine loop.
 
-One SimPy process per instance, one event per engine step: form a batch, ask the price,
-``yield env.timeout(step)``, advance requests. Decode progress is O(1) per step: requests in
-the running batch are not touched until they finish (a heap keyed by finish step), and the
-batch's context sum and page growth are updated arithmetically.
+One SimPy process per instance, one event per engine step: form a batch, ask the executor
+for the step's price, ``yield env.timeout(step)``, advance requests. Decode progress is O(1)
+per step (decode_batch.py).
 
 Roles:
-- ``prefill``: chunked prefill of routed requests; finished prompts go to the KV transfer.
+- ``prefill``: chunked prefill of routed requests; finished prompts go to the KV transport.
 - ``decode``: pre-allocates KV for routed requests (SGLang's prealloc queue), admits requests
   whose KV has arrived, runs continuous-batching decode; a request retracted for lack of KV
   is recomputed here (its context re-prefilled in mixed steps).
 - ``colocated``: both; prefill chunks ride in decode batches (``enable_mixed_chunk``) or
   alternate with them (prefill first, as SGLang's default scheduler).
+
+Lifecycle: ``starting`` -> ``up`` -> (``draining`` ->) ``down``. ``fail()`` interrupts the
+engine process: the step in flight is lost, every request the instance holds is released and
+handed back to the world (ports.evicted), and the instance is down until ``restart()``.
 """
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
-from typing import TYPE_CHECKING
 
-from ..specs.scenario import GroupSpec
-from .kvpool import KVPool, pages_for
-from .prompt_kv import PromptKV
-from .request import Request
+import simpy
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .cluster import World
+from ..kv.manager import KVManager
+from ..kv.pool import pages_for
+from ..request import Request
+from .decode_batch import DecodeBatch
+
+STARTING, UP, DRAINING, DOWN = "starting", "up", "draining", "down"
 
 
-class Instance(PromptKV):
-    def __init__(self, world: "World", iid: int, name: str, role: str, group: GroupSpec, cost,
-                 kv_tokens: int, kv_bytes_per_token: float, nic_node: str):
+class Instance:
+    """``spec``: the build-time constants of its group (build.py GroupPlan); ``ports``: the
+    world's callbacks (ports.py); ``executor``: prices a step (executor.py)."""
 
-        self.world = world
-        self.env = world.env
+    def __init__(self, env: simpy.Environment, iid: int, name: str, role: str, plan, executor, kv: KVManager,
+                 ports, nic_node: str, scheduler):
+        self.env = env
         self.iid = iid
         self.name = name
         self.role = role
-        self.group = group
-        self.cost = cost
+        self.plan = plan
+        self.group = plan.group
+        self.executor = executor
+        self.ports = ports
         self.nic_node = nic_node  # endpoint in the fabric graph
-        eng = group.engine
-        gpn = world.hw.gpus_per_node
-        self.dp = group.dp
-        self.gpus = group.gpus_per_instance(gpn)
+        self.scheduler = scheduler
+        self.kv = kv
+        self.pool = kv.pool
+        self.cache = kv.cache
+        eng = plan.group.engine
+        self.dp = plan.dp
+        self.gpus = plan.gpus
         self.page = eng.page_size
-        self.pool = KVPool(kv_tokens, eng.page_size, kv_bytes_per_token)
-        self.rank_budget = eng.prefill_budget(self.dp)
+        self.rank_budget = plan.rank_budget
         mrr = eng.max_running_requests
         self.max_running = mrr if mrr is not None else 1 << 60
         self.mixed = eng.enable_mixed_chunk
@@ -61,45 +68,42 @@ class Instance(PromptKV):
         # decode side
         self.prealloc_q: deque[Request] = deque()
         self.ready_q: deque[Request] = deque()
-        self.running: dict[int, Request] = {}
-        self.heap: list[tuple[int, int, Request]] = []
-        self.n_run = 0
-        self.sum_ctx = 0
-        self.rem_out = 0  # decode steps still owed to running requests (admission reserve)
-        self.bucket = [0] * self.page
-        self.dstep = 0  # decode steps run so far
-        self.dstep_end: list[float] = []
+        self.batch = DecodeBatch(self.page)
         self.ratio = eng.init_new_token_ratio
         self.ratio_min = eng.min_new_token_ratio
         self.ratio_decay = (eng.init_new_token_ratio - eng.min_new_token_ratio) / eng.new_token_ratio_decay_steps
         self.ratio_init = eng.init_new_token_ratio
-        # step log (timeline)
+        # step log (the record's per-step columns)
         self.log_t: list[float] = []
         self.log_dur: list[float] = []
         self.log_pf: list[int] = []
         self.log_dec: list[int] = []
         self.log_kv: list[int] = []
         self.log_queue: list[int] = []
-        self.cache = None  # PrefixCache, set by the world when prefix caching applies
-        self.buffer = None  # ReceiveBuffer of the P2P NCCL put modes (decode role)
-        self.load_policy = "cheaper"
+        self.tier_log: list[tuple[float, tuple[float, ...]]] = []
+        self.buffer = None  # ReceiveBuffer of the P2P NCCL put modes (decode role; transports/nccl_p2p.py)
         self.block_on_send = False  # P2P NCCL PUT: the loop waits until its KV is sent
         self.sending = 0
         self._sent = None
         self.load_until = 0.0  # KV loads (offload tiers, host pool) hold the engine until then
-        self.tier_log: list[tuple[float, tuple[float, ...]]] = []
         self.tokens_out = 0
         self.retractions = 0
         self.busy_time = 0.0
-        self._wake = self.env.event()
+        self.state = UP
+        self._wake = env.event()
         self._sleeping = False
-        self.proc = self.env.process(self._loop())
+        self.proc = env.process(self._loop())
 
-    # ---- load signals for routers ------------------------------------------------------
+    # ---- load signals for routers (read through control.membership views) -----------------
+    @property
+    def n_run(self) -> int:
+        return self.batch.n
+
     @property
     def outstanding_tokens(self) -> int:
         """Prompt tokens queued for prefill plus context tokens decoding or waiting to."""
-        return self.pq_tokens + self.sum_ctx + self.rem_out + sum(r.input_len for r in self.prealloc_q)
+        b = self.batch
+        return self.pq_tokens + b.sum_ctx + b.rem_out + sum(r.input_len for r in self.prealloc_q)
 
     @property
     def queue_len(self) -> int:
@@ -125,7 +129,7 @@ class Instance(PromptKV):
     def enqueue_prefill(self, req: Request, front: bool = False) -> None:
         plen = self._prompt_len(req)
         if pages_for(plen, self.page) > self.pool.capacity:
-            self.world.drop(req, f"prompt_exceeds_{self.role}_kv_capacity")
+            self.ports.dropped(req, f"prompt_exceeds_{self.role}_kv_capacity")
             return
         if self.dp == 1:
             rank = 0
@@ -151,12 +155,13 @@ class Instance(PromptKV):
 
     def enqueue_prealloc(self, req: Request) -> None:
         if pages_for(req.input_len, self.page) > self.pool.capacity:
-            self.world.drop(req, "prompt_exceeds_decode_kv_capacity")
+            self.ports.dropped(req, "prompt_exceeds_decode_kv_capacity")
             return
         self.prealloc_q.append(req)
         self.wake()
 
-    def on_transferred(self, req: Request) -> None:
+    def kv_arrived(self, req: Request) -> None:
+        """The prompt's KV is here (in pre-allocated pages, or a receive buffer): admit it."""
         req.ctx0 = req.input_len
         self.ready_q.append(req)
         self.wake()
@@ -165,7 +170,7 @@ class Instance(PromptKV):
         """P frees a request's KV once it has left (transfer done); cached blocks stay."""
         self.pool.release(req.p_pages)
         req.p_pages = 0
-        self._unref(req)
+        self.kv.unref(req)
         self.wake()
 
     def recompute_lost(self, req: Request) -> None:
@@ -177,9 +182,17 @@ class Instance(PromptKV):
         self.recompute_ctx[req.rid] = req.input_len
         self.enqueue_prefill(req)
 
+    def send_started(self) -> None:
+        self.sending += 1
+
+    def send_finished(self) -> None:
+        self.sending -= 1
+        if self.sending == 0 and self._sent is not None and not self._sent.triggered:
+            self._sent.succeed()
+
     # ---- admission -----------------------------------------------------------------------
     def _reserve_pages(self) -> int:
-        return int(self.ratio * self.rem_out) // self.page
+        return int(self.ratio * self.batch.rem_out) // self.page
 
     def _prealloc(self) -> None:
         """Decode side: allocate KV for routed requests, FIFO, keeping a reserve for growth."""
@@ -192,11 +205,11 @@ class Instance(PromptKV):
             q.popleft()
             req.d_pages = need
             req.d_alloc = self.env.now
-            self.world.on_decode_allocated(req)
+            self.ports.kv_allocated(req, self)
 
     def _admit_ready(self) -> None:
         q = self.ready_q
-        while q and self.n_run < self.max_running:
+        while q and self.batch.n < self.max_running:
             req = q[0]
             if req.buffer_where is not None:  # P2P NCCL put: KV waits in the receive buffer
                 need = pages_for(req.ctx0, self.page)
@@ -226,7 +239,7 @@ class Instance(PromptKV):
         keep = deque()
         while q:
             req = q.popleft()
-            if req.buffer_where is None and req.d_pages > 0 and self.n_run < self.max_running:
+            if req.buffer_where is None and req.d_pages > 0 and self.batch.n < self.max_running:
                 req.decode_admit = self.env.now
                 if math.isnan(req.first_token):
                     req.first_token = self.env.now
@@ -237,66 +250,42 @@ class Instance(PromptKV):
 
     def _start_decoding(self, req: Request, ctx: int) -> None:
         """Join the running batch with ``ctx`` tokens of KV; tokens so far are already out."""
-        remaining = req.output_len - self._tokens_out_so_far(req)
+        remaining = req.output_len - req.tokens_out()
         if remaining <= 0:
             self._finish(req)
             return
-        s0 = self.dstep
-        req.ctx0 = ctx
-        req.admit_step = s0
-        req.finish_step = s0 + remaining - 1
-        self.running[req.rid] = req
-        heapq.heappush(self.heap, (req.finish_step, req.rid, req))
-        self.n_run += 1
-        self.sum_ctx += ctx
-        self.rem_out += remaining
-        self.bucket[(ctx - s0) % self.page] += 1
+        self.batch.join(req, ctx, remaining)
 
-    @staticmethod
-    def _tokens_out_so_far(req: Request) -> int:
-        n = 1 if not math.isnan(req.first_token) else 0
-        for _iid, a, b in req.segments:
-            n += b - a + 1
-        return n
-
-    def _leave_running(self, req: Request, last_step: int) -> int:
-        """Remove from the batch after step ``last_step``; returns its context length then."""
-        del self.running[req.rid]
+    def _leave(self, req: Request, last_step: int) -> int:
         steps = last_step - req.admit_step + 1
-        ctx = req.ctx0 + steps
-        self.n_run -= 1
-        self.sum_ctx -= ctx
-        self.rem_out -= req.finish_step - last_step
-        self.bucket[(req.ctx0 - req.admit_step) % self.page] -= 1
         if steps > 0:
             req.segments.append((self.iid, req.admit_step, last_step))
-        req.d_pages = pages_for(ctx, self.page) - req.shared_pages
-        return ctx
+        return self.batch.leave(req, last_step, req.shared_pages)
 
     def _finish(self, req: Request) -> None:
         req.finish = self.env.now
         self.pool.release(req.d_pages)
         req.d_pages = 0
-        self._unref(req)
-        self.world.on_finished(req)
+        self.kv.unref(req)
+        self.ports.finished(req, self)
 
     def _retract_for(self, pages_needed: int) -> None:
         """Free pages by retracting the most recently admitted requests (recompute later)."""
-        while self.pool.free < pages_needed and self.running:
-            rid = next(reversed(self.running))
-            req = self.running[rid]
-            ctx = self._leave_running(req, self.dstep - 1)
+        b = self.batch
+        while self.pool.free < pages_needed and b.running:
+            req = b.newest()
+            ctx = self._leave(req, b.step - 1)
             req.finish_step = -1  # its heap entry is now stale
             self.pool.release(req.d_pages)
             req.d_pages = 0
-            self._unref(req)
+            self.kv.unref(req)
             req.pf_admitted = False
             req.preemptions += 1
             self.retractions += 1
             if req.preemptions > self.max_retractions:
                 # thrashing: this request keeps losing its KV to others; give up on it rather
                 # than recompute forever
-                self.world.drop(req, "retracted_too_often")
+                self.ports.dropped(req, "retracted_too_often")
                 continue
             # recompute: the whole context is prefilled again on this instance, first in line
             req.prefilled = 0
@@ -309,16 +298,51 @@ class Instance(PromptKV):
     def _prompt_len(self, req: Request) -> int:
         return self.recompute_ctx.get(req.rid, req.input_len)
 
+    def _admit_prompt(self, req: Request) -> bool:
+        """Give a prompt about to start prefill its KV (kv/manager.py); False: no room yet."""
+        plen = self._prompt_len(req)
+        recompute = req.rid in self.recompute_ctx
+        # decode-capable instances keep a page of growth per running request on top of the
+        # reserve; without it a retracted request re-admitted at once is retracted again
+        headroom = self._reserve_pages() + self.batch.n if self.role != "prefill" else 0
+        now = self.env.now
+        g = self.kv.admit_prompt(req, plen, recompute, headroom, now, self._recompute_price)
+        if g is None:
+            return False
+        if self.role == "prefill":
+            req.p_pages = g.private_pages
+        else:
+            req.d_pages = g.private_pages
+        if self.cache is not None and not recompute:
+            if g.loaded_tokens:
+                req.kv_load_s += g.load_s
+                req.loaded_tokens = g.loaded_tokens
+                if now + g.load_s > self.load_until:
+                    self.load_until = now + g.load_s
+            req.cached_tokens = g.cached_tokens
+            req.prefilled = g.cached_tokens
+            self.pq_tokens -= g.cached_tokens
+        if math.isnan(req.prefill_start):
+            req.prefill_start = now
+        req.pf_admitted = True
+        return True
+
+    def _recompute_price(self, tokens: int, cached: int) -> float:
+        return self.executor.step_time(tokens, tokens * (cached + tokens / 2.0), 1, 0, 0)
+
     def _form_prefill(self, token_budget: int, slots: int):
-        """Per DP rank, FCFS chunks within the rank budget. Returns (batch, tokens, attn, seqs)."""
+        """Per DP rank, chunks within the rank budget, in the scheduler's order. Returns
+        (batch, tokens, attention pairs, sequences)."""
         batch = []
         tokens = 0
         attn_max = 0.0
         per_rank_budget = min(self.rank_budget, token_budget) if self.dp == 1 else self.rank_budget
+        order = self.scheduler.order
+        cache = self.cache
         for q in self.pq:
             budget = per_rank_budget
             attn = 0.0
-            for req in q:
+            for req in order(q, cache):
                 if budget <= 0 or slots <= 0:
                     break
                 if not req.pf_admitted and not self._admit_prompt(req):
@@ -341,9 +365,11 @@ class Instance(PromptKV):
     # ---- the engine loop -----------------------------------------------------------------
     def _loop(self):
         env = self.env
-        cost = self.cost
+        price = self.executor.step_time
         role = self.role
         decode_role = role != "prefill"
+        b = self.batch
+        page = self.page
         while True:
             if self.prealloc_q:
                 self._prealloc()
@@ -356,30 +382,30 @@ class Instance(PromptKV):
             pf_attn = 0.0
             pf_seqs = 0
             has_prefill = self.pq_tokens > 0
-            run_decode = decode_role and self.n_run > 0
+            run_decode = decode_role and b.n > 0
             if has_prefill:
                 if role == "prefill":
                     budget, slots = self.rank_budget * self.dp, self.max_running
                 elif self.mixed or not run_decode or role == "decode":
-                    budget = max(0, self.rank_budget * self.dp - (self.n_run if self.mixed else 0))
-                    slots = self.max_running - self.n_run
+                    budget = max(0, self.rank_budget * self.dp - (b.n if self.mixed else 0))
+                    slots = self.max_running - b.n
                 else:
-                    budget, slots = self.rank_budget * self.dp, self.max_running - self.n_run
+                    budget, slots = self.rank_budget * self.dp, self.max_running - b.n
                 if budget > 0 and slots > 0:
                     batch, pf_tokens, pf_attn, pf_seqs = self._form_prefill(budget, slots)
                 if pf_tokens and role == "colocated" and not self.mixed:
                     run_decode = False  # SGLang default: a prefill batch pauses decoding
-            n = self.n_run if run_decode else 0
+            n = b.n if run_decode else 0
             if n:
-                need = self.bucket[(-self.dstep) % self.page]
+                need = b.bucket[(-b.step) % page]  # b.pages_needed(), inlined: every decode step
                 if need > self.pool.free and self.cache is not None:
                     self.cache.make_room(need, env.now)  # unreferenced cached blocks go first
                 if need > self.pool.free:
                     self._retract_for(need)
                     if batch is None or not pf_tokens:
                         continue  # the freed pages may admit queued work: form the batch again
-                    n = self.n_run
-                    need = self.bucket[(-self.dstep) % self.page]
+                    n = b.n
+                    need = b.bucket[(-b.step) % page]
                 if n:
                     self.pool.alloc(need)
             if not pf_tokens and not n:
@@ -387,8 +413,8 @@ class Instance(PromptKV):
                 self._wake = env.event()
                 yield self._wake
                 continue
-            ctx = self.sum_ctx + n if n else 0
-            dur = cost.step_time(pf_tokens, pf_attn, pf_seqs, n, ctx)
+            ctx = b.sum_ctx + n if n else 0
+            dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
             start = env.now
             if self.load_until > start:
                 dur += self.load_until - start  # synchronous KV loads hold this step
@@ -399,7 +425,7 @@ class Instance(PromptKV):
             self.log_pf.append(pf_tokens)
             self.log_dec.append(n)
             self.log_kv.append(self.pool.used)
-            self.log_queue.append(self.queue_len)
+            self.log_queue.append(self.pq_count + len(self.prealloc_q) + len(self.ready_q))  # queue_len
             self.busy_time += dur
             yield env.timeout(dur)
             if n:
@@ -412,21 +438,14 @@ class Instance(PromptKV):
                     self._sent = None
 
     def _after_decode(self, n: int) -> None:
-        step = self.dstep
-        self.dstep = step + 1
-        self.dstep_end.append(self.env.now)
-        self.sum_ctx += n
-        self.rem_out -= n
         self.tokens_out += n
         if self.ratio > self.ratio_min:
             self.ratio = max(self.ratio_min, self.ratio - self.ratio_decay)
-        heap = self.heap
-        while heap and heap[0][0] <= step:
-            fstep, _rid, req = heapq.heappop(heap)
-            if req.finish_step != fstep or req.rid not in self.running:
-                continue  # stale entry of a retracted request
-            self._leave_running(req, step)
-            self._finish(req)
+        self.batch.advance(n, self.env.now, self._leave_and_finish)
+
+    def _leave_and_finish(self, req: Request, step: int) -> None:
+        self._leave(req, step)
+        self._finish(req)
 
     def _after_prefill(self, batch) -> None:
         now = self.env.now
@@ -442,10 +461,14 @@ class Instance(PromptKV):
     def _prefill_complete(self, req: Request, now: float) -> None:
         recompute = self.recompute_ctx.pop(req.rid, None)
         if self.cache is not None and recompute is None and req.hash_ids is not None:
-            self._adopt_blocks(req)
+            moved = self.kv.adopt_blocks(req, now)
+            if self.role == "prefill":
+                req.p_pages -= moved
+            else:
+                req.d_pages -= moved
         if self.role == "prefill":
             req.prefill_end = now
-            self.world.on_prefill_done(req)
+            self.ports.prefill_done(req, self)
             return
         if recompute is None:
             req.prefill_end = now

@@ -1,0 +1,224 @@
+"""Build: the only place where specs become world entities.
+
+Per group, the constants every instance of it shares are computed once (``GroupPlan``: GPUs,
+attention TP, KV pool size and bytes per token, the per-rank prefill budget, the step-cost
+model); per (prefill group, decode group) pair, the constants of its KV transfers
+(``PairPlan``). Instances, their KV managers (pool, prefix cache, offload tiers), the
+topology and the transport are then assembled from those plans. Nothing downstream
+recomputes a spec-derived constant.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..costs import build_step_cost
+from ..costs.offload import tier_link_scale
+from ..costs.transfer import flow_cap, instance_nic_capacity, kv_bytes_moved
+from ..specs.catalog import load_storage
+from ..specs.errors import SpecError
+from ..specs.hardware import GIB, HardwareProfile
+from ..specs.memory import InstanceMemory, instance_memory, kv_dtype
+from ..specs.model import ModelSpec
+from ..specs.scenario import GroupSpec, ResolvedScenario
+from .engine.executor import LocalExecutor
+from .engine.instance import Instance
+from .engine.scheduler import SCHEDULERS
+from .kv.manager import KVManager
+from .kv.pool import KVPool
+from .kv.prefix_cache import PrefixCache
+from .kv.tiers import EVICTION, Tier, TierStack
+from .net.topology import Topology
+
+
+@dataclass
+class GroupPlan:
+    """Build-time constants of one group of identical instances."""
+
+    role: str
+    index: int  # position among the groups of its role
+    group: GroupSpec
+    hw: HardwareProfile
+    model: ModelSpec
+    mem: InstanceMemory
+    cost: object  # the step-cost model shared by the group's instances
+    kv_tokens: int  # KV pool of one instance, tokens (after any transport carve-out)
+    calibrated: bool  # fitted transfer constants follow the step-cost choice
+
+    @cached_property
+    def gpus(self) -> int:
+        return self.group.gpus_per_instance(self.hw.gpus_per_node)
+
+    @cached_property
+    def world(self) -> int:
+        return self.group.world(self.hw.gpus_per_node)
+
+    @cached_property
+    def dp(self) -> int:
+        return self.group.dp
+
+    @cached_property
+    def attn_tp(self) -> int:
+        return self.world // self.group.dp
+
+    @cached_property
+    def rank_budget(self) -> int:
+        return self.group.engine.prefill_budget(self.group.dp)
+
+    @cached_property
+    def kv_cache_dtype(self) -> str:
+        return self.group.engine.kv_cache_dtype
+
+    @cached_property
+    def kv_bytes_per_token(self) -> int:
+        return self.model.kv_bytes_per_token(kv_dtype(self.model, self.kv_cache_dtype))
+
+    @property
+    def field(self) -> str:
+        return f"cluster.{self.role}[{self.index}]"
+
+
+@dataclass
+class PairPlan:
+    """Constants of the KV transfers from instances of one prefill group to one decode group."""
+
+    model: ModelSpec
+    hw: HardwareProfile
+    p_attn_tp: int
+    page: int  # P's page size (the unit its KV leaves in)
+    kv_cache_dtype: str
+    calibrated: bool
+    gpus: int  # GPUs on the narrower side
+    nic_gbit: float | None
+    backend: str
+    _caps: dict = field(default_factory=dict)
+
+    def flow_cap(self, senders: int) -> float:
+        """Bytes/s one request's transfer may reach with ``senders`` GPUs sending."""
+        cap = self._caps.get(senders)
+        if cap is None:
+            cap = self._caps[senders] = flow_cap(self.hw, senders, self.gpus, self.nic_gbit, self.backend,
+                                                 self.calibrated)
+        return cap
+
+
+def group_plans(resolved: ResolvedScenario, transport) -> list[GroupPlan]:
+    sc = resolved.scenario
+    hw, model = resolved.hardware, resolved.model
+    calibrated = sc.cost_model != "roofline" and bool(hw.calibration)
+    plans = []
+    for role, gi, g in sc.cluster.groups():
+        mem = instance_memory(hw, model, g)
+        cost = build_step_cost(sc.cost_model, hw, model, g, role, nic_gbit=sc.transfer.nic_gbit)
+        plan = GroupPlan(role, gi, g, hw, model, mem, cost, mem.kv_tokens, calibrated)
+        if role == "decode":
+            plan.kv_tokens = transport.decode_kv_tokens(mem.kv_tokens, plan)
+        plans.append(plan)
+    return plans
+
+
+def pair_plan(p: GroupPlan, d: GroupPlan, resolved: ResolvedScenario) -> PairPlan:
+    sc = resolved.scenario
+    return PairPlan(p.model, p.hw, p.attn_tp, p.group.engine.page_size, p.kv_cache_dtype, p.calibrated,
+                    min(p.gpus, d.gpus), sc.transfer.nic_gbit, sc.transfer.backend)
+
+
+class Builder:
+    """Assembles instances from group plans (called once by the world)."""
+
+    def __init__(self, resolved: ResolvedScenario, env, ports, table, plugins: dict):
+        self.resolved = resolved
+        self.sc = resolved.scenario
+        self.env = env
+        self.ports = ports
+        self.table = table
+        self.plugins = plugins
+        self.topology = Topology()
+        self.shared_tiers: dict[str, Tier] = {}
+        self.tier_stacks: list[TierStack] = []
+
+    def instances(self, plans: list[GroupPlan], transport) -> list[Instance]:
+        out: list[Instance] = []
+        sc = self.sc
+        for plan in plans:
+            g, role = plan.group, plan.role
+            for k in range(g.count):
+                iid = len(out)
+                label = g.name or f"{role[0].upper()}{plan.index}"
+                name = f"{label}.{k}" if g.count > 1 or len(getattr(sc.cluster, role)) > 1 else f"{label}"
+                node = f"inst{iid}"
+                self.topology.attach(node, f"{name}.nic", instance_nic_capacity(plan.hw, plan.gpus, sc.transfer.nic_gbit))
+                pool = KVPool(plan.kv_tokens, g.engine.page_size)
+                kv = KVManager(pool)
+                scheduler = self.plugins["schedulers"][(role, plan.index)].create()
+                inst = Instance(self.env, iid, name, role, plan, LocalExecutor(plan.cost), kv, self.ports, node,
+                                scheduler)
+                if role == "decode":
+                    transport.setup_decode(inst, plan)
+                if role == "prefill":
+                    transport.setup_prefill(inst)
+                self._attach_cache(inst, plan, kv)
+                out.append(inst)
+        return out
+
+    # ---- KV memory hierarchy ---------------------------------------------------------------
+    def _attach_cache(self, inst: Instance, plan: GroupPlan, kv: KVManager) -> None:
+        """Prefix cache + offload tiers on prefill-capable instances."""
+        sc = self.sc
+        if plan.role == "decode" or plan.group.engine.disable_radix_cache or self.table.hash_ids is None:
+            return
+        off = sc.kv_offload
+        block = (off.block_size if off is not None and off.block_size else None) or self.table.block_size
+        if block % inst.page:
+            raise SpecError(f"page_size {inst.page} must divide the prefix-cache block of {block} tokens "
+                            "(or set disable_radix_cache: true)", source=self.resolved.source,
+                            field=f"{plan.field}.engine.page_size")
+        stack = None
+        if off is not None:
+            stack = self._tier_stack(inst, plan, off, block)
+            kv.load_policy = off.load_policy
+        kv.cache = inst.cache = PrefixCache(inst.pool, block, block // inst.page, stack,
+                                            off.write_through if off is not None else False)
+
+    def _tier_stack(self, inst: Instance, plan: GroupPlan, off, block: int) -> TierStack:
+        """Tiers sized and paced for this instance: host DRAM and local SSD per node (share of a
+        node for sub-node instances), PCIe per GPU; a shared remote pool is one object."""
+        devices = load_storage().devices
+        hw = plan.hw
+        nodes = inst.gpus / hw.gpus_per_node
+        policy = (self.plugins.get("eviction") or EVICTION.resolve(off.eviction, None, "kv_offload.eviction")).create
+        # LMCache keeps one copy of each block: MLA latents are identical on every TP rank, so
+        # one rank's PCIe link carries them; GQA shards travel over every rank's link at once
+        block_bytes, links = kv_bytes_moved(plan.model, block, plan.attn_tp, plan.kv_cache_dtype)
+        links = min(links, inst.gpus)
+        pcie_bps = links * hw.gpu.pcie_gbps * 1e9 * hw.efficiency.pcie
+        tiers = []
+        for t in off.tiers:
+            dev = devices[t.device]
+            cap = (t.capacity_gib if t.capacity_gib is not None else dev.capacity_gib) * GIB
+            if dev.shared:
+                if t.device not in self.shared_tiers:
+                    self.shared_tiers[t.device] = Tier(t.device, dev, cap, policy())
+                tiers.append(self.shared_tiers[t.device])
+                continue
+            # device figures are per node (DRAM bandwidth is per GPU's PCIe link); an explicit
+            # capacity_gib in the scenario is per instance
+            scale = tier_link_scale(dev.kind, links, nodes)
+            tier = Tier(f"{inst.name}.{t.device}", dev, cap * nodes if t.capacity_gib is None else cap, policy())
+            tier.read_bps *= scale
+            tier.write_bps *= scale
+            tiers.append(tier)
+        for a, b in zip(tiers, tiers[1:]):
+            a.next = b
+        stack = TierStack(tiers, block_bytes, pcie_bps)
+        self.tier_stacks.append(stack)
+        return stack
+
+
+def scheduler_refs(resolved: ResolvedScenario) -> dict:
+    """The batch scheduler of each group: ``engine.schedule_policy`` (a plug-in key)."""
+    out = {}
+    for role, gi, g in resolved.scenario.cluster.groups():
+        out[(role, gi)] = SCHEDULERS.resolve(g.engine.schedule_policy, None, f"cluster.{role}[{gi}].engine.schedule_policy",
+                                             resolved.trust)
+    return out

@@ -1,0 +1,119 @@
+"""Membership: the instances the router may use, per role, as read-only views.
+
+An instance registers when it comes up and is removed when the control plane learns it is
+gone (at once for a planned removal; after failure detection for a crash). Routers never get
+the instances themselves: an ``InstanceView`` exposes the load signals a real router or proxy
+can observe (queue depth, outstanding tokens, KV use, prefix-cache contents, recent step
+times), so a policy cannot change the world by accident.
+"""
+from __future__ import annotations
+
+
+class InstanceView:
+    """Read-only window on one instance (see the module docstring)."""
+
+    __slots__ = ("_i",)
+
+    def __init__(self, inst):
+        self._i = inst
+
+    @property
+    def iid(self) -> int:
+        return self._i.iid
+
+    @property
+    def name(self) -> str:
+        return self._i.name
+
+    @property
+    def role(self) -> str:
+        return self._i.role
+
+    @property
+    def gpus(self) -> int:
+        return self._i.gpus
+
+    @property
+    def state(self) -> str:
+        return self._i.state
+
+    @property
+    def outstanding_tokens(self) -> int:
+        """Prompt tokens queued for prefill plus context tokens decoding or waiting to."""
+        return self._i.outstanding_tokens
+
+    @property
+    def queue_len(self) -> int:
+        """Requests waiting for prefill, for KV pre-allocation or for decode admission."""
+        return self._i.queue_len
+
+    @property
+    def running(self) -> int:
+        """Requests in the running decode batch."""
+        return self._i.batch.n
+
+    @property
+    def kv_used_frac(self) -> float:
+        pool = self._i.pool
+        return pool.used / pool.capacity if pool.capacity else 1.0
+
+    @property
+    def kv_free_pages(self) -> int:
+        return self._i.pool.free
+
+    @property
+    def has_prefix_cache(self) -> bool:
+        return self._i.cache is not None
+
+    def prefix_match(self, hash_ids, limit: int | None = None) -> int:
+        """Leading prompt blocks of ``hash_ids`` resident in this instance's HBM prefix cache."""
+        cache = self._i.cache
+        if cache is None or hash_ids is None:
+            return 0
+        return cache.match(hash_ids, len(hash_ids) if limit is None else limit)
+
+    @property
+    def block_tokens(self) -> int:
+        cache = self._i.cache
+        return cache.block_tokens if cache is not None else 0
+
+    @property
+    def recent_step_s(self) -> float:
+        """Duration of the last engine step, seconds (0 before the first)."""
+        d = self._i.log_dur
+        return d[-1] if d else 0.0
+
+    @property
+    def in_flight_sends(self) -> int:
+        """KV transfers this instance is pushing now (P2P NCCL put modes)."""
+        return self._i.sending
+
+    def __repr__(self) -> str:  # pragma: no cover
+        return f"InstanceView({self.name})"
+
+
+class Membership:
+    """Registered instances per role, in registration order."""
+
+    ROLES = ("prefill", "decode", "colocated")
+
+    def __init__(self) -> None:
+        self._views: dict[str, list[InstanceView]] = {r: [] for r in self.ROLES}
+        self._by_iid: dict[int, InstanceView] = {}
+
+    def register(self, inst) -> InstanceView:
+        v = InstanceView(inst)
+        self._views[inst.role].append(v)
+        self._by_iid[inst.iid] = v
+        return v
+
+    def deregister(self, inst) -> None:
+        v = self._by_iid.pop(inst.iid, None)
+        if v is not None:
+            self._views[inst.role].remove(v)
+
+    def views(self, role: str) -> list[InstanceView]:
+        return self._views[role]
+
+    def is_registered(self, iid: int) -> bool:
+        return iid in self._by_iid

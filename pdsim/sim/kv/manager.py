@@ -1,0 +1,114 @@
+"""The KV manager of one instance: its paged pool, prefix cache and offload tiers composed
+for prompt admission (SGLang radix cache + LMCache-style tiers).
+
+Admission of a prompt about to start prefill: reuse the cached prefix blocks resident in HBM,
+allocate the rest of its pages (evicting unreferenced cached blocks first), and for blocks
+found in an offload tier either load them (occupying the tiers and PCIe) or recompute them,
+whichever ``load_policy`` picks (``cheaper`` compares the load time with the price of
+prefilling those tokens). A decode-capable instance keeps a reserve for its running batch's
+growth (the caller passes it as ``headroom_pages``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .pool import KVPool, pages_for
+from .prefix_cache import PrefixCache
+
+
+@dataclass
+class PromptGrant:
+    """What admission gave a prompt: pages it owns, tokens already there (HBM hits and tier
+    loads), and the seconds its tier loads hold the engine."""
+
+    private_pages: int
+    cached_tokens: int
+    load_s: float
+    loaded_tokens: int
+
+
+class KVManager:
+    __slots__ = ("pool", "page", "cache", "load_policy")
+
+    def __init__(self, pool: KVPool, cache: PrefixCache | None = None, load_policy: str = "cheaper"):
+        self.pool = pool
+        self.page = pool.page_size
+        self.cache = cache
+        self.load_policy = load_policy
+
+    def admit_prompt(self, req, plen: int, recompute: bool, headroom_pages: int, now: float,
+                     recompute_price: Callable[[int, int], float]) -> PromptGrant | None:
+        """Allocate KV for ``plen`` prompt tokens of ``req``; None when the pool has no room yet
+        (the queue waits, FCFS). ``recompute``: the prompt is a context re-prefilled after a
+        retraction or a lost transfer (no prefix reuse). ``recompute_price(tokens, cached)``:
+        seconds to prefill ``tokens`` after ``cached`` tokens (for the load-or-recompute choice)."""
+        cache = self.cache
+        m = 0
+        found = ()
+        keys = req.hash_ids
+        use_cache = cache is not None and keys is not None and len(keys) and not recompute
+        if use_cache:
+            limit = min(len(keys), (plen - 1) // cache.block_tokens)  # at least one token is computed for logits
+            m = cache.match(keys, limit)
+        shared = m * cache.ppb if m else 0
+        private = pages_for(plen, self.page) - shared
+        avail = self.pool.free - headroom_pages
+        if cache is not None:
+            avail += cache.evictable_pages - (cache.evictable_among(keys[:m]) if m else 0)
+        if avail < private:
+            return None
+        if m:
+            head = [k for k in keys[:m]]
+            cache.acquire(head)
+            req.cache_keys = head
+            req.shared_pages = shared
+        if cache is not None and self.pool.free < private:
+            cache.make_room(private, now)
+        if not self.pool.alloc(private):  # pragma: no cover - guarded by `avail` above
+            raise RuntimeError("KV pool accounting broke: admission check passed but allocation failed")
+        if use_cache and cache.tiers is not None and m < limit:
+            # looked up only now: make_room above may have spilled blocks that evicted others
+            found = cache.tiers.lookup(keys, m, limit)
+        cached = 0
+        load_s = 0.0
+        loaded = 0
+        if cache is not None and not recompute:
+            B = cache.block_tokens
+            cached = m * B
+            cache.lookup_tokens += plen
+            cache.hit_tokens += cached
+            if found:
+                k_tok = len(found) * B
+                est = cache.tiers.estimate_load(found, now)
+                pol = self.load_policy
+                if pol == "load" or (pol == "cheaper" and est < recompute_price(k_tok, cached)):
+                    load_s = cache.tiers.load(found, now)
+                    loaded = k_tok
+                    cached += k_tok
+        return PromptGrant(private, cached, load_s, loaded)
+
+    def adopt_blocks(self, req, now: float) -> int:
+        """After prefill, the prompt's full blocks join the prefix cache (shared from now on).
+        Returns the pages that stopped being the request's own."""
+        cache = self.cache
+        keys = req.hash_ids
+        n_full = min(len(keys), req.input_len // cache.block_tokens)
+        have = set(req.cache_keys)
+        moved = 0
+        for j in range(len(req.cache_keys), n_full):
+            k = keys[j]
+            if k in have or not cache.adopt(k, now):
+                continue
+            req.cache_keys.append(k)
+            req.shared_pages += cache.ppb
+            moved += cache.ppb
+        return moved
+
+    def unref(self, req) -> None:
+        """Drop the request's references to cached blocks (they stay cached, evictable)."""
+        if req.cache_keys:
+            self.cache.release(req.cache_keys)
+            req.cache_keys = []
+            req.shared_pages = 0
+

@@ -1,0 +1,106 @@
+"""The transport interface and what every transport shares.
+
+A transport owns the P/D handoff of each request, from routing to D's admission:
+- ``routed(req, p, d)``: the router picked ``p`` and ``d``; enqueue the request where its
+  protocol starts (Mooncake/SGLang: D pre-allocates while P prefills; a push transport: P only);
+- ``kv_allocated(req, d)``: D allocated pages for the prompt (pre-allocation protocols);
+- ``prefill_done(req, p)``: P finished the prompt, its KV is ready to leave;
+and moves the bytes with ``send``: a fixed overhead, then a flow on the fabric capped at the
+pair's rate; the returned ``Transfer`` can be cancelled (a peer failed) at any point.
+
+Build-time hooks ``setup_prefill``/``setup_decode`` attach what the protocol needs to the
+instances (receive buffers, blocking sends). The per-request byte counts and overheads are
+prices (costs/transfer.py); the pair constants they need are computed once at build
+(build.py ``PairPlan``) and handed over as ``ctx.pair(p, d)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ...plugins import Plugin, Registry
+
+
+@dataclass
+class TransportContext:
+    """What a transport may use: the clock, the fabric, the pair plans, the world's ports."""
+
+    env: Any
+    fabric: Any
+    pair: Callable[[Any, Any], Any]  # (p instance, d instance) -> build.PairPlan
+    instance: Callable[[int], Any]  # instance id -> instance
+    ports: Any
+
+
+class Transfer:
+    """One request's KV transfer in flight: the fixed overhead, then a fabric flow."""
+
+    __slots__ = ("flow", "cancelled", "fabric")
+
+    def __init__(self, fabric):
+        self.fabric = fabric
+        self.flow = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Stop the transfer; its completion callback never runs."""
+        self.cancelled = True
+        if self.flow is not None:
+            self.fabric.cancel(self.flow)
+
+
+class Transport(Plugin):
+    """Base class of KV transports (see the module docstring). ``spec``: the scenario's
+    ``transfer`` block (specs.scenario.TransferSpec)."""
+
+    def __init__(self, params=None, spec=None):
+        super().__init__(params)
+        self.spec = spec
+
+    def bind(self, ctx: TransportContext) -> None:
+        self.ctx = ctx
+        self.env = ctx.env
+        self.fabric = ctx.fabric
+
+    # build time
+    def setup_prefill(self, inst) -> None:
+        pass
+
+    def setup_decode(self, inst, plan) -> None:
+        pass
+
+    def decode_kv_tokens(self, kv_tokens: int, plan) -> int:
+        """Tokens left for D's KV pool once the transport took its share of HBM."""
+        return kv_tokens
+
+    # run time
+    def routed(self, req, p, d) -> None:
+        raise NotImplementedError
+
+    def kv_allocated(self, req, d) -> None:
+        pass
+
+    def prefill_done(self, req, p) -> None:
+        raise NotImplementedError
+
+    def send(self, req, p, d, nbytes: float, fixed_s: float, cap: float, done: Callable[[], None]) -> Transfer:
+        """Move ``nbytes`` from ``p`` to ``d`` after ``fixed_s`` seconds of overhead, at most
+        ``cap`` bytes/s; call ``done()`` when the last byte is there (unless cancelled)."""
+        t = Transfer(self.fabric)
+
+        def on_flow_end(_flow):
+            if not t.cancelled:
+                done()
+
+        def start(_ev=None):
+            if not t.cancelled:
+                t.flow = self.fabric.send(p.nic_node, d.nic_node, nbytes, cap, on_flow_end)
+
+        if fixed_s > 0:
+            self.env.timeout(fixed_s).callbacks.append(start)
+        else:
+            start()
+        return t
+
+
+TRANSPORTS: Registry[Transport] = Registry("KV transport", Transport)

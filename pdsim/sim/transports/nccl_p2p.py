@@ -1,0 +1,73 @@
+"""vLLM's P2P NCCL connector (``P2pNcclConnector``): PUT, PUT_ASYNC and GET.
+
+- PUT / PUT_ASYNC: P pushes each request's KV to D as soon as its prefill is done, into D's
+  receive buffer (a GPU buffer of ``kv_buffer_size``, else vLLM's host tensor memory pool
+  over PCIe, else the KV is lost and D recomputes the prompt). PUT blocks P's engine loop
+  until the step's KV is sent; PUT_ASYNC sends from a background thread.
+- GET: D pre-allocates the prompt's pages; P keeps the KV until it is transferred.
+Prices: one NCCL send per layer, each paying the point-to-point latency (costs/transfer.py).
+"""
+from __future__ import annotations
+
+from ...specs.hardware import GIB
+from .mooncake import Mooncake
+from .base import TRANSPORTS
+from .receive_buffer import ReceiveBuffer
+
+
+@TRANSPORTS.register("nccl")
+class P2PNccl(Mooncake):
+    def __init__(self, params=None, spec=None):
+        super().__init__(params, spec)
+        self.push = spec is not None and spec.mode in ("put", "put_async")
+
+    def setup_prefill(self, inst) -> None:
+        inst.block_on_send = self.spec.mode == "put"
+
+    def setup_decode(self, inst, plan) -> None:
+        spec, hw = self.spec, plan.hw
+        gpu_buf = spec.kv_buffer_fraction * hw.gpu.hbm_bytes * inst.gpus
+        inst.buffer = ReceiveBuffer(gpu_buf, spec.host_pool_gib * GIB, hw.gpu.pcie_gbps * 1e9 * hw.efficiency.pcie)
+
+    def decode_kv_tokens(self, kv_tokens: int, plan) -> int:
+        frac = self.spec.kv_buffer_fraction
+        if frac <= 0:
+            return kv_tokens
+        # the receive buffer is carved out of the decode KV pool (vLLM kv_buffer_size)
+        buf = frac * plan.hw.gpu.hbm_bytes
+        return max(0, int(kv_tokens - plan.dp * buf / plan.mem.kv_bytes_per_token_per_gpu))
+
+    def routed(self, req, p, d) -> None:
+        if self.push:
+            p.enqueue_prefill(req)
+        else:
+            super().routed(req, p, d)
+
+    def prefill_done(self, req, p) -> None:
+        req.prefill_ready = True
+        if req.d_ready or self.push:
+            self.start(req)
+
+    def start(self, req) -> None:
+        if not self.push:
+            super().start(req)
+            return
+        p, d = self.ctx.instance(req.p_inst), self.ctx.instance(req.d_inst)
+        pair = self.ctx.pair(p, d)
+        req.transfer_start = self.env.now
+        plan = self.plan(req, pair)
+        req.transfer_bytes = plan.nbytes
+        cap = pair.flow_cap(plan.senders)
+        # P pushes into D's receive buffer: GPU buffer, else host pool, else it is lost
+        req.buffer_where = d.buffer.reserve(plan.nbytes)
+        p.send_started()
+        self.send(req, p, d, plan.nbytes, plan.fixed_s, cap, lambda: self.pushed(req, p, d))
+
+    def pushed(self, req, p, d) -> None:
+        req.transfer_end = self.env.now
+        p.release_prefill_kv(req)
+        p.send_finished()
+        if req.buffer_where is None:
+            d.recompute_lost(req)
+            return
+        d.kv_arrived(req)
