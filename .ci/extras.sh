@@ -8,3 +8,4 @@ fi
 python3 -m pip install -q -e ".[ray]" || echo "ray not installed: the Ray sweep test will skip"
 # Selenium drives the headless-browser dashboard test (Dash's testing tools use it too)
 python3 -m pip install -q selenium || echo "selenium not installed: the browser test will skip"
+bash .ci/engine.sh || echo "engine not built: the engine tests will skip"

@@ -14,7 +14,7 @@ import sys
 from ..specs.errors import SpecError
 
 # order of appearance in `pdsim --help`
-COMMANDS = ("run", "list", "sweep", "compare", "calibrate", "workload", "dashboard")
+COMMANDS = ("run", "list", "sweep", "compare", "calibrate", "workload", "replay", "validate", "dashboard")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -47,6 +47,10 @@ def detect_format(path: str | Path) -> str:
     """The trace format of a file, from its name (``.jsonl``, ``.json``, ``.csv``, each
     optionally ``.gz``) and its first line."""
     p = Path(path)
+    from ..ingest.detect import detect as detect_real  # real-run files, from their content
+    found = detect_real(p)
+    if found is not None:
+        return "bench" if found in ("sglang-bench-serving", "vllm-bench-serve", "pdsim-replay") else found
     name = p.name.lower().removesuffix(".gz")
     first = _first_line(p)
     if name.endswith(".json") or (first.lstrip().startswith("{") and looks_like_bench(first)):
@@ -104,7 +108,9 @@ def read_trace(path: str | Path, fmt: str = "auto", time_scale: float = 1.0, lim
     ``record``: the run (line) of a multi-run benchmark JSONL file.
     """
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir() and fmt in ("auto", "genai-bench"):  # a genai-bench result folder
+        fmt = detect_format(p)
+    elif not p.is_file():
         raise SpecError("trace file not found", source=str(path))
     if not time_scale > 0:
         raise SpecError(f"must be > 0, got {time_scale}", source=str(path), field="time_scale")
@@ -112,6 +118,10 @@ def read_trace(path: str | Path, fmt: str = "auto", time_scale: float = 1.0, lim
         fmt = "mooncake"
     elif fmt == "auto":
         fmt = detect_format(p)
+    from ..ingest import FORMATS as INGEST_FORMATS
+    if fmt in INGEST_FORMATS:  # real runs and session traces (pdsim.ingest): their requests in send order
+        from ..ingest.workload import ingested_table
+        return ingested_table(p, fmt, time_scale, limit, start_s, duration_s)
     if fmt not in FORMATS:
         raise SpecError(f"unknown trace format {fmt!r}; expected one of auto, {', '.join(FORMATS)}",
                         source=str(path), field="format")

@@ -1,0 +1,361 @@
+"""Measure this machine's CPU as a pdsim "device" and write its hardware profile.
+
+Every figure of ``hardware_profiles/cpu-<name>.yaml`` comes from a measurement here, run with
+the thread count vLLM's CPU worker uses for serving (it logs "Reducing Torch threads from 2 to
+1 for serving" on these 2-core machines: ``--threads 1``):
+
+1. ``measure`` (torch; run it with the engine venv's python) writes raw rows:
+   - peak BF16 matmul FLOP/s (a 2048^3 GEMM, best of the repeats) -> ``gpu.bf16_tflops``
+   - memory copy bandwidth (a 256 MiB tensor copied, read + write bytes / time) -> ``gpu.hbm_gbps``
+   - GEMMs of the model's shapes (``--model``) for M = 1..2048 tokens -> gemm.csv rows
+   - attention with vLLM's own CPU paged-attention kernel (the op its CPU backend calls; torch SDPA
+     with ``--attention sdpa``): causal prefill over 16..2048 tokens, decode over batch x context
+     -> attention.csv rows
+   - loopback TCP bandwidth (one stream, 64 MiB) -> ``node.nic_gbit``
+   - total memory (/proc/meminfo) -> ``gpu.hbm_gib`` / ``node.host_dram_gib``
+2. ``overhead`` (pdsim's replay client, system python): a dedicated single-request run against the
+   real server (32 prompt tokens, 512 output tokens, 3 requests one after another): the median
+   ITL is one decode step of batch 1; minus the step's priced compute (the fitted kernels
+   below), the rest is the per-step framework overhead -> ``efficiency.step_overhead_us``.
+3. ``profile`` (system python, pandas): fits the GEMM and attention forms of pdsim/costs/compute.py
+   to the rows (pdsim.calibrate.fit_compute, held-out errors) and writes the YAML with sources.
+
+    /work/venvs/vllm/bin/python calibration/microbench/cpu_profile.py measure --out DIR
+    python calibration/microbench/cpu_profile.py overhead --out DIR --endpoint http://127.0.0.1:8000
+    python calibration/microbench/cpu_profile.py profile --out DIR --name cpu-epyc2 \
+        --yaml hardware_profiles/cpu-epyc2.yaml
+
+Launch costs: a CPU has no kernel launch or graph
+replay, so ``layer_launch_us`` and ``graph_launch_us`` are 0 and every fixed per-step cost is in
+the measured ``step_overhead_us``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+GEMM_M = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+PREFILL_LENS = [16, 32, 64, 128, 256, 512, 1024, 2048]
+DECODE_SHAPES = [(1, 128), (1, 1024), (4, 512), (8, 256), (8, 1024), (16, 512), (32, 256), (32, 1024), (64, 512)]
+
+
+def cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def mem_gib() -> float:
+    for line in open("/proc/meminfo"):
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024 / 2**30
+    raise RuntimeError("no MemTotal in /proc/meminfo")
+
+
+def time_us(fn, repeat: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    s = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        s.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(s)
+
+
+def loopback_gbit(nbytes: int = 64 << 20) -> float:
+    """One TCP stream over 127.0.0.1, Gbit/s (what a proxy or a KV connector on this host gets)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    got = []
+
+    def sink():
+        c, _ = srv.accept()
+        n = 0
+        while n < nbytes:
+            b = c.recv(1 << 20)
+            if not b:
+                break
+            n += len(b)
+        got.append(n)
+        c.close()
+    th = threading.Thread(target=sink)
+    th.start()
+    cl = socket.create_connection(("127.0.0.1", port))
+    buf = b"\0" * (1 << 20)
+    t0 = time.perf_counter()
+    for _ in range(nbytes // len(buf)):
+        cl.sendall(buf)
+    cl.close()
+    th.join()
+    dt_s = time.perf_counter() - t0
+    srv.close()
+    return got[0] * 8 / dt_s / 1e9
+
+
+def measure(args) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    m = yaml.safe_load(open(args.model))
+    h, heads, kvh, d, ffn, vocab = m["hidden"], m["num_heads"], m["num_kv_heads"], m["head_dim"], m["ffn"], m["vocab"]
+    dt_ = torch.bfloat16
+    prov = {"source": "measured", "hardware": args.name,
+            "software": f"torch {torch.__version__}, {args.threads} thread(s), {cpu_name()}",
+            "date": dt.date.today().isoformat()}
+    big = torch.randn(2048, 2048, dtype=dt_)
+    peak_us = min(time_us(lambda: big @ big, 1, 1) for _ in range(args.repeat))
+    peak = 2 * 2048**3 / (peak_us * 1e-6)
+    a = torch.empty(256 << 20, dtype=torch.uint8)
+    b = torch.empty_like(a)
+    copy_us = min(time_us(lambda: b.copy_(a), 1, 1) for _ in range(args.repeat))
+    bw = 2 * a.numel() / (copy_us * 1e-6)
+    del a, b
+    rows = []
+    for name, k, n in [("qkv", h, (heads + 2 * kvh) * d), ("o_proj", heads * d, h), ("mlp_up_gate", h, 2 * ffn),
+                       ("mlp_down", ffn, h), ("lm_head", h, vocab)]:
+        w = torch.randn(k, n, dtype=dt_)
+        for mm in GEMM_M:
+            x = torch.randn(mm, k, dtype=dt_)
+            rows.append({"hardware": args.name, "dtype": "bf16", "m": mm, "n": n, "k": k,
+                         "us": time_us(lambda: x @ w, args.repeat), "note": f"{m['name']} {name}, torch.matmul", **prov})
+    write_csv(out / "gemm.csv", rows)
+    att = vllm_attention_rows(args, m, prov) if args.attention == "vllm" else sdpa_rows(args, m, prov)
+    write_csv(out / "attention.csv", att)
+    facts = {"cpu": cpu_name(), "threads": args.threads, "torch": torch.__version__, "date": prov["date"],
+             "peak_bf16_flops": peak, "peak_gemm": "2048x2048x2048 bf16 torch.matmul, best of repeats",
+             "copy_bytes_per_s": bw, "copy": "256 MiB torch copy_, (read + write) bytes / time, best of repeats",
+             "loopback_gbit": loopback_gbit(), "mem_gib": mem_gib(), "python": platform.python_version(),
+             "command": " ".join([Path(sys.executable).name] + sys.argv)}
+    (out / "machine.json").write_text(json.dumps(facts, indent=2) + "\n")
+    print(json.dumps(facts, indent=2))
+
+
+def _shape_rows(args, m, prov, time_fn, note):
+    """attention.csv rows over the prefill lengths and decode shapes; ``time_fn(batch, new, ctx)`` -> us."""
+    base = {"hardware": args.name, "heads": m["num_heads"], "kv_heads": m["num_kv_heads"], "head_dim": m["head_dim"]}
+    rows = [{**base, "phase": "prefill", "batch": 1, "new_tokens": L, "context": L, "us": time_fn(1, L, L),
+             "note": note, **prov} for L in PREFILL_LENS]
+    rows += [{**base, "phase": "decode", "batch": b, "new_tokens": 1, "context": c, "us": time_fn(b, 1, c),
+              "note": note, **prov} for b, c in DECODE_SHAPES]
+    return rows
+
+
+def sdpa_rows(args, m, prov):
+    """torch SDPA (a fallback where vLLM's CPU kernels are not importable)."""
+    import torch
+    import torch.nn.functional as F
+
+    heads, kvh, d = m["num_heads"], m["num_kv_heads"], m["head_dim"]
+
+    def t(b, new, ctx):
+        q = torch.randn(b, heads, new, d, dtype=torch.bfloat16)
+        k = torch.randn(b, heads, ctx, d, dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        with torch.no_grad():
+            return time_us(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=new > 1), args.repeat)
+    return _shape_rows(args, m, prov, t, "torch SDPA")
+
+
+def vllm_attention_rows(args, m, prov):
+    """vLLM's own CPU paged-attention kernel (``torch.ops._C.cpu_attention_with_kv_cache``, the op
+    vLLM's CPU attention backend calls), on a paged KV cache of ``--block-size`` tokens; the ISA
+    is chosen as vLLM's backend chooses it (``_get_attn_isa``)."""
+    import torch
+    from vllm import _custom_ops as ops
+    from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+
+    heads, kvh, d = m["num_heads"], m["num_kv_heads"], m["head_dim"]
+    bs = args.block_size
+    dt_ = torch.bfloat16
+    isa = _get_attn_isa(dt_, bs, d, "auto")
+
+    def t(b, new, ctx):
+        blocks = -(-ctx // bs)
+        cache = torch.randn(b * blocks, kvh, bs * 2, d, dtype=dt_)
+        kc, vc = cache.chunk(2, dim=2)
+        table = torch.arange(b * blocks, dtype=torch.int32).view(b, blocks)
+        q = torch.randn(b * new, heads, d, dtype=dt_)
+        out = torch.empty_like(q)
+        qsl = torch.arange(0, b * new + 1, new, dtype=torch.int32)
+        seq = torch.full((b,), ctx, dtype=torch.int32)
+        meta = ops.cpu_attn_get_scheduler_metadata(num_reqs=b, num_heads=heads, num_kv_heads=kvh, head_dim=d,
+                                                   seq_lens=seq, dtype=dt_, query_start_loc=qsl, causal=True,
+                                                   sliding_window_size=-1, isa=isa, enable_kv_split=False)
+
+        def run():
+            ops.cpu_attention_with_kv_cache(query=q, key_cache=kc, value_cache=vc, output=out, query_start_loc=qsl,
+                                            seq_lens=seq, scale=d ** -0.5, causal=True, alibi_slopes=None,
+                                            sliding_window=-1, block_table=table, softcap=0.0,
+                                            scheduler_metadata=meta, s_aux=None)
+        return time_us(run, args.repeat)
+    return _shape_rows(args, m, prov, t, f"vLLM cpu_attention_with_kv_cache, isa {isa}, block {bs}")
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _hw(facts: dict, name: str, step_overhead_us: float = 0.0):
+    from pdsim.specs.hardware import Efficiency, GPUSpec, HardwareProfile, NodeSpec
+
+    gpu = GPUSpec(name=facts["cpu"], bf16_tflops=facts["peak_bf16_flops"] / 1e12, fp8_tflops=0.0,
+                  hbm_gib=round(facts["mem_gib"], 2), hbm_gbps=facts["copy_bytes_per_s"] / 1e9,
+                  nvlink_gbps=facts["copy_bytes_per_s"] / 1e9, pcie_gen=4, pcie_gbps=facts["copy_bytes_per_s"] / 1e9)
+    node = NodeSpec(gpus_per_node=1, nics_per_node=1, nic_gbit=facts["loopback_gbit"],
+                    host_dram_gib=round(facts["mem_gib"], 2))
+    eff = Efficiency(layer_launch_us=0.0, graph_launch_us=0.0, step_overhead_us=step_overhead_us, nic=1.0)
+    src = {k: "measured" for k in ("gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit")}
+    return HardwareProfile(name, f"{facts['cpu']} ({facts['threads']} torch thread)", gpu, node, eff, src)
+
+
+def fits(out: Path, facts: dict, name: str) -> dict:
+    import pandas as pd
+
+    from pdsim.calibrate.fit_compute import fit_attention, fit_gemm
+
+    hw = _hw(facts, name)
+    g = pd.read_csv(out / "gemm.csv")
+    g["use"] = True
+    a = pd.read_csv(out / "attention.csv")
+    a["use"] = True
+    cal = {"gemm_bf16": fit_gemm(g, hw, "bf16")}
+    cal.update(fit_attention(a, hw))
+    for k, v in cal.items():
+        v["data"] = f"{out}/{'gemm' if k.startswith('gemm') else 'attention'}.csv"
+    return cal
+
+
+def overhead(args) -> None:
+    """Per-step framework overhead from a dedicated single-request run (see the module doc)."""
+    import numpy as np
+
+    from pdsim.replay import ReplayConfig, replay
+    from pdsim.workload.table import RequestTable
+
+    out = Path(args.out)
+    n = 3
+    table = RequestTable(np.zeros(n), np.full(n, 32), np.full(n, 512), max_concurrency=1, source="single-request")
+    rec = replay(table, ReplayConfig(args.endpoint, max_concurrency=1), name="overhead-calibration")
+    gaps = np.diff(rec.tokens.times)
+    own = np.repeat(np.arange(n), np.diff(rec.tokens.offsets))
+    gaps = gaps[own[1:] == own[:-1]]
+    info = {"endpoint": args.endpoint, "server_version": rec.meta.get("server_version"), "requests": n,
+            "input_tokens": 32, "output_tokens": 512, "median_itl_us": float(np.median(gaps) * 1e6),
+            "mean_itl_us": float(gaps.mean() * 1e6), "date": dt.date.today().isoformat(),
+            "mean_context": 32 + 256}
+    (out / "overhead.json").write_text(json.dumps(info, indent=2) + "\n")
+    print(json.dumps(info, indent=2))
+
+
+def profile(args) -> None:
+    from pdsim.costs.calibrated import CalibratedStepCost
+    from pdsim.specs.catalog import load_model_ref
+    from pdsim.specs.scenario import EngineSpec, GroupSpec
+
+    out = Path(args.out)
+    facts = json.loads((out / "machine.json").read_text())
+    cal = fits(out, facts, args.name)
+    ov = json.loads((out / "overhead.json").read_text())
+    model = load_model_ref(args.model, Path("."), args.model)
+    hw0 = _hw(facts, args.name)
+    hw0 = type(hw0)(hw0.name, hw0.description, hw0.gpu, hw0.node, hw0.efficiency, hw0.sources, cal)
+    group = GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0))
+    cost = CalibratedStepCost(hw0, model, group, "colocated")
+    parts = cost.breakdown(0, 0.0, 0, 1, float(ov["mean_context"]))
+    compute_us = (sum(parts.values()) - parts["overhead"]) * 1e6
+    step_overhead_us = ov["median_itl_us"] - compute_us
+    gb = facts["copy_bytes_per_s"] / 1e9
+    doc = {
+        "name": args.name,
+        "description": f"{facts['cpu']}, {facts['threads']} torch thread (vLLM CPU worker), measured {facts['date']}",
+        "gpu": {"name": facts["cpu"], "bf16_tflops": round(facts["peak_bf16_flops"] / 1e12, 5), "fp8_tflops": 0,
+                "hbm_gib": round(facts["mem_gib"], 2), "hbm_gbps": round(gb, 3), "nvlink_gbps": round(gb, 3),
+                "pcie_gen": 4, "pcie_gbps": round(gb, 3)},
+        "node": {"gpus_per_node": 1, "nics_per_node": 1, "nic_gbit": round(facts["loopback_gbit"], 3),
+                 "host_dram_gib": round(facts["mem_gib"], 2)},
+        "efficiency": {"layer_launch_us": 0.0, "graph_launch_us": 0.0, "nic": 1.0,
+                       "step_overhead_us": round(step_overhead_us, 2)},
+        "sources": {
+            "gpu.name": f"/proc/cpuinfo model name; the 'device' is {facts['threads']} core(s) of this CPU",
+            "gpu.bf16_tflops": f"measured: {facts['peak_gemm']} ({facts['torch']}, {facts['threads']} thread)",
+            "gpu.fp8_tflops": "no FP8 matmul units on this CPU (torch CPU FP8 GEMM is emulated): 0",
+            "gpu.hbm_gib": "measured: /proc/meminfo MemTotal (the KV pool itself is capped per scenario by "
+                           "max_total_tokens = vLLM's VLLM_CPU_KVCACHE_SPACE)",
+            "gpu.hbm_gbps": f"measured: {facts['copy']}",
+            "gpu.nvlink_gbps": "no NVLink on a CPU: the measured memory copy bandwidth (what a tp>1 what-if's "
+                               "shared-memory all-reduce would move at); unused at tp=1",
+            "gpu.pcie_gen": "no host-device link on a CPU; the schema needs a generation, unused",
+            "gpu.pcie_gbps": "no host-device link: host<->'device' copies are memory copies, the measured copy bandwidth",
+            "node.nic_gbit": "measured: one TCP stream over 127.0.0.1, 64 MiB (loopback: the proxy and KV connectors "
+                             "on this host)",
+            "node.host_dram_gib": "measured: /proc/meminfo MemTotal",
+            "efficiency.layer_launch_us": "a CPU launches no kernels and replays no graphs: 0 (fixed costs are in "
+                                          "step_overhead_us)",
+            "efficiency.graph_launch_us": "no CUDA graphs on CPU: 0",
+            "efficiency.nic": "loopback figure is already achieved bandwidth: 1.0",
+            "efficiency.step_overhead_us": (
+                f"measured: dedicated single-request run against vLLM {ov.get('server_version')} at {ov['endpoint']} "
+                f"({ov['requests']} requests of {ov['input_tokens']} prompt / {ov['output_tokens']} output tokens, one "
+                f"at a time): median ITL {ov['median_itl_us']:.1f} us minus the priced batch-1 decode compute "
+                f"{compute_us:.1f} us ({ov['date']}); never fitted to the validation runs"),
+            "calibration": f"pdsim.calibrate.fit_compute on the rows in {out} (gemm.csv, attention.csv: "
+                           "vLLM's CPU attention kernel)",
+            "provenance": f"{facts['cpu']}; {facts['torch']}; Python {facts['python']}; {facts['date']}; "
+                          f"command: {facts['command']}",
+        },
+        "calibration": cal,
+    }
+    Path(args.yaml).write_text(f"# Hardware profile of this machine's CPU, written by calibration/microbench/"
+                               f"cpu_profile.py ({dt.date.today().isoformat()}).\n# Units as in every profile: "
+                               "*_tflops 1e12 FLOP/s, *_gbps 1e9 B/s, nic_gbit 1e9 bit/s, *_gib 2^30 B, *_us "
+                               "microseconds.\n" + yaml.safe_dump(doc, sort_keys=False, width=110))
+    print(f"wrote {args.yaml}: step_overhead_us {step_overhead_us:.1f} (ITL {ov['median_itl_us']:.1f} - compute "
+          f"{compute_us:.1f}); parts {', '.join(f'{k} {v * 1e6:.1f}' for k, v in parts.items())}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("measure", "overhead", "profile"):
+        p = sub.add_parser(name)
+        p.add_argument("--out", required=True, help="folder of the raw measurements")
+        p.add_argument("--model", default="workloads/models/tiny-llama.yaml", help="pdsim model YAML")
+        p.add_argument("--name", default="cpu-" + platform.node().split(".")[0], help="profile key")
+    sub.choices["measure"].add_argument("--threads", type=int, default=1, help="torch threads (vLLM's CPU worker: 1)")
+    sub.choices["measure"].add_argument("--repeat", type=int, default=15)
+    sub.choices["measure"].add_argument("--attention", choices=["vllm", "sdpa"], default="vllm",
+                                        help="time vLLM's CPU attention kernel (default) or torch SDPA")
+    sub.choices["measure"].add_argument("--block-size", type=int, default=128, help="KV page (vLLM --block-size)")
+    sub.choices["overhead"].add_argument("--endpoint", required=True)
+    sub.choices["profile"].add_argument("--yaml", required=True, help="profile YAML to write")
+    args = ap.parse_args()
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    {"measure": measure, "overhead": overhead, "profile": profile}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""``pdsim replay WORKLOAD --endpoint URL``: send a workload to a real server, record every token."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub) -> None:
+    r = sub.add_parser(
+        "replay", help="replay a workload against a real server (OpenAI-compatible or SGLang) and record it",
+        description="Send a workload's requests to a real server at their timestamps (or at a fixed "
+                    "concurrency), streaming, with exact input lengths and max_tokens = output length "
+                    "(ignore_eos), and record every token's time. Writes the files `pdsim run --out` "
+                    "writes plus bench.json (bench_serving-compatible; `pdsim validate` reads it).")
+    r.add_argument("workload", help="a trace or benchmark result file (any format `pdsim workload stats` "
+                                    "reads), a workload or scenario YAML, or a bundled trace/spec name")
+    r.add_argument("--endpoint", required=True, metavar="URL", help="server base URL, e.g. http://127.0.0.1:8000")
+    r.add_argument("--api", choices=["completions", "chat", "generate"], default="completions",
+                   help="/v1/completions (default), /v1/chat/completions, or SGLang's /generate")
+    r.add_argument("--model", help="served model name (default: the server's first model)")
+    r.add_argument("--out", metavar="DIR", required=True, help="write summary, tables, report.html, bench.json here")
+    r.add_argument("--time-scale", type=float, default=1.0,
+                   help="multiply inter-arrival times by this (smaller = heavier load; default 1)")
+    r.add_argument("--rate", type=float, help="replace arrival times by a Poisson process at this rate (req/s)")
+    r.add_argument("--max-concurrency", type=int,
+                   help="at most this many requests in flight; the next is sent when one finishes "
+                        "(with all arrivals at 0 this is a fixed-concurrency closed loop)")
+    r.add_argument("--max-inflight", type=int, default=1024,
+                   help="safety bound on requests in flight without --max-concurrency (default 1024; "
+                        "waiting on it is reported)")
+    r.add_argument("--limit", type=int, help="replay only the first N requests")
+    r.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default 600)")
+    r.add_argument("--prompt", choices=["auto", "token_ids", "text"], default="auto",
+                   help="token ids (exact; completions/generate) or text calibrated to the server's "
+                        "tokenizer (chat); default auto")
+    r.add_argument("--vocab-size", type=int, help="token-id range when the server has no /tokenize")
+    r.add_argument("--no-ignore-eos", action="store_true", help="let the model stop early (lengths then differ)")
+    r.add_argument("--seed", type=int, default=0, help="seed of prompts (and of --rate arrivals)")
+    r.add_argument("--name", default="replay", help="run name in reports")
+    r.add_argument("--description", default="", help="one line saying what was run (report header)")
+    r.add_argument("--hardware", default="", help="what the server runs on (report header)")
+    r.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="table format (default parquet)")
+    r.add_argument("--no-report", action="store_true", help="skip report.html")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal only)")
+    r.set_defaults(fn=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ..metrics.results import Results
+    from ..replay.client import ReplayConfig
+    from ..replay.outputs import write_run_outputs
+    from ..replay.session import replay
+    from ..specs.errors import SpecError
+    from ..workload.cli import load_target
+    from ..workload.shaping import arrivals, with_arrivals
+
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        raise SpecError("pdsim replay needs aiohttp: pip install 'pdsim[replay]'", field="replay") from None
+    if not args.time_scale > 0:
+        raise SpecError(f"must be > 0, got {args.time_scale}", field="--time-scale")
+    for flag, v in (("--max-concurrency", args.max_concurrency), ("--limit", args.limit),
+                    ("--max-inflight", args.max_inflight)):
+        if v is not None and v < 1:
+            raise SpecError(f"must be >= 1, got {v}", field=flag)
+    if not args.timeout > 0:
+        raise SpecError(f"must be > 0, got {args.timeout}", field="--timeout")
+    table = load_target(args.workload, seed=args.seed)
+    if args.limit is not None and args.limit < len(table):
+        from ..workload.table import RequestTable
+        k = args.limit
+        table = RequestTable(table.arrival_s[:k], table.input_len[:k], table.output_len[:k],
+                             table.hash_ids[:k] if table.hash_ids is not None else None, table.block_size,
+                             table.max_concurrency, table.source, table.skipped_rows, dict(table.meta))
+    if args.rate is not None:
+        if not args.rate > 0:
+            raise SpecError(f"must be > 0, got {args.rate}", field="--rate")
+        table = with_arrivals(table, arrivals(len(table), args.rate, 1.0, np.random.default_rng(args.seed), "poisson"))
+        table.meta["request_rate"] = args.rate
+    if args.time_scale != 1.0:
+        table = with_arrivals(table, table.arrival_s * args.time_scale)
+    try:
+        cfg = ReplayConfig(args.endpoint, args.api, args.model, args.max_concurrency, args.max_inflight,
+                           args.timeout, not args.no_ignore_eos, args.prompt, args.seed, args.vocab_size,
+                           progress=not args.no_progress and sys.stderr.isatty())
+    except ValueError as err:
+        raise SpecError(str(err), field="--prompt" if "token ids" in str(err) else "--api") from None
+    print(f"pdsim replay: {len(table)} requests from {table.source} -> {args.endpoint} ({args.api})", file=sys.stderr)
+    rec = replay(table, cfg, name=args.name, description=args.description, hardware=args.hardware,
+                 workload_source=str(args.workload))
+    rec.meta["time_scale"] = args.time_scale
+    res = Results(rec)
+    s = res.summary()
+    written = write_run_outputs(res, args.out, args.format, report=not args.no_report, bench_json=True)
+    from ..report.figures import summary_rows
+
+    print(f"pdsim replay: {rec.meta.get('served_model')} at {args.endpoint} ({rec.meta.get('server_version', '?')}); "
+          f"prompts: {rec.meta.get('prompt_mode')}")
+    width = max(len(a) for a, _ in summary_rows(s))
+    for label, value in summary_rows(s):
+        if "goodput" in label:
+            continue  # a real run carries no SLO
+        print(f"  {label:<{width}}  {value:>12}")
+    if s["drop_reasons"]:
+        print("  failed: " + ", ".join(f"{k}={v}" for k, v in s["drop_reasons"].items()))
+    if rec.meta.get("waited_for_inflight_bound"):
+        print(f"  warning: {rec.meta['waited_for_inflight_bound']} requests waited for the --max-inflight bound "
+              f"({args.max_inflight}); the offered load was lower than the workload's")
+    if rec.meta.get("interrupted"):
+        print("  interrupted: unsent requests are marked not_sent, in-flight ones cancelled")
+    print(f"  wrote {args.out}/: {', '.join(written)}")
+    return 130 if rec.meta.get("interrupted") else 0

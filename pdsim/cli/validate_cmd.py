@@ -1,0 +1,126 @@
+"""``pdsim validate REAL --scenario S`` / ``pdsim validate --all validation/``: simulated vs real.
+
+Exit status: 0 when every gated metric is within tolerance, 3 when one is past it (so it can
+gate CI), 2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+PAST_TOLERANCE = 3
+
+
+def register(sub) -> None:
+    v = sub.add_parser(
+        "validate", help="compare a simulation with a real run, metric by metric",
+        description="Simulate exactly the requests of a real run (same lengths, same send times or the same "
+                    "closed loop), align them one to one and report, per metric, real, simulated, signed error "
+                    "and a verdict against tolerances (exit status 3 when one is past it). --all regenerates "
+                    "docs/validation.md from the cases in a folder.")
+    v.add_argument("real", nargs="?", help="a real run: `pdsim replay --out` folder, bench_serving/vLLM/genai-bench/"
+                                           "AIPerf result or server request log")
+    v.add_argument("--scenario", help="scenario YAML path or bundled key describing the real deployment")
+    v.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a scenario field")
+    v.add_argument("--format", default="auto", help="format of REAL (default: detected from its content)")
+    v.add_argument("--record", type=int, help="line of the run in a multi-run JSONL result (default: the last)")
+    v.add_argument("--arrivals", choices=["auto", "send_times", "closed_loop"], default="auto",
+                   help="replay the real send times, or the closed loop at its max concurrency (default: closed loop "
+                        "when the run recorded a max concurrency)")
+    v.add_argument("--max-concurrency", type=int, help="closed-loop concurrency when the file does not say")
+    v.add_argument("--tolerance", action="append", metavar="METRIC=FRACTION",
+                   help="gate a metric, e.g. --tolerance p99_ttft_ms=0.3 (default: mean and p90 of TTFT and ITL "
+                        "at 0.2); repeat for several")
+    v.add_argument("--out", metavar="DIR", help="write validation.html, comparison.csv and both runs' summaries here")
+    v.add_argument("--all", metavar="CASES", help="validate every case folder under CASES and write --docs")
+    v.add_argument("--docs", default="docs/validation.md", help="page written by --all (default docs/validation.md)")
+    v.set_defaults(fn=run)
+
+
+def _tolerances(items: list[str] | None) -> dict[str, float] | None:
+    from ..specs.errors import SpecError
+
+    if not items:
+        return None
+    out = {}
+    for it in items:
+        k, sep, v = it.partition("=")
+        try:
+            val = float(v)
+        except ValueError:
+            val = -1.0
+        if not sep or not k.strip() or not val > 0:
+            raise SpecError(f"expected METRIC=FRACTION with a fraction > 0, got {it!r}", field="--tolerance")
+        out[k.strip()] = val
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..specs.errors import SpecError
+
+    if args.all:
+        if args.real or args.scenario:
+            raise SpecError("--all takes the cases folder only (each case names its real run and scenario)",
+                            field="--all")
+        from ..validate.suite import run_all
+
+        results = run_all(args.all, args.docs)
+        for r in results:
+            bad = [row for row in r.rows if row.verdict == "FAIL"]
+            print(f"  {r.name:<34} {'pass' if r.passed else 'FAIL'}  " +
+                  ", ".join(f"{row.metric} {row.error:+.1%}" for row in bad))
+        print(f"wrote {args.docs} ({len(results)} cases)")
+        return 0 if all(r.passed for r in results) else PAST_TOLERANCE
+    if not args.real or not args.scenario:
+        raise SpecError("give a real run and --scenario (or --all CASES)", field="real")
+    return _one(args)
+
+
+def _one(args: argparse.Namespace) -> int:
+    import json
+    import warnings
+    from pathlib import Path
+
+    from .. import api
+    from ..ingest import read_run
+    from ..specs.errors import SpecError
+    from ..validate.align import simulate_aligned
+    from ..validate.compare import compare
+    from ..validate.report import fmt, validation_html
+
+    ing = read_run(args.real, args.format, args.record)
+    print(f"pdsim validate: {args.real}: detected {ing.format}, {len(ing.record)} requests", file=sys.stderr)
+    for n in ing.notes:
+        print(f"  note: {n}", file=sys.stderr)
+    sc = api.load_scenario(args.scenario, args.set or [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a real run has no per-phase timestamps (all-NaN means)
+        al = simulate_aligned(ing.record, sc, args.arrivals, args.max_concurrency)
+        try:
+            rows, extras = compare(al.real, al.sim, _tolerances(args.tolerance), al.pairs)
+        except ValueError as err:
+            raise SpecError(str(err), field="--tolerance") from None
+    print(f"{len(al.pairs)} requests aligned ({al.arrivals}); scenario {sc.name}")
+    print(f"  {'metric':<24}{'real':>12}{'simulated':>12}{'error':>10}  verdict")
+    for r in rows:
+        print(f"  {r.metric:<24}{fmt(r.real):>12}{fmt(r.simulated):>12}{fmt(r.error, True):>10}  {r.verdict}"
+              + (f" (±{r.tolerance:.0%})" if r.tolerance is not None else ""))
+    print("  KS distance: " + ", ".join(f"{k} {v:.3f}" for k, v in extras["ks"].items() if v is not None))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        validation_html(al, rows, extras, str(out / "validation.html"), f"pdsim validation: {sc.name}",
+                        [f"real run format: {ing.format}"] + ing.notes)
+        import pandas as pd
+        pd.DataFrame([r.__dict__ for r in rows]).to_csv(out / "comparison.csv", index=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            json.dump({"real": al.real.summary(), "simulated": al.sim.summary(), "ks": extras["ks"],
+                       "per_request": extras.get("per_request")}, open(out / "summaries.json", "w"),
+                      indent=2, default=float)
+        print(f"  wrote {out}/: validation.html, comparison.csv, summaries.json")
+    bad = [r for r in rows if r.verdict == "FAIL"]
+    if bad:
+        print(f"past tolerance: {', '.join(r.metric for r in bad)}", file=sys.stderr)
+        return PAST_TOLERANCE
+    return 0

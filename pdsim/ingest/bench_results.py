@@ -1,0 +1,116 @@
+"""Benchmark result files with per-request arrays, as real runs.
+
+- SGLang ``python -m sglang.bench_serving --output-file F.jsonl --output-details``: one JSON
+  object per run appended to a JSONL file; per request ``input_lens``, ``output_lens``,
+  ``ttfts`` (s), ``itls`` (s, every gap), ``errors``; run keys ``backend``, ``dataset_name``,
+  ``request_rate``, ``max_concurrency``, ``duration``... (source read:
+  sgl-project/sglang ``python/sglang/bench_serving.py``, ``benchmark()`` result dict).
+- vLLM ``vllm bench serve --save-result [--save-detailed]`` (formerly
+  ``benchmarks/benchmark_serving.py``): one JSON object, the same per-request arrays plus
+  ``date``, ``model_id``, ``tokenizer_id``, ``num_prompts``, ``burstiness``; recent versions add
+  ``start_times`` (vllm-project/vllm ``vllm/benchmarks/serve.py``).
+- pdsim's own ``bench.json`` (``pdsim replay``): the SGLang layout plus ``start_times``,
+  ``requested_output_lens``, ``drop_reasons``, ``http_statuses`` and ``pdsim_meta``.
+
+Every token's time is rebuilt as send + TTFT + the running sum of ITLs. Without
+``start_times`` the send times are regenerated as the tool draws them (common.tool_arrivals)
+and a note says so; TTFT, ITL, TPOT and E2E are exact either way (they are relative to the send).
+Which run of a multi-run JSONL is read: the last, unless ``record`` names a line.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..specs.errors import SpecError
+from ..workload.bench import bench_run
+from .common import Ingested, real_record, table_of, tokens_from_gaps, tool_arrivals
+
+# default --seed of each tool (used when the file does not record the run's seed)
+TOOL_SEED = {"sglang-bench-serving": 1, "vllm-bench-serve": 0, "pdsim-replay": 0}
+
+
+def flavour(doc: dict, jsonl: bool) -> str:
+    """Which tool wrote a result object."""
+    if "pdsim_meta" in doc:
+        return "pdsim-replay"
+    if any(k in doc for k in ("model_id", "tokenizer_id", "num_prompts")) and not jsonl:
+        return "vllm-bench-serve"
+    return "sglang-bench-serving"
+
+
+def _is_missing(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def read_bench_result(path: str | Path, record: int | None = None) -> Ingested:
+    p = Path(path)
+    where, run, load = bench_run(p, record)
+    jsonl = where.startswith("line")
+    fmt = flavour(run, jsonl)
+    ins, outs = run["input_lens"], run["output_lens"]
+    n = len(ins)
+    ttfts = run.get("ttfts")
+    itls = run.get("itls")
+    if not isinstance(ttfts, list) or len(ttfts) != n:
+        raise SpecError(f"{where}ttfts: expected {n} per-request times to first token (s) (run the benchmark with "
+                        "--output-details / --save-detailed)", source=str(p))
+    if not isinstance(itls, list) or len(itls) != n:
+        raise SpecError(f"{where}itls: expected {n} per-request lists of inter-token gaps (s)", source=str(p))
+    if len(outs) != n:
+        raise SpecError(f"{where}output_lens: expected {n} entries like input_lens, got {len(outs)}", source=str(p))
+    errors = run.get("errors") or [""] * n
+    drops_in = run.get("drop_reasons")
+    notes = []
+    starts = run.get("start_times")
+    if isinstance(starts, list) and len(starts) == n and not any(_is_missing(s) for s in starts):
+        arrival = np.asarray(starts, dtype=np.float64)
+        arrival = arrival - arrival.min()
+        notes.append("send times from start_times")
+    else:
+        seed = run.get("seed", TOOL_SEED[fmt])
+        arrival, how = tool_arrivals(n, run.get("request_rate"), run.get("burstiness", 1.0), int(seed))
+        notes.append(how)
+    times, drops, out_len = [], [], []
+    req_out = run.get("requested_output_lens")
+    for k in range(n):
+        err = errors[k] if k < len(errors) else ""
+        d = drops_in[k] if isinstance(drops_in, list) and k < len(drops_in) else None
+        failed = bool(err) or d is not None or _is_missing(ttfts[k])
+        if failed:
+            drops.append(d or "error")
+        else:
+            drops.append(None)
+        gaps = itls[k] if isinstance(itls[k], list) else []
+        times.append(tokens_from_gaps(float(arrival[k]), ttfts[k], gaps))
+        o = req_out[k] if isinstance(req_out, list) and k < len(req_out) else outs[k]
+        if not isinstance(o, (int, float)) or o < 1:
+            o = max(len(gaps) + 1, 1)
+        out_len.append(int(o))
+    inputs = []
+    for k, v in enumerate(ins):
+        if not isinstance(v, (int, float)) or v < 1:
+            raise SpecError(f"{where}input_lens[{k}]: expected a positive token count, got {v!r}", source=str(p))
+        inputs.append(int(v))
+    if any(len(g) + 1 != o for g, o, d in zip(itls, out_len, drops) if d is None and isinstance(g, list) and g):
+        notes.append("some requests have fewer ITL entries than output tokens - 1 (the server streamed several "
+                     "tokens per chunk)")
+    cc = run.get("max_concurrency")
+    cc = cc if isinstance(cc, int) and not isinstance(cc, bool) and cc >= 1 else None
+    pm = run.get("pdsim_meta") or {}
+    meta = {k: v for k, v in pm.items()}
+    meta.update({"format": fmt, "source": str(p), "request_rate": run.get("request_rate"), "max_concurrency": cc,
+                 "model": pm.get("model") or run.get("model_id") or run.get("backend"),
+                 "description": pm.get("description") or f"{fmt} result {p.name}", "notes": notes,
+                 "runs_in_file": load.get("runs_in_file", 1)})
+    if "date" in run:
+        meta.setdefault("date", run["date"])
+    extra = {"output_tokens": [len(t) for t in times],
+             "error": [str(e) if e else "" for e in (errors + [""] * (n - len(errors)))[:n]]}
+    rec = real_record(run.get("pdsim_meta", {}).get("name") or p.stem, arrival_s=arrival, input_len=inputs,
+                      output_len=out_len, token_times=times, drop_reason=drops, meta=meta, extra=extra)
+    table = table_of(rec, max_concurrency=cc, source=str(p), meta={"format": fmt, "request_rate": run.get("request_rate"),
+                                                                   "max_concurrency": cc})
+    return Ingested(fmt, rec, table, notes)

@@ -1,0 +1,102 @@
+"""Simulated vs real, metric by metric: signed error, KS distance, verdict against a tolerance.
+
+Metrics (bench_serving names): ``{mean,median,p90,p99}_{ttft,itl,tpot,e2e_latency}_ms`` and
+``output_throughput`` / ``request_throughput``. Signed error = (simulated - real) / real: positive
+means pdsim predicts slower latency (or higher throughput). Per family the two-sample
+Kolmogorov-Smirnov distance (largest gap between the empirical CDFs, 0 = same distribution,
+1 = disjoint) of the per-request values (every gap for ITL). Per request (aligned one to one):
+the median absolute relative error of TTFT and E2E.
+
+Verdicts: a metric named in the tolerances passes when |error| <= its tolerance (``pass`` or
+``FAIL``); every other metric is reported as ``info``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..metrics.results import Results
+
+FAMILIES = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e_latency", "E2E"))
+STATS = ("mean", "median", "p90", "p99")
+THROUGHPUT = ("output_throughput", "request_throughput")
+# the issue's target: TTFT and ITL mean and p90 within 20 %
+DEFAULT_TOLERANCES = {"mean_ttft_ms": 0.2, "p90_ttft_ms": 0.2, "mean_itl_ms": 0.2, "p90_itl_ms": 0.2}
+
+
+@dataclass(frozen=True)
+class Row:
+    metric: str
+    real: float | None
+    simulated: float | None
+    error: float | None  # signed relative error (sim - real) / real
+    tolerance: float | None
+    verdict: str  # pass | FAIL | info | n/a
+
+
+def ks_distance(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Two-sample Kolmogorov-Smirnov statistic sup |F_a - F_b| (NaN ignored); None if empty."""
+    a = np.sort(np.asarray(a, dtype=float)[~np.isnan(a)])
+    b = np.sort(np.asarray(b, dtype=float)[~np.isnan(b)])
+    if not a.size or not b.size:
+        return None
+    x = np.concatenate([a, b])
+    fa = np.searchsorted(a, x, side="right") / a.size
+    fb = np.searchsorted(b, x, side="right") / b.size
+    return float(np.max(np.abs(fa - fb)))
+
+
+def _err(real, sim) -> float | None:
+    if real is None or sim is None or not math.isfinite(real) or not math.isfinite(sim) or real == 0:
+        return None
+    return (sim - real) / real
+
+
+def _values(res: Results, fam: str) -> np.ndarray:
+    df = res.requests[res.requests["finished"]]
+    col = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e_latency": "e2e_s"}.get(fam)
+    return np.asarray(res.itls if fam == "itl" else df[col].to_numpy(dtype=float)) * 1e3
+
+
+def compare(real: Results, sim: Results, tolerances: dict[str, float] | None = None,
+            pairs: np.ndarray | None = None) -> tuple[list[Row], dict]:
+    """(rows, extras): one row per metric; extras = KS distances per family and per-request errors.
+
+    ``pairs``: (real index, simulated index) of aligned requests, for the per-request errors."""
+    tol = DEFAULT_TOLERANCES if tolerances is None else tolerances
+    sr, ss = real.summary(), sim.summary()
+    rows = []
+    names = [f"{s}_{f}_ms" for f, _ in FAMILIES for s in STATS] + list(THROUGHPUT)
+    for m in names:
+        r, s = sr.get(m), ss.get(m)
+        e = _err(r, s)
+        t = tol.get(m)
+        if t is None:
+            verdict = "info"
+        elif e is None:
+            verdict = "n/a"
+        else:
+            verdict = "pass" if abs(e) <= t else "FAIL"
+        rows.append(Row(m, r, s, e, t, verdict))
+    unknown = sorted(set(tol) - set(names))
+    if unknown:
+        raise ValueError(f"unknown metric(s) in tolerances: {', '.join(unknown)}; expected some of {', '.join(names)}")
+    extras: dict = {"ks": {}, "per_request": {}}
+    for fam, label in FAMILIES:
+        extras["ks"][label] = ks_distance(_values(real, fam), _values(sim, fam))
+    if pairs is not None and len(pairs):
+        rq, sq = real.requests, sim.requests
+        for col, label in (("ttft_s", "TTFT"), ("e2e_s", "E2E")):
+            a = rq[col].to_numpy(dtype=float)[pairs[:, 0]]
+            b = sq[col].to_numpy(dtype=float)[pairs[:, 1]]
+            ok = np.isfinite(a) & np.isfinite(b) & (a > 0)
+            extras["per_request"][label] = {
+                "median_abs_rel_error": float(np.median(np.abs(b[ok] - a[ok]) / a[ok])) if ok.any() else None,
+                "requests": int(ok.sum())}
+    return rows, extras
+
+
+def failed(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if r.verdict == "FAIL"]

@@ -1,0 +1,80 @@
+"""The validation report: the metric table with verdicts, CDF overlays, per-request scatters."""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..report.figures import latency_cdf_figure
+from .align import Aligned
+from .compare import Row
+
+COLORS = {"pass": "#2ca02c", "FAIL": "#d62728", "info": "#555", "n/a": "#999"}
+
+
+def fmt(v, pct: bool = False) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "n/a"
+    return f"{v:+.1%}" if pct else (f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}")
+
+
+def scatter_figure(al: Aligned) -> go.Figure:
+    """Per request, simulated vs real TTFT and E2E (ms); the diagonal is perfect agreement."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT per request (ms)", "E2E latency per request (ms)"))
+    rq, sq = al.real.requests, al.sim.requests
+    for j, col in enumerate(("ttft_s", "e2e_s")):
+        a = rq[col].to_numpy(dtype=float)[al.pairs[:, 0]] * 1e3
+        b = sq[col].to_numpy(dtype=float)[al.pairs[:, 1]] * 1e3
+        ok = np.isfinite(a) & np.isfinite(b)
+        fig.add_trace(go.Scattergl(x=a[ok], y=b[ok], mode="markers", marker=dict(size=4, opacity=0.6),
+                                   name="requests", showlegend=j == 0), row=1, col=j + 1)
+        hi = float(max(a[ok].max(), b[ok].max())) if ok.any() else 1.0
+        fig.add_trace(go.Scatter(x=[0, hi], y=[0, hi], mode="lines", line=dict(dash="dash", color="gray"),
+                                 name="simulated = real", showlegend=j == 0), row=1, col=j + 1)
+        fig.update_xaxes(title_text="real (ms)", row=1, col=j + 1)
+        fig.update_yaxes(title_text="simulated (ms)", row=1, col=j + 1)
+    fig.update_layout(title="Per-request agreement", height=420, margin=dict(t=70, l=60, r=20, b=50))
+    return fig
+
+
+def rows_table_html(rows: list[Row]) -> str:
+    out = ["<table><tr><th>metric</th><th>real</th><th>simulated</th><th>error</th><th>tolerance</th>"
+           "<th>verdict</th></tr>"]
+    for r in rows:
+        tol = f"±{r.tolerance:.0%}" if r.tolerance is not None else ""
+        out.append(f"<tr><td>{html.escape(r.metric)}</td><td>{fmt(r.real)}</td><td>{fmt(r.simulated)}</td>"
+                   f"<td>{fmt(r.error, True)}</td><td>{tol}</td>"
+                   f"<td style='color:{COLORS[r.verdict]};font-weight:bold'>{r.verdict}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def validation_html(al: Aligned, rows: list[Row], extras: dict, path: str, title: str, notes: list[str],
+                    plotlyjs: str | bool = True) -> None:
+    """Write an HTML page: plotly.js inlined (``plotlyjs=True``, viewable offline) or loaded from
+    its CDN (``"cdn"``: the validation page's figures stay small in the repository)."""
+    cdf = latency_cdf_figure({"real": al.real, "simulated": al.sim})
+    cdf.update_layout(title="Latency CDFs: real vs simulated")
+    figs = [cdf, scatter_figure(al)]
+    parts = [f.to_html(full_html=False, include_plotlyjs=(plotlyjs if i == 0 else False)) for i, f in enumerate(figs)]
+    ks = ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} n/a" for k, v in extras["ks"].items())
+    pr = "; ".join(f"{k}: median |error| {v['median_abs_rel_error']:.1%} over {v['requests']} requests"
+                   for k, v in extras.get("per_request", {}).items() if v["median_abs_rel_error"] is not None)
+    meta = al.real.record.meta
+    lis = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
+    doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+           "<style>body{font-family:sans-serif;margin:20px} table{border-collapse:collapse}"
+           "td,th{padding:2px 12px;border-bottom:1px solid #ddd;text-align:right} td:first-child{text-align:left}"
+           "</style></head><body>"
+           f"<h1>{html.escape(title)}</h1>"
+           f"<p>Real: {html.escape(str(meta.get('description', al.real.name)))} "
+           f"({html.escape(str(meta.get('format', meta.get('kind', ''))))}); simulated: scenario "
+           f"{html.escape(al.sim.name)}; {len(al.pairs)} requests aligned one to one, arrivals: {al.arrivals}.</p>"
+           f"<ul>{lis}</ul>"
+           f"<p>Error = (simulated - real) / real. KS distance of the distributions: {html.escape(ks)}.</p>"
+           f"<p>Per request: {html.escape(pr or 'n/a')}.</p>"
+           f"{rows_table_html(rows)}" + "".join(parts) + "</body></html>")
+    with open(path, "w") as f:
+        f.write(doc)

@@ -1,0 +1,71 @@
+"""The real engine in the test suite: vLLM's CPU build serving the tiny Llama on 127.0.0.1.
+
+`pdsim replay` records a short Poisson run against it and `pdsim validate` compares the scenario
+of workloads/scenarios/cpu-vllm-tiny-llama.yaml with it, end to end through the CLI (about 2
+minutes with the server's start-up on 2 cores). Skips, saying why, where .ci/engine.sh has not
+built the engine.
+"""
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .paths import MODEL, PYTHON, missing
+
+pytestmark = [pytest.mark.engine, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def test_model_yaml_matches_the_generator():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("mk", Path(__file__).with_name("make_tiny_llama.py"))
+    mk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mk)
+    m = yaml.safe_load((ROOT / "workloads/models/tiny-llama.yaml").read_text())
+    cfg = json.loads((MODEL / "config.json").read_text())
+    assert (m["num_layers"], m["hidden"], m["vocab"], m["num_heads"], m["num_kv_heads"], m["ffn"]) == (
+        cfg["num_hidden_layers"], cfg["hidden_size"], cfg["vocab_size"], cfg["num_attention_heads"],
+        cfg["num_key_value_heads"], cfg["intermediate_size"]) == (
+        mk.SHAPE["num_hidden_layers"], mk.SHAPE["hidden_size"], mk.SHAPE["vocab_size"],
+        mk.SHAPE["num_attention_heads"], mk.SHAPE["num_key_value_heads"], mk.SHAPE["intermediate_size"])
+
+
+def test_replay_then_validate_against_vllm(tmp_path):
+    from pdsim.cli import main
+    from pdsim.ingest import read_run
+    from pdsim.replay.local_server import VLLMServer
+
+    wl = tmp_path / "wl.yaml"
+    wl.write_text(yaml.safe_dump({"kind": "synthetic", "num_requests": 40, "rate": 4, "arrival": "poisson",
+                                  "input": {"dist": "uniform", "min": 64, "max": 512},
+                                  "output": {"dist": "uniform", "min": 16, "max": 64}}))
+    out = tmp_path / "real"
+    with VLLMServer(PYTHON, MODEL, _port(), log=tmp_path / "vllm.log") as srv:
+        rc = main(["replay", str(wl), "--endpoint", srv.url, "--out", str(out), "--no-progress", "--seed", "7",
+                   "--name", "engine-test"])
+    assert rc == 0
+    ing = read_run(out)
+    req = ing.record.requests
+    assert ing.format == "pdsim-replay" and len(ing.record) == 40
+    assert all(d is None for d in req["drop_reason"]), set(req["drop_reason"])
+    assert (req["output_tokens"] == req["output_len"]).all()  # ignore_eos honoured, every token timed
+    assert ing.record.meta["server_version"].startswith("vLLM")
+    assert ing.record.meta["engine_counters"]["generation_tokens_total"] == req["output_len"].sum()
+    vout = tmp_path / "val"
+    rc = main(["validate", str(out), "--scenario", str(ROOT / "workloads/scenarios/cpu-vllm-tiny-llama.yaml"),
+               "--out", str(vout), "--tolerance", "output_throughput=0.5"])
+    assert rc in (0, 3) and (vout / "validation.html").is_file()
+    summ = json.loads((vout / "summaries.json").read_text())
+    assert summ["real"]["completed"] == summ["simulated"]["completed"] == 40

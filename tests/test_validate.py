@@ -1,0 +1,108 @@
+"""pdsim validate: alignment, per-metric errors and verdicts, KS distance, CLI exit status, --all page."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pdsim import api
+from pdsim.cli import main
+from pdsim.ingest import read_run
+from pdsim.validate.align import simulate_aligned, workload_of
+from pdsim.validate.compare import compare, ks_distance
+
+ROOT = Path(__file__).resolve().parent.parent
+CASE = ROOT / "validation" / "cpu-vllm-light"
+SCENARIO = ROOT / "workloads" / "scenarios" / "cpu-vllm-tiny-llama.yaml"
+
+
+@pytest.fixture(scope="module")
+def aligned():
+    ing = read_run(CASE / "real" / "bench.json")
+    return ing, simulate_aligned(ing.record, api.load_scenario(SCENARIO))
+
+
+def test_simulation_plays_exactly_the_real_requests(aligned):
+    ing, al = aligned
+    req = ing.record.requests
+    assert len(al.pairs) == len(ing.record)
+    r, s = al.pairs[:, 0], al.pairs[:, 1]
+    assert np.array_equal(al.sim.requests["input_len"].to_numpy()[s], req["input_len"][r])
+    assert np.array_equal(al.sim.requests["output_len"].to_numpy()[s], req["output_len"][r])
+    sent = req["arrival_s"][r]
+    assert np.allclose(al.sim.requests["arrival_s"].to_numpy()[s], sent - sent.min())
+    assert al.arrivals == "send_times"
+
+
+def test_closed_loop_arrivals(aligned):
+    ing, _ = aligned
+    t, order, mode = workload_of(ing.record, "closed_loop", max_concurrency=4)
+    assert mode == "closed_loop" and t.max_concurrency == 4 and not t.arrival_s.any()
+
+
+def test_a_run_against_itself_passes(aligned):
+    _, al = aligned
+    rows, extras = compare(al.sim, al.sim, None, np.column_stack([np.arange(len(al.pairs))] * 2))
+    gated = [r for r in rows if r.tolerance is not None]
+    assert gated and all(r.verdict == "pass" and r.error == 0 for r in gated)
+    assert all(v == 0 for v in extras["ks"].values() if v is not None)
+    assert extras["per_request"]["TTFT"]["median_abs_rel_error"] == 0
+
+
+def test_verdicts_against_tolerances(aligned):
+    _, al = aligned
+    rows, _ = compare(al.real, al.sim, {"mean_ttft_ms": 100.0, "mean_itl_ms": 1e-6})
+    by = {r.metric: r for r in rows}
+    assert by["mean_ttft_ms"].verdict == "pass" and by["mean_itl_ms"].verdict == "FAIL"
+    assert by["p99_ttft_ms"].verdict == "info"
+    e = by["mean_ttft_ms"]
+    assert e.error == pytest.approx((e.simulated - e.real) / e.real)
+    with pytest.raises(ValueError, match="unknown metric"):
+        compare(al.real, al.sim, {"mean_tfft_ms": 0.2})
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0, 1e3), min_size=1, max_size=40), st.lists(st.floats(0, 1e3), min_size=1, max_size=40))
+def test_ks_distance_is_a_distance(a, b):
+    a, b = np.array(a), np.array(b)
+    d = ks_distance(a, b)
+    assert 0 <= d <= 1 and d == pytest.approx(ks_distance(b, a))
+    assert ks_distance(a, a) == 0
+    assert ks_distance(a, a + 2e3) == 1
+
+
+def test_cli_exit_status_and_outputs(tmp_path):
+    out = tmp_path / "v"
+    rc = main(["validate", str(CASE / "real"), "--scenario", str(SCENARIO), "--out", str(out),
+               "--tolerance", "output_throughput=0.5"])
+    assert rc == 0 and (out / "validation.html").is_file() and (out / "comparison.csv").is_file()
+    rc = main(["validate", str(CASE / "real"), "--scenario", str(SCENARIO), "--tolerance", "mean_itl_ms=0.0001"])
+    assert rc == 3
+    assert main(["validate", str(CASE / "real"), "--scenario", str(SCENARIO), "--tolerance", "x"]) == 2
+    assert main(["validate", str(tmp_path / "missing.json"), "--scenario", str(SCENARIO)]) == 2
+
+
+def test_all_writes_the_page(tmp_path):
+    cases = tmp_path / "cases"
+    dst = cases / "light"
+    shutil.copytree(CASE, dst)
+    c = yaml.safe_load((dst / "case.yaml").read_text())
+    c["scenario"] = str(SCENARIO)
+    c["tolerances"] = {"output_throughput": 0.5}
+    (dst / "case.yaml").write_text(yaml.safe_dump(c))
+    docs = tmp_path / "docs" / "validation.md"
+    assert main(["validate", "--all", str(cases), "--docs", str(docs)]) == 0
+    text = docs.read_text()
+    assert "| case | metric | real | simulated | error | verdict |" in text and "cpu-vllm-light" in text
+    assert (docs.parent / "validation" / "light.html").is_file()
+    c["tolerances"] = {"mean_itl_ms": 1e-6}
+    (dst / "case.yaml").write_text(yaml.safe_dump(c))
+    assert main(["validate", "--all", str(cases), "--docs", str(docs)]) == 3
+    c["tolerance"] = 1
+    (dst / "case.yaml").write_text(yaml.safe_dump(c))
+    assert main(["validate", "--all", str(cases), "--docs", str(docs)]) == 2
