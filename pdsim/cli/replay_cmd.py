@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..metrics.results import Results
     from ..replay.client import ReplayConfig
-    from ..replay.outputs import write_run_outputs
+    from ..report.outputs import write_run_outputs
     from ..replay.session import replay
     from ..specs.errors import SpecError
     from ..workload.cli import load_target

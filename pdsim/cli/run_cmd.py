@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 
 def register(sub) -> None:
@@ -73,19 +71,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"  simulated {s['sim_time_s']:,.1f} s in {s['wall_s']:.2f} s wall "
           f"({len(res.requests) / max(s['wall_s'], 1e-9):,.0f} requests/s, {s['sim_events']:,} engine steps)")
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "summary.json", "w") as f:
-            json.dump(s, f, indent=2, default=float)
-        req, tl = res.requests, res.timeline
-        if args.format == "parquet":
-            req.to_parquet(out / "requests.parquet", index=False)
-            tl.to_parquet(out / "timeline.parquet", index=False)
-        else:
-            req.to_csv(out / "requests.csv", index=False)
-            tl.to_csv(out / "timeline.csv", index=False)
-        if not args.no_report:
-            report_html(res, str(out / "report.html"))
-        print(f"  wrote {out}/: summary.json, requests.{args.format}, timeline.{args.format}"
-              + ("" if args.no_report else ", report.html"))
+        from ..report.outputs import write_run_outputs
+
+        written = write_run_outputs(res, args.out, args.format, report=not args.no_report)
+        print(f"  wrote {args.out}/: " + ", ".join(written))
     return 0

@@ -68,10 +68,11 @@ def summarize(df: pd.DataFrame, itls: np.ndarray, ok: np.ndarray, nodes: float, 
     out["preemptions"] = int(df["preemptions"].sum())
     out["cached_tokens"] = int(df["cached_tokens"].sum())
     if len(fin):
-        out["mean_queue_ms"] = float(np.nanmean(fin["queue_s"]) * 1e3)
-        out["mean_prefill_ms"] = float(np.nanmean(fin["prefill_s"]) * 1e3)
-        tr = fin["transfer_s"].to_numpy()
-        out["mean_transfer_ms"] = float(np.nanmean(tr) * 1e3) if np.isfinite(tr).any() else None
+        # a real run observes no queueing/prefill/transfer split: those stay None
+        for key, col in (("mean_queue_ms", "queue_s"), ("mean_prefill_ms", "prefill_s"),
+                         ("mean_transfer_ms", "transfer_s")):
+            v = fin[col].to_numpy(dtype=float)
+            out[key] = float(np.nanmean(v) * 1e3) if np.isfinite(v).any() else None
     inp = int(df["input_len"].sum())
     out["prefix_cache_hit_rate"] = float(df["cached_tokens"].sum() / inp) if inp else 0.0
     out["offload_loaded_tokens"] = int(df["loaded_tokens"].sum())

@@ -4,7 +4,7 @@
 ``write_run_outputs`` writes the same files for simulated and real runs.
 """
 from .client import ReplayConfig, RequestResult
-from .outputs import write_run_outputs
+from ..report.outputs import write_run_outputs
 from .session import replay
 
 __all__ = ["ReplayConfig", "RequestResult", "replay", "write_run_outputs"]
