@@ -24,7 +24,9 @@ def materialize(spec: WorkloadSpec, seed: int = 0, base_dir: Path | None = None)
 
     ``base_dir``: where a relative trace path is looked up first (the scenario's folder).
     """
-    return _checked(_build(spec, seed, base_dir), spec)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise SpecError(f"expected an integer >= 0, got {seed!r:.40}", field="seed")
+    return _checked(_build(spec, int(seed), base_dir), spec)
 
 
 def _build(spec: WorkloadSpec, seed: int, base_dir: Path | None) -> RequestTable:
