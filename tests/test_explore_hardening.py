@@ -454,3 +454,22 @@ def test_bundled_max_rate_example_runs_in_seconds(tmp_path, capsys):
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["best"]["max_rate"]["value"] == pytest.approx(df["max_rate"].max())
     assert "max rate" in capsys.readouterr().out
+
+
+def test_cache_entries_that_cannot_be_read_or_written_are_never_fatal(tmp_path):
+    p = write(tmp_path, {"axes": [RATE]})
+    out = tmp_path / "o"
+    first = run_sweep(p, out, workers=1, progress=False)
+    victim = sorted((out / "cache").glob("*.json"))[0]
+    victim.unlink()
+    victim.mkdir()  # a folder where a cache file should be: unreadable and unwritable
+    with pytest.warns(UserWarning) as record:
+        again = run_sweep(p, out, workers=1, progress=False)
+    texts = [str(w.message) for w in record]
+    assert any("unreadable" in t for t in texts) and any("cannot write" in t and "not cached" in t for t in texts)
+    assert again.attrs["computed"] == 1
+    pd.testing.assert_frame_equal(first.drop(columns="eval_wall_s"), again.drop(columns="eval_wall_s"))
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "cache").write_text("")
+    with pytest.raises(SpecError, match=r"--out: .*cache is a file"):
+        run_sweep(p, tmp_path / "x", workers=1, progress=False)

@@ -46,8 +46,10 @@ class Cache:
 
     def __init__(self, out: Path):
         self.dir = Path(out) / "cache"
+        if self.dir.exists() and not self.dir.is_dir():
+            raise SpecError(f"{self.dir} is a file; the sweep keeps its cache in that folder", field="--out")
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.problems: list[str] = []  # unreadable entries found by get(): each is recomputed
+        self.problems: list[str] = []  # unreadable entries (recomputed) and failed writes (not cached)
         for stale in self.dir.glob(".*.tmp"):  # left by a run killed mid-write
             stale.unlink(missing_ok=True)
 
@@ -78,13 +80,22 @@ class Cache:
 
     def put(self, key: str, row: dict, config_id: str | None = None) -> None:
         rec = {"format": CACHE_FORMAT, "key": key, "config_id": config_id, "row": row}
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{key}.", suffix=".tmp")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{key}.", suffix=".tmp")
+        except OSError as err:
+            self.problems.append(f"sweep cache {self.dir}: cannot write ({err.strerror or err}); "
+                                 "that configuration is not cached")
+            return
         try:
             with os.fdopen(fd, "w") as f:
                 json.dump(rec, f, default=_jsonable)
                 f.flush()
                 os.fsync(f.fileno())  # the bytes are on disk before the name points at them
             os.replace(tmp, self.path(key))
+        except OSError as err:  # disk full, a folder where the file should be: the row is kept, uncached
+            Path(tmp).unlink(missing_ok=True)
+            self.problems.append(f"sweep cache {self.path(key)}: cannot write ({err.strerror or err}); "
+                                 "that configuration is not cached")
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

@@ -119,7 +119,8 @@ def run_sweep(sweep_path: str | Path, out_dir: str | Path, workers: int | None =
         if hit is not None:
             rows[cfg.cache_key] = hit
             cached += 1
-    for problem in cache.problems:
+    warned = list(cache.problems)
+    for problem in warned:
         warnings.warn(problem, stacklevel=2)
     jobs, seen = [], set()
     for cfg in plan.configs:
@@ -138,6 +139,8 @@ def run_sweep(sweep_path: str | Path, out_dir: str | Path, workers: int | None =
             on_row(finished[0], len(jobs))
 
     run_jobs(jobs, done, workers=workers, ray=ray, ray_address=ray_address, progress=progress)
+    for problem in cache.problems[len(warned):]:
+        warnings.warn(problem, stacklevel=2)
     df = assemble(plan, rows)
     summary = write_outputs(df, plan, out)
     df.attrs.update(computed=len(jobs), cached=cached, infeasible=summary["infeasible"], errors=summary["errors"],

@@ -206,11 +206,11 @@ def csv_rows(f: IO[str], columns: dict[str, str], time_fn: Callable[[str], float
     header = [h.strip().lstrip("\ufeff") for h in header]
     missing = [name for name in columns.values() if name not in header]
     if missing:
-        found = excerpt(",".join(header), 40)
         problem = bad_utf8(",".join(header))
+        shown = ", ".join(excerpt(h, 20) for h in header[:3]) + (", ..." if len(header) > 3 else "")
+        found = "not UTF-8 text" if problem else f"{len(header)} column{'s' if len(header) != 1 else ''}: {shown}"
         raise SpecError(f"line 1: header: missing column{'s' if len(missing) > 1 else ''} "
-                        f"{', '.join(repr(m) for m in missing)} (found {found}"
-                        + (f"; {problem}" if problem else "") + ")", source=source)
+                        f"{', '.join(repr(m) for m in missing)} (found {found})", source=source)
     idx = {key: header.index(name) for key, name in columns.items()}
     need = max(idx.values()) + 1
     ti, ii, oi = idx["t"], idx["in"], idx["out"]
