@@ -8,7 +8,6 @@ import json
 import re
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -68,7 +67,8 @@ def test_a_huge_grid_is_counted_and_refused_and_the_cap_can_be_raised(tmp_path, 
     big = [{"field": f, "range": {"start": 1, "stop": 200, "num": 200}} for f in
            ("workload.rate", "cluster.colocated.engine.max_running_requests", "cluster.colocated.engine.page_size")]
     t0 = time.perf_counter()
-    with pytest.raises(SpecError, match=r"sweep.yaml: axes: the axes give 8,000,000 configurations \(200 x 200 x 200\); "
+    with pytest.raises(SpecError, match=r"sweep.yaml: axes: the axes give 8,000,000 configurations "
+                                        r"\(200 x 200 x 200\); "
                                         r"a sweep runs at most 10,000 .* raise max_configurations in the sweep file"):
         plan_sweep(write(tmp_path, {"axes": big}))
     assert time.perf_counter() - t0 < 2

@@ -112,8 +112,8 @@ def test_max_rate_must_search_a_field_that_changes_the_arrivals(tmp_path):
     with pytest.raises(SpecError, match="search rate_field: workload.conversation.session_rate"):
         plan_sweep(write(tmp_path, {"search": {"mode": "max_rate"}}, base=chat))
     # ... and its session rate is a valid search field
-    plan = plan_sweep(write(tmp_path, {"search": {"mode": "max_rate", "rate_field": "workload.conversation.session_rate"}},
-                            base=chat))
+    search = {"mode": "max_rate", "rate_field": "workload.conversation.session_rate"}
+    plan = plan_sweep(write(tmp_path, {"search": search}, base=chat))
     assert [c.status for c in plan.configs] == ["pending"]
 
 
