@@ -473,3 +473,11 @@ def test_cache_entries_that_cannot_be_read_or_written_are_never_fatal(tmp_path):
     (tmp_path / "x" / "cache").write_text("")
     with pytest.raises(SpecError, match=r"--out: .*cache is a file"):
         run_sweep(p, tmp_path / "x", workers=1, progress=False)
+
+
+def test_a_sandboxed_caller_reads_the_base_only_from_its_data_folders(tmp_path):
+    p = write(tmp_path, {"axes": [RATE]})
+    with pytest.raises(SpecError, match=r"sweep.yaml: base: cannot load the base scenario: .* is outside the data "
+                                        r"folders"):
+        plan_sweep(p, trust=Trust.sandboxed(tmp_path / "elsewhere"))
+    assert len(plan_sweep(p, trust=Trust.sandboxed(tmp_path)).configs) == 2

@@ -101,11 +101,14 @@ def absolutize(data: dict, dirs: list[Path]) -> dict:
     return out
 
 
-def load_base(spec: SweepSpec, sweep_dir: Path, source: str) -> tuple[dict, Path]:
-    """The base scenario data with the sweep's ``set`` and ``slo`` applied."""
+def load_base(spec: SweepSpec, sweep_dir: Path, source: str, trust: Trust | None = None) -> tuple[dict, Path]:
+    """The base scenario data with the sweep's ``set`` and ``slo`` applied (a sandboxed
+    ``trust`` reads it only from its data folders)."""
     cand = sweep_dir / spec.base
     try:
         path = cand if cand.is_file() else scenario_path(spec.base)
+        if trust is not None:
+            trust.check_path(path, source, "base")
         data = read_scenario_data(path)
     except SpecError as err:
         raise SpecError(f"cannot load the base scenario: {err}", source=source, field="base") from None
@@ -235,7 +238,7 @@ def build_plan(spec: SweepSpec, sweep_dir: Path, source: str, trust: Trust | Non
     from .load_check import check_rate_field
 
     trust = trust or Trust()
-    base, base_dir = load_base(spec, sweep_dir, source)
+    base, base_dir = load_base(spec, sweep_dir, source, trust)
     points = validate_axes(spec, base, base_dir, source, trust)
     _check_search_bounds(spec, base, base_dir, source, trust)
     if not spec.axes:
