@@ -25,9 +25,9 @@ from .trace_rows import BadRow, Row, length, number, open_text
 DETAIL_HINT = ("run sglang.bench_serving with --output-details, or vllm bench serve with --save-result "
                "--save-detailed")
 # A result file is parsed whole (one JSON document per run). With --output-details a run holds
-# every request's generated text and ITLs: ~10 kB per request, so 512 Mi characters hold runs
-# of ~50k requests; JSON parsing takes several times the text in memory.
-MAX_BENCH_CHARS = 512 * 2**20
+# every request's generated text and ITLs: ~10 kB per request, so 256 Mi characters hold runs
+# of ~25k requests; parsing takes several times the text in memory (a few GB at the limit).
+MAX_BENCH_CHARS = 256 * 2**20
 
 
 def _loads(text: str, p: Path, where: str):
