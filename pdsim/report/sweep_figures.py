@@ -290,7 +290,7 @@ def html_table(df: pd.DataFrame, knobs: list[str] | None = None, first: tuple[st
             v = v.item() if hasattr(v, "item") else v
             text = _number(v, "text" if kind == "knob" and not isinstance(v, (int, float)) else kind)
             cls = ' class="num"' if kind in ("num", "int", "pct") or (kind == "knob" and isinstance(v, (int, float))) \
-                else ""
+                else ' class="wrap"' if c == "reason" else ""
             cells.append(f"<td{cls}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table class='results'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -299,7 +299,8 @@ def html_table(df: pd.DataFrame, knobs: list[str] | None = None, first: tuple[st
 TABLE_CSS = ("table.results{border-collapse:collapse;font-size:13px} table.results td,table.results th"
              "{padding:3px 8px;border-bottom:1px solid #ddd;white-space:nowrap} table.results th{text-align:left;"
              "background:#f0f0f0;position:sticky;top:0} table.results td.num{text-align:right;"
-             "font-variant-numeric:tabular-nums} .scroll{overflow-x:auto;max-width:100%}")
+             "font-variant-numeric:tabular-nums} table.results td.wrap{white-space:normal;min-width:24em;max-width:48em} "
+             ".scroll{overflow-x:auto;max-width:100%}")
 
 
 def _heatmaps(df: pd.DataFrame, knobs: list[str], metric: str, pair: tuple[str, str] | None,
@@ -338,7 +339,7 @@ def sweep_report(df: pd.DataFrame, frontier: pd.DataFrame, knobs: list[str], pat
     best = ""
     if summary and summary.get("best"):
         items = "".join(f"<tr><td>{html.escape(k)}</td><td class='num'>{_number(b['value'], 'num')}</td>"
-                        f"<td>{html.escape(b['config_id'])}</td><td>{html.escape(str(b.get('layout') or ''))}</td><td>"
+                        f"<td>{html.escape(b['config_id'])}</td><td>{html.escape(str(b.get('layout') or ''))}</td><td class='wrap'>"
                         + html.escape(", ".join(f"{short_name(kk)}={vv}" for kk, vv in b["knobs"].items()))
                         + "</td></tr>"
                         for k, b in summary["best"].items())
