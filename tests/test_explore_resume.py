@@ -8,6 +8,7 @@ import sys
 import time
 
 import pandas as pd
+import pytest
 import yaml
 
 from pdsim.explore import run_sweep
@@ -74,8 +75,10 @@ def test_rerun_reads_everything_back_and_no_resume_recomputes(tmp_path):
     files = sorted((out / "cache").glob("*.json"))
     files[0].unlink()
     files[1].write_text("{not json")
-    third = run_sweep(p, out, workers=1, progress=False)
+    with pytest.warns(UserWarning, match=rf"sweep cache {files[1]}: not valid JSON"):
+        third = run_sweep(p, out, workers=1, progress=False)
     assert third.attrs["computed"] == 2 and third.attrs["cached"] == 10
+    assert len(third.attrs["cache_warnings"]) == 1  # the missing file is not a problem, the torn one is
     pd.testing.assert_frame_equal(rows(first), rows(third))
     forced = run_sweep(p, out, workers=1, progress=False, resume=False)
     assert forced.attrs["computed"] == 12

@@ -21,7 +21,7 @@ def fake_sim(monkeypatch):
 
     calls = []
 
-    def sim(data, base_dir):
+    def sim(data, base_dir, trust=None):
         wl = data["workload"]
         load = wl["rate"] if "rate" in wl else 1.0 / wl["trace"]["time_scale"]
         calls.append(load)

@@ -54,8 +54,14 @@ def test_serial_and_pool_give_identical_rows_and_all_outputs(tmp_path):
         assert pdsim.load_scenario(out / "configs" / f"{cid}.yaml").scenario.name == "small-colocated"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["configurations"] == 4 and summary["ok"] == 4
-    best = summary["best"]["request_goodput"]
-    assert best["config_id"] == a.loc[a["request_goodput"].idxmax(), "config_id"]
+    assert summary["workload_groups"] == ["workload.rate=4", "workload.rate=16"]
+    for rate in (4, 16):  # the best is chosen per offered rate, among configurations meeting the SLO
+        group = a[(a["workload.rate"] == rate) & a["meets_slo"]]
+        best = summary["best"].get(f"request_goodput [workload.rate={rate}]")
+        if group.empty:
+            assert best is None
+        else:
+            assert best["config_id"] == group.loc[group["request_goodput"].idxmax(), "config_id"]
     assert set(summary["pareto"]) == set(a.loc[a["pareto"], "config_id"])
     html = (out / "report.html").read_text()
     assert "plotly" in html.lower() and "Pareto frontier" in html and len(html) > 1_000_000  # plotly.js inlined
@@ -96,10 +102,10 @@ def test_unexpected_failures_are_rows_and_retried(tmp_path, monkeypatch):
 
     real = search.simulate_metrics
 
-    def flaky(data, base_dir):
+    def flaky(data, base_dir, trust=None):
         if data["workload"]["rate"] == 16.0:
             raise RuntimeError("boom")
-        return real(data, base_dir)
+        return real(data, base_dir, trust=trust)
 
     monkeypatch.setattr(search, "simulate_metrics", flaky)
     p = write_sweep(tmp_path, AXES)

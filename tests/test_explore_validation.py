@@ -100,12 +100,41 @@ def test_missing_base_names_the_field(tmp_path):
         plan_sweep(p)
 
 
-def test_max_rate_on_a_trace_workload_must_search_the_time_scale(tmp_path):
-    base = scenario_dict("colocated")
-    base["workload"] = {"kind": "trace", "trace": {"path": "t.jsonl"}}
-    p = write(tmp_path, {"search": {"mode": "max_rate"}}, base=base)
-    with pytest.raises(SpecError, match="workload.trace.time_scale"):
-        plan_sweep(p)
+def test_max_rate_must_search_a_field_that_changes_the_arrivals(tmp_path):
+    # W23: a fixed_batch sends everything at t=0; the search reported "SLO still met at the bound"
+    fixed = scenario_dict("colocated")
+    fixed["workload"] = {"kind": "fixed_batch", "batch_size": 4}
+    with pytest.raises(SpecError, match=r"search.rate_field: workload.rate does not change the arrival times of this "
+                                        r"'fixed_batch' workload .* use kind: synthetic"):
+        plan_sweep(write(tmp_path, {"search": {"mode": "max_rate"}}, base=fixed))
+    chat = scenario_dict("colocated")
+    chat["workload"] = {"kind": "multi_turn", "conversation": {"sessions": 5}}
+    with pytest.raises(SpecError, match="search rate_field: workload.conversation.session_rate"):
+        plan_sweep(write(tmp_path, {"search": {"mode": "max_rate"}}, base=chat))
+    # ... and its session rate is a valid search field
+    search = {"mode": "max_rate", "rate_field": "workload.conversation.session_rate"}
+    plan = plan_sweep(write(tmp_path, {"search": search}, base=chat))
+    assert [c.status for c in plan.configs] == ["pending"]
+
+
+def test_max_rate_on_traces(tmp_path):
+    import json
+
+    rows = "".join(json.dumps({"timestamp": 1000 * k, "input_length": 50, "output_length": 5}) + "\n"
+                   for k in range(20))
+    (tmp_path / "t.jsonl").write_text(rows)
+    trace = scenario_dict("colocated")
+    trace["workload"] = {"kind": "trace", "trace": {"path": "t.jsonl"}}
+    # workload.rate gives a trace's requests new arrival times: a valid search
+    assert plan_sweep(write(tmp_path, {"search": {"mode": "max_rate"}}, base=trace)).configs[0].status == "pending"
+    ts = {"mode": "max_rate", "rate_field": "workload.trace.time_scale", "low": 0.01, "high": 10.0}
+    assert plan_sweep(write(tmp_path, {"search": ts}, base=trace)).configs[0].status == "pending"
+    # a benchmark result without send times: every request at t=0, its time scale does nothing
+    (tmp_path / "b.json").write_text(json.dumps({"input_lens": [50] * 20, "output_lens": [5] * 20}))
+    trace["workload"]["trace"]["path"] = "b.json"
+    with pytest.raises(SpecError, match=r"workload.trace.time_scale does not change .* search rate_field: "
+                                        r"workload.rate"):
+        plan_sweep(write(tmp_path, {"search": ts}, base=trace))
 
 
 def test_ranges():

@@ -39,6 +39,7 @@ SPECS = [
     dict(kind="multi_turn", conversation={"sessions": 20, "system_prompt_tokens": 700}),
     dict(kind="tool_agent"),
 ]
+WITH_IDS = {2, 4, 6, 7, 8}
 
 
 @settings(max_examples=15, deadline=None)
@@ -49,8 +50,9 @@ def test_every_generator_is_deterministic_by_seed_and_well_formed(seed, which):
     assert same(a, b)
     assert len(a) >= 1 and (a.input_len >= 1).all() and (a.output_len >= 1).all()
     assert a.arrival_s[0] == 0.0 and (np.diff(a.arrival_s) >= 0).all()
-    if a.hash_ids is not None:
-        assert all(len(h) == -(-int(n) // a.block_size) for h, n in zip(a.hash_ids, a.input_len))
+    # prompts carry block ids exactly when they share prefixes (shared prefix, sonnet, P(...), sessions)
+    assert (a.hash_ids is not None) == (which in WITH_IDS)
+    assert a.hash_ids is None or all(len(h) == -(-int(n) // a.block_size) for h, n in zip(a.hash_ids, a.input_len))
 
 
 @pytest.mark.parametrize("which", [1, 3, 5, 7])
@@ -87,8 +89,13 @@ def test_presets_reproduce_their_published_means(name, mean_in, mean_out):
     t = materialize(spec(num_requests=100_000, preset=name), 0)
     assert abs(t.input_len.mean() - mean_in) / mean_in < 0.03
     assert abs(t.output_len.mean() - mean_out) / mean_out < 0.03
-    if name == "sonnet":  # every prompt starts with the same 200 tokens
-        assert PRESETS["sonnet"].prefix_tokens == 200
+    if name == "sharegpt":
+        assert t.hash_ids is None  # no shared prefix, nothing for a prefix cache
+    else:  # every prompt starts with the same 200 tokens: with 50-token blocks, its first 4 ids
+        t = materialize(spec(num_requests=200, preset=name, block_size=50), 0)
+        assert PRESETS[name].prefix_tokens == 200
+        assert {tuple(h[:4].tolist()) for h in t.hash_ids} == {(0, 1, 2, 3)}
+        assert all(len(set(h[4:].tolist()) & {0, 1, 2, 3}) == 0 for h in t.hash_ids)
 
 
 @pytest.mark.parametrize("text, inp, out, prefix", [

@@ -95,7 +95,7 @@ BAD = [
     ("trace.jsonl", moon(0, 10, 3) + moon("soon", 10, 3), "line 2: timestamp: expected a number, got 'soon'"),
     ("trace.jsonl", moon(0, 10, 3) + moon(-1, 10, 3), "line 2: timestamp: expected a non-negative number"),
     ("trace.jsonl", moon(0, 10, 3) + '{"timestamp": 5, "input_length": 10, \n', "line 2: invalid JSON"),
-    ("trace.jsonl", moon(0, 10, 3) + "[1, 2]\n", "line 2: expected a JSON object, got list"),
+    ("trace.jsonl", moon(0, 10, 3) + "[1, 2]\n", "line 2: expected a JSON object, got a list"),
     ("trace.jsonl", moon(0, 10, 3) + moon(9, 1000, 3, hash_ids=[1]),
      "line 2: hash_ids: expected ceil(input_length / 512) = 2"),
     ("trace.jsonl", moon(0, 10, 3) + moon(9, 10, 3, hash_ids=["a"]), "line 2: hash_ids: expected a list of integers"),
@@ -186,7 +186,7 @@ def test_file_level_errors(tmp_path):
         read_trace(write(tmp_path, "t.txt", "a b c\n"))
     with pytest.raises(SpecError, match="unknown trace format 'parquet'"):
         read_trace(write(tmp_path, "t.jsonl", moon(0, 1, 1)), "parquet")
-    with pytest.raises(SpecError, match="not a UTF-8 text file"):
+    with pytest.raises(SpecError, match=r"line 1: not UTF-8 text \(byte 0xff at column 1\)"):
         b = tmp_path / "bin.jsonl"
         b.write_bytes(b"\xff\xfe\x00garbage\n")
         read_trace(b)

@@ -13,8 +13,19 @@ def register(sub) -> None:
     st.add_argument("--skip-bad-rows", action="store_true", help="skip and count malformed trace rows instead of failing")
     st.add_argument("--format", default="auto", choices=["auto", "mooncake", "azure", "burstgpt", "jsonl", "bench"],
                     help="trace format (default: detected from the content)")
-    st.add_argument("--seed", type=int, help="seed for a generated workload spec")
+    st.add_argument("--seed", type=seed_arg, metavar="N", help="seed for a generated workload spec (an integer >= 0)")
     st.set_defaults(fn=run)
+
+
+def seed_arg(text: str) -> int:
+    """argparse type of a seed: an integer in [0, 2**63)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text[:40]!r}") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text[:40]!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

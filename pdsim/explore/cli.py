@@ -15,7 +15,8 @@ from ..specs.errors import SpecError
 
 TABLE = [("layout", "layout"), ("goodput_share", "goodput"), ("request_goodput", "goodput/s"),
          ("output_throughput_per_gpu", "tok/s/GPU"), ("tokens_per_s_per_user", "tok/s/user"),
-         ("p90_ttft_ms", "p90 TTFT ms"), ("p90_itl_ms", "p90 ITL ms"), ("mean_tpot_ms", "TPOT ms")]
+         ("median_ttft_ms", "p50 TTFT ms"), ("p90_ttft_ms", "p90 TTFT ms"), ("p90_itl_ms", "p90 ITL ms"),
+         ("mean_tpot_ms", "TPOT ms")]
 
 
 def _fmt(v) -> str:
@@ -55,15 +56,22 @@ def _axis_columns(df: pd.DataFrame, axes: list[dict]) -> tuple[pd.DataFrame, lis
 
 
 def sweep_command(path: str, out: str, workers: int | None = None, ray: bool = False,
-                  ray_address: str | None = None, no_resume: bool = False) -> int:
-    from .sweep import knob_columns, run_sweep
+                  ray_address: str | None = None, no_resume: bool = False, trust=None,
+                  heatmap: tuple[str, str] | None = None) -> int:
+    """``pdsim sweep``: run, then print the counts, the best configurations (among those that
+    meet the SLO, per workload group), the frontiers and why configurations were infeasible.
+    ``trust``: specs.trust.Trust (--allow-plugin); ``heatmap``: the report's heatmap axes."""
+    from .sweep import knob_columns, run_sweep  # noqa: F401
 
     import json
+    import warnings
 
     t0 = time.perf_counter()
     try:
-        df = run_sweep(path, out, workers=workers, ray=ray, ray_address=ray_address, resume=not no_resume,
-                       progress=sys.stderr.isatty())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # cache problems are printed below, once each
+            df = run_sweep(path, out, workers=workers, ray=ray, ray_address=ray_address, resume=not no_resume,
+                           progress=sys.stderr.isatty(), trust=trust, heatmap=heatmap)
     except SpecError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -72,39 +80,55 @@ def sweep_command(path: str, out: str, workers: int | None = None, ray: bool = F
         print(f"\ninterrupted: {n} finished configurations are cached in {out}/cache; run the same command "
               "again to continue", file=sys.stderr)
         return 130
+    for problem in df.attrs.get("cache_warnings", []):
+        print(f"warning: {problem}", file=sys.stderr)
     wall = time.perf_counter() - t0
     summary = json.loads((Path(out) / "summary.json").read_text())
     a = df.attrs
     print(f"pdsim sweep {summary['name']}: {len(df)} configurations ({summary['ok']} simulated, "
-          f"{summary['infeasible']} infeasible, {summary['errors']} errors); {a.get('computed', 0)} computed now, "
-          f"{a.get('cached', 0)} from cache, {wall:.1f} s")
+          f"{summary['meets_slo']} meet the SLO, {summary['infeasible']} infeasible, {summary['errors']} errors); "
+          f"{a.get('computed', 0)} computed now, {a.get('cached', 0)} from cache, {wall:.1f} s")
+    print(f"  SLO target: {_target_text(summary.get('target') or {})}")
     df, axis_cols, legend = _axis_columns(df, summary.get("axes", []))
-    ok = df[df["status"] == "ok"]
-    if len(ok):
-        key = "max_rate_per_gpu" if "max_rate_per_gpu" in ok else "request_goodput"
-        top = ok.sort_values(key, ascending=False, kind="stable").head(10)
-        cols = [("config_id", "config")] + axis_cols + TABLE
+    ok = df[df["meets_slo"]]
+    key = "max_rate_per_gpu" if "max_rate_per_gpu" in ok else "request_goodput"
+    groups = list(dict.fromkeys(df["workload_group"]))
+    for g in groups:
+        part = ok[ok["workload_group"] == g]
+        simulated = int(((df["workload_group"] == g) & (df["status"] == "ok")).sum())
+        where = f" at {g}" if g else ""
+        if part.empty:
+            print(f"\nno configuration{where} meets the SLO ({simulated} simulated; see results.csv)")
+            continue
+        top = part.sort_values(key, ascending=False, kind="stable").head(10)
+        cols = [("config_id", "config")] + [c for c in axis_cols if not c[0].startswith("workload.")] + TABLE
         if "max_rate" in ok:
             cols += [("max_rate", "max rate"), ("max_rate_per_gpu", "rate/GPU")]
-        print(f"\ntop {len(top)} of {len(ok)} by {key}:")
+        print(f"\ntop {len(top)} of {len(part)} meeting the SLO{where} (of {simulated} simulated), by {key}:")
         print(_table(top, cols))
-        for line in legend:
-            print(f"  {line}")
+    for line in legend:
+        print(f"  {line}")
     if summary["best"]:
-        print("\nbest per objective:")
+        print("\nbest per objective (among configurations that meet the SLO):")
         w = max(len(k) for k in summary["best"])
         for label, b in summary["best"].items():
             row = df[df["config_id"] == b["config_id"]].iloc[0]
-            kn = ", ".join(f"{h}={_fmt(row[c])}" for c, h in axis_cols)
+            kn = ", ".join(f"{h}={_fmt(row[c])}" for c, h in axis_cols if not c.startswith("workload."))
             print(f"  {label:<{w}}  {_fmt(b['value']):>9}  [{b['config_id']}] {b.get('layout') or ''}  {kn}")
     if summary["pareto"]:
-        ids = summary["pareto"]
-        print(f"\nPareto frontier (tok/s/GPU vs tok/s/user): {len(ids)} configurations: "
-              + ", ".join(ids[:12]) + (", ... (pareto.csv)" if len(ids) > 12 else ""))
+        par = df[df["pareto"]]
+        print("\nPareto frontier (tok/s/GPU vs tok/s/user, configurations that meet the SLO):")
+        for g in groups:
+            ids = par.loc[par["workload_group"] == g, "config_id"].tolist()
+            if ids:
+                print(f"  {g + ': ' if g else ''}{len(ids)} configurations: " + ", ".join(ids[:12])
+                      + (", ... (pareto.csv)" if len(ids) > 12 else ""))
     if summary["infeasible_reasons"]:
-        print("\ninfeasible:")
+        print("\ninfeasible (not simulated):")
         for reason, n in list(summary["infeasible_reasons"].items())[:8]:
-            print(f"  {n:>4} x {reason[:150]}")
+            print(f"  {n:>4} x {reason}")
+        if len(summary["infeasible_reasons"]) > 8:
+            print(f"  ... and {len(summary['infeasible_reasons']) - 8} other reasons (results.csv, column reason)")
     if summary["errors"]:
         print(f"\n{summary['errors']} configurations failed (not cached; a rerun retries them):", file=sys.stderr)
         for cid, reason in list(summary["error_reasons"].items())[:8]:
@@ -114,11 +138,19 @@ def sweep_command(path: str, out: str, workers: int | None = None, ray: bool = F
     return 1 if summary["errors"] else 0
 
 
-def compare_command(paths: list[str], out: str | None = None, set_overrides: list[str] | None = None) -> int:
+def _target_text(t: dict) -> str:
+    parts = ([f"goodput share >= {t['target_goodput']:g}"] if t.get("target_goodput") is not None else []) + \
+        [f"{k} <= {v:g}" for k, v in (t.get("limits") or {}).items()]
+    return ", ".join(parts) if parts else "none (every simulated configuration competes)"
+
+
+def compare_command(paths: list[str], out: str | None = None, set_overrides: list[str] | None = None,
+                    trust=None) -> int:
+    """``pdsim compare``: one row per scenario, on the first scenario's workload."""
     from .compare import compare
 
     try:
-        df = compare(paths, out, set_overrides or [])
+        df = compare(paths, out, set_overrides or [], trust=trust)
     except SpecError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ..api import load_scenario_data, resolve_scenario
+from ..specs.trust import Trust
 from .plan import absolutize, layout_of
 from .spec import METRICS
 
@@ -20,9 +21,11 @@ SHARED = ("workload", "slo", "seed")
 
 
 def compare(paths: list[str], out_dir: str | Path | None = None,
-            overrides: list[str] | dict[str, Any] | None = None) -> pd.DataFrame:
+            overrides: list[str] | dict[str, Any] | None = None, trust: Trust | None = None) -> pd.DataFrame:
     """Simulate each scenario on the first one's workload; one row per scenario. With
-    ``out_dir``: compare.csv, compare.parquet and compare.html (table and figures)."""
+    ``out_dir``: compare.csv, compare.parquet and compare.html (table and figures).
+    ``trust`` (specs/trust.py): the plug-in modules and files the scenarios may use
+    (``--allow-plugin``); the default allows installed plug-ins only."""
     from ..api import simulate
     from ..specs.errors import SpecError
 
@@ -41,7 +44,11 @@ def compare(paths: list[str], out_dir: str | Path | None = None,
                 data[k] = copy.deepcopy(first[k])
             else:
                 data.pop(k, None)
-        resolved.append(resolve_scenario(data, str(path), path.parent))
+        resolved.append(resolve_scenario(data, str(path), path.parent, trust))
+    if out_dir is not None:
+        from .sweep import check_out_dir
+
+        check_out_dir(out_dir)  # a bad --out fails before anything is simulated
     results: dict[str, Any] = {}
     rows = []
     for (_data, path), rs in zip(loaded, resolved):
@@ -66,20 +73,18 @@ def _write(df: pd.DataFrame, results: dict, out: Path) -> None:
     import html
 
     from ..report.figures import latency_cdf_figure, ttft_breakdown_figure
-    from ..report.sweep_figures import compare_figure
+    from ..report.sweep_figures import TABLE_CSS, compare_figure, html_table, log_axes_where_runs_differ
 
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "compare.csv", index=False)
     df.astype({c: "string" for c in df.columns if df[c].dtype == object}).to_parquet(out / "compare.parquet",
                                                                                    index=False)
-    figs = [compare_figure(df), latency_cdf_figure(results), ttft_breakdown_figure(results)]
+    figs = [compare_figure(df), log_axes_where_runs_differ(latency_cdf_figure(results)), ttft_breakdown_figure(results)]
     parts = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs))
-    cols = [c for c in ("scenario", "layout", "gpus", "request_throughput", "output_throughput_per_gpu",
-                        "tokens_per_s_per_user", "goodput_share", "request_goodput", "p90_ttft_ms", "p99_ttft_ms",
-                        "p90_itl_ms", "mean_tpot_ms", "mean_e2e_latency_ms") if c in df]
-    table = df[cols].to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="")
+    table = html_table(df, first=("scenario", "layout", "gpus"))
     (out / "compare.html").write_text(
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>pdsim compare</title>"
-        "<style>body{font-family:sans-serif;margin:20px} td,th{padding:2px 8px}</style></head><body>"
-        f"<h1>pdsim compare</h1><p>{html.escape(', '.join(df['scenario']))} on the same workload.</p>"
-        f"{table}{parts}</body></html>")
+        f"<style>body{{font-family:sans-serif;margin:20px}} {TABLE_CSS}</style></head><body>"
+        f"<h1>pdsim compare</h1><p>{html.escape(', '.join(df['scenario']))} on the same workload (the first "
+        "scenario's workload, SLO and seed).</p>"
+        f"<div class='scroll'>{table}</div>{parts}</body></html>")

@@ -5,7 +5,8 @@ objective and strictly better in one. Equal points do not dominate each other, s
 a frontier point are all on it. Rows with a missing (NaN) objective are never on it.
 
 The sweep reports two: output tokens/s per GPU vs tokens/s per user (1000 / mean TPOT ms),
-both maximised (cost against interactivity), and request goodput (max) vs p90 TTFT (min).
+both maximised (cost against interactivity), and request goodput (max) vs p90 TTFT (min), each
+among the configurations that meet the SLO and per workload group (select.py decides which).
 """
 from __future__ import annotations
 

@@ -11,21 +11,20 @@ recorded as infeasible with the reason, not simulated.
 from __future__ import annotations
 
 import copy
-import functools
-import hashlib
 import itertools
-import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..api import resolve_scenario
-from ..sim.control.router import ROUTERS
-from ..specs.catalog import hardware_dir, load_hardware_ref, load_model_ref, models_dir, resolve, scenario_path
+from ..api import resolve_plugins, resolve_scenario
+from ..specs.catalog import hardware_dir, load_hardware_ref, load_model_ref, models_dir, scenario_path
 from ..specs.errors import SpecError
 from ..specs.scenario import Scenario, apply_overrides, normalize_cluster, parse_scenario, read_scenario_data
+from ..specs.trust import Trust
+from .fingerprint import cache_key, code_fingerprint, config_id, input_files, stable_hash  # noqa: F401 - re-exported
 from .spec import SweepSpec
 
 CONTEXT_LIMIT = 4096  # combinations of the other axes tried before an axis value is called refused
@@ -50,75 +49,23 @@ class Plan:
     base_dir: Path  # where the base scenario lives (relative paths in it resolve here)
     configs: list[Config]
     evaluation: dict  # SearchSpec.params()
+    trust: Trust = field(default_factory=Trust)  # what the configurations may import and read
 
 
-# ---------------------------------------------------------------- hashing
-
-def _canon(x: Any) -> Any:
-    """Integral floats as ints, so ``30`` and ``30.0`` hash alike (the schema reads them alike)."""
-    if isinstance(x, dict):
-        return {str(k): _canon(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_canon(v) for v in x]
-    if isinstance(x, float) and x.is_integer():
-        return int(x)
-    if isinstance(x, np.generic):
-        return _canon(x.item())
-    return x
-
-
-def stable_hash(obj: Any, n: int = 12) -> str:
-    blob = json.dumps(_canon(obj), sort_keys=True, separators=(",", ":"), default=str).encode()
-    return hashlib.sha1(blob).hexdigest()[:n]
-
-
-def config_id(data: dict) -> str:
-    """Stable short hash of a configuration's full scenario data."""
-    return stable_hash(data)
-
-
-# What a simulation's result depends on besides the scenario data: the code that simulates
-# and measures, and the hardware profile, model and trace files the scenario names.
-SIM_CODE = ("api.py", "sim", "costs", "workload", "metrics", "specs", "registry.py", "explore/search.py")
-
-
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """Hash of pdsim's simulation code: a cache entry is reused only by the same simulator."""
-    from .. import __version__
-
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha1(__version__.encode())
-    for part in SIM_CODE:
-        p = root / part
-        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
-            if f.is_file():
-                h.update(str(f.relative_to(root)).encode())
-                h.update(f.read_bytes())
-    return h.hexdigest()[:16]
-
-
-@functools.lru_cache(maxsize=256)
-def _file_hash(path: str, mtime_ns: int, size: int, content: bool) -> str:
-    if not content:  # large files (traces): identified by size and modification time
-        return f"{size}:{mtime_ns}"
-    return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:16]
-
-
-def _fingerprint(path: Path, content: bool = True) -> str:
-    st = path.stat()
-    return _file_hash(str(path.resolve()), st.st_mtime_ns, st.st_size, content)
-
-
-def input_files(sc: Scenario, base_dir: Path) -> dict[str, str]:
-    """Fingerprints of the files a scenario reads (profile, model, trace)."""
-    out = {"hardware": _fingerprint(resolve(sc.hardware, hardware_dir(), "hardware profile", base_dir, "", "")),
-           "model": _fingerprint(resolve(sc.model, models_dir(), "model", base_dir, "", ""))}
-    tr = sc.workload.trace
-    if tr is not None:
-        p = Path(tr.path) if Path(tr.path).is_absolute() else base_dir / tr.path
-        out["trace"] = _fingerprint(p, content=False) if p.is_file() else "missing"
-    return out
+def sample_combinations(sizes: list[int], k: int, seed: int) -> list[tuple[int, ...]]:
+    """``k`` distinct index tuples of a grid of ``sizes`` (all of them when k >= the grid), in
+    grid order, drawn with ``seed``. Works for grids far beyond 2**63 combinations."""
+    total = math.prod(sizes)
+    if k >= total:
+        return list(itertools.product(*[range(n) for n in sizes]))
+    rng = np.random.default_rng(seed)
+    if total < 2**62:
+        flat = sorted(int(x) for x in rng.choice(total, size=k, replace=False))
+        return [tuple(int(i) for i in np.unravel_index(f, sizes)) for f in flat] if sizes else [()]
+    picked: set[tuple[int, ...]] = set()  # k << total: collisions are rare, rejection is cheap
+    while len(picked) < k:
+        picked.add(tuple(int(rng.integers(n)) for n in sizes))
+    return sorted(picked)
 
 
 # ---------------------------------------------------------------- base scenario
@@ -154,11 +101,14 @@ def absolutize(data: dict, dirs: list[Path]) -> dict:
     return out
 
 
-def load_base(spec: SweepSpec, sweep_dir: Path, source: str) -> tuple[dict, Path]:
-    """The base scenario data with the sweep's ``set`` and ``slo`` applied."""
+def load_base(spec: SweepSpec, sweep_dir: Path, source: str, trust: Trust | None = None) -> tuple[dict, Path]:
+    """The base scenario data with the sweep's ``set`` and ``slo`` applied (a sandboxed
+    ``trust`` reads it only from its data folders)."""
     cand = sweep_dir / spec.base
     try:
         path = cand if cand.is_file() else scenario_path(spec.base)
+        if trust is not None:
+            trust.check_path(path, source, "base")
         data = read_scenario_data(path)
     except SpecError as err:
         raise SpecError(f"cannot load the base scenario: {err}", source=source, field="base") from None
@@ -172,29 +122,27 @@ def load_base(spec: SweepSpec, sweep_dir: Path, source: str) -> tuple[dict, Path
 
 # ---------------------------------------------------------------- checks
 
-def static_check(data: dict, base_dir: Path) -> tuple[Scenario, Any] | SpecError:
-    """Schema-level check (types, ranges, known keys and references); no hardware fit."""
+def static_check(data: dict, base_dir: Path, trust: Trust | None = None) -> tuple[Scenario, Any] | SpecError:
+    """Schema-level check (types, ranges, known keys and references, plug-ins and their
+    parameters under ``trust``); no hardware fit."""
+    trust = trust or Trust()
     try:
         sc = parse_scenario(copy.deepcopy(data), "<config>")
-        hw = load_hardware_ref(sc.hardware, base_dir)
-        load_model_ref(sc.model, base_dir)
-        ROUTERS.get(sc.router.policy, field="router.policy")
+        hw = load_hardware_ref(sc.hardware, base_dir, "<config>", trust)
+        load_model_ref(sc.model, base_dir, "<config>", trust)
+        resolve_plugins(sc, trust)
         return sc, hw
     except SpecError as err:
         return err
 
 
 def _context_points(others: list[list[dict]], seed: int) -> list[tuple[dict, ...]]:
-    sizes = [len(o) for o in others]
-    total = int(np.prod(sizes)) if sizes else 1
-    if total <= CONTEXT_LIMIT:
-        return list(itertools.product(*others))
-    rng = np.random.default_rng(seed)
-    picks = rng.choice(total, size=CONTEXT_LIMIT, replace=False)
-    return [tuple(o[i] for o, i in zip(others, np.unravel_index(int(p), sizes))) for p in sorted(picks)]
+    picks = sample_combinations([len(o) for o in others], CONTEXT_LIMIT, seed)
+    return [tuple(o[i] for o, i in zip(others, idx)) for idx in picks]
 
 
-def validate_axes(spec: SweepSpec, base: dict, base_dir: Path, source: str) -> list[list[dict]]:
+def validate_axes(spec: SweepSpec, base: dict, base_dir: Path, source: str,
+                  trust: Trust | None = None) -> list[list[dict]]:
     """Every axis' points, each checked against the schema; raises SpecError naming the axis."""
     points = []
     for i, ax in enumerate(spec.axes):
@@ -205,7 +153,7 @@ def validate_axes(spec: SweepSpec, base: dict, base_dir: Path, source: str) -> l
     for i, pts in enumerate(points):
         others = points[:i] + points[i + 1:]
         for pt in pts:
-            err = static_check(_apply(base, pt, source, f"axes[{i}]"), base_dir)
+            err = static_check(_apply(base, pt, source, f"axes[{i}]"), base_dir, trust)
             if not isinstance(err, SpecError):
                 continue
             if not err.message.startswith("unknown field"):
@@ -213,7 +161,8 @@ def validate_axes(spec: SweepSpec, base: dict, base_dir: Path, source: str) -> l
                     merged = dict(pt)
                     for c in ctx:
                         merged.update(c)
-                    if not isinstance(static_check(_apply(base, merged, source, f"axes[{i}]"), base_dir), SpecError):
+                    if not isinstance(static_check(_apply(base, merged, source, f"axes[{i}]"), base_dir, trust),
+                                      SpecError):
                         break
                 else:
                     ctx = None
@@ -225,19 +174,14 @@ def validate_axes(spec: SweepSpec, base: dict, base_dir: Path, source: str) -> l
     return points
 
 
-def _check_search(spec: SweepSpec, base: dict, base_dir: Path, source: str) -> None:
+def _check_search_bounds(spec: SweepSpec, base: dict, base_dir: Path, source: str, trust: Trust) -> None:
     s = spec.search
     if s.mode != "max_rate":
         return
     for v in (s.low, s.high):
-        err = static_check(_apply(base, {s.rate_field: v}, source, "search.rate_field"), base_dir)
+        err = static_check(_apply(base, {s.rate_field: v}, source, "search.rate_field"), base_dir, trust)
         if isinstance(err, SpecError):
             raise SpecError(f"{s.rate_field} = {v}: {err.message}", source=source, field="search.rate_field")
-    kind = (base.get("workload") or {}).get("kind", "synthetic")
-    swept = {f for ax in spec.axes for f in ax.fields}
-    if s.rate_field == "workload.rate" and kind != "synthetic" and "workload.kind" not in swept:
-        raise SpecError(f"workload.rate has no effect on a {kind!r} workload; search the load of a trace with "
-                        "rate_field: workload.trace.time_scale", source=source, field="search.rate_field")
 
 
 # ---------------------------------------------------------------- layout
@@ -277,50 +221,48 @@ def layout_of(sc: Scenario, gpus_per_node: int) -> dict[str, Any]:
 def expand(spec: SweepSpec, points: list[list[dict]]) -> list[dict[str, Any]]:
     """Knob dicts of the configurations, in grid order (random mode: a seeded subset)."""
     sizes = [len(p) for p in points]
-    total = int(np.prod(sizes)) if sizes else 1
-    if spec.search.mode == "random" and spec.search.samples < total:
-        rng = np.random.default_rng(spec.search.seed)
-        picks = sorted(int(x) for x in rng.choice(total, size=spec.search.samples, replace=False))
-        combos = [tuple(p[i] for p, i in zip(points, np.unravel_index(k, sizes))) for k in picks]
-    else:
-        combos = list(itertools.product(*points))
+    k = spec.search.samples if spec.search.mode == "random" else math.prod(sizes)
     out = []
-    for combo in combos:
+    for idx in sample_combinations(sizes, k, spec.search.seed):
         knobs: dict[str, Any] = {}
-        for pt in combo:
-            knobs.update(pt)
+        for p, i in zip(points, idx):
+            knobs.update(p[i])
         out.append(knobs)
     return out
 
 
-def build_plan(spec: SweepSpec, sweep_dir: Path, source: str) -> Plan:
+def build_plan(spec: SweepSpec, sweep_dir: Path, source: str, trust: Trust | None = None) -> Plan:
     """Load the base, validate every axis (raising SpecError on a refused value), expand the
-    configurations and mark those that do not fit or break a constraint as infeasible."""
-    base, base_dir = load_base(spec, sweep_dir, source)
-    points = validate_axes(spec, base, base_dir, source)
-    _check_search(spec, base, base_dir, source)
+    configurations and mark those that do not fit or break a constraint as infeasible.
+    ``trust`` (specs/trust.py): which plug-in modules and files the configurations may use."""
+    from .load_check import check_rate_field
+
+    trust = trust or Trust()
+    base, base_dir = load_base(spec, sweep_dir, source, trust)
+    points = validate_axes(spec, base, base_dir, source, trust)
+    _check_search_bounds(spec, base, base_dir, source, trust)
     if not spec.axes:
-        err = static_check(base, base_dir)
+        err = static_check(base, base_dir, trust)
         if isinstance(err, SpecError):
             raise SpecError(err.message, source=source, field=f"base {err.field or ''}".strip())
     evaluation = spec.search.params()
     cons = spec.constraints
     configs = []
+    digests: dict[str, str] = {}  # each file named by the configurations is read once per plan
     for i, knobs in enumerate(expand(spec, points)):
         data = absolutize(_apply(base, knobs, source, "axes"), [base_dir, sweep_dir])
         cid = config_id(data)
         cfg = Config(i, knobs, data, cid, "")
-        checked = static_check(data, base_dir)
+        checked = static_check(data, base_dir, trust)
         if isinstance(checked, SpecError):
             cfg.status, cfg.reason = "infeasible", str(checked.at(source=f"configs/{cid}.yaml"))
             configs.append(cfg)
             continue
         sc, hw = checked
-        cfg.cache_key = stable_hash({"scenario": data, "files": input_files(sc, base_dir),
-                                     "evaluation": evaluation, "code": code_fingerprint()}, 16)
+        cfg.cache_key = cache_key(data, sc, base_dir, evaluation, digests)
         cfg.layout = layout_of(sc, hw.gpus_per_node)
         try:
-            resolve_scenario(copy.deepcopy(data), f"configs/{cid}.yaml", base_dir)
+            resolve_scenario(copy.deepcopy(data), f"configs/{cid}.yaml", base_dir, trust)
         except SpecError as err:
             cfg.status, cfg.reason = "infeasible", str(err)
         gpus, nodes = cfg.layout["gpus"], cfg.layout["nodes"]
@@ -329,4 +271,6 @@ def build_plan(spec: SweepSpec, sweep_dir: Path, source: str) -> Plan:
         if cfg.status == "pending" and cons.max_nodes is not None and nodes > cons.max_nodes + 1e-9:
             cfg.status, cfg.reason = "infeasible", f"{nodes:g} nodes > max_nodes {cons.max_nodes:g}"
         configs.append(cfg)
-    return Plan(spec, source, base_dir, configs, evaluation)
+    plan = Plan(spec, source, base_dir, configs, evaluation, trust)
+    check_rate_field(plan)
+    return plan

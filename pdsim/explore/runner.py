@@ -3,11 +3,14 @@
 Every configuration is evaluated by the same top-level function (``search.evaluate``) from its
 scenario data alone, and rows are assembled in plan order, so a sweep's rows do not depend on
 the worker count or on where it ran. Each finished configuration is written at once to
-``DIR/cache/<key>.json`` (atomically: a killed run leaves no half-written file), ``key`` being
-a stable hash of the resolved configuration: its scenario data, the hardware profile, model and
-trace files it names, pdsim's simulation code and how it is evaluated (plain run or max-rate
-search). A rerun reads those files and computes only what is missing; editing a profile or the
-simulator invalidates exactly the entries it could change.
+``DIR/cache/<key>.json`` atomically (written to a temporary file in the same folder, flushed,
+then renamed over the target: a killed run leaves either the old file or the new one), ``key``
+being a stable hash of what the row depends on (fingerprint.py: scenario data, the bytes of the
+hardware profile with its calibration, model, storage catalogue and trace, pdsim's version and
+simulation code, how it is evaluated). A rerun reads those files and computes only what is
+missing; an unreadable or torn file is reported (``Cache.problems``) and recomputed, never
+fatal; editing a profile, ``calibrate fit`` or an upgrade invalidates exactly the entries it
+could change.
 
 Ray: ``ray=True`` starts a local Ray instance (or uses the one already initialised in this
 process); ``address`` connects to a cluster (``ray://host:10001`` or ``host:6379``). Every Ray
@@ -27,7 +30,7 @@ from .search import evaluate
 
 CACHE_FORMAT = 1
 
-Job = tuple[str, dict, str, dict]  # (cache key, scenario data, base dir, evaluation)
+Job = tuple  # (cache key, scenario data, base dir, evaluation, Trust)
 OnDone = Callable[[str, dict], None]
 
 
@@ -43,7 +46,10 @@ class Cache:
 
     def __init__(self, out: Path):
         self.dir = Path(out) / "cache"
+        if self.dir.exists() and not self.dir.is_dir():
+            raise SpecError(f"{self.dir} is a file; the sweep keeps its cache in that folder", field="--out")
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.problems: list[str] = []  # unreadable entries (recomputed) and failed writes (not cached)
         for stale in self.dir.glob(".*.tmp"):  # left by a run killed mid-write
             stale.unlink(missing_ok=True)
 
@@ -51,20 +57,48 @@ class Cache:
         return self.dir / f"{key}.json"
 
     def get(self, key: str) -> dict | None:
+        p = self.path(key)
         try:
-            rec = json.loads(self.path(key).read_text())
-        except (OSError, ValueError):
-            return None  # missing or unreadable: compute it again
-        if not isinstance(rec, dict) or rec.get("format") != CACHE_FORMAT or rec.get("key") != key:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
             return None
-        return rec.get("row")
+        except (OSError, UnicodeDecodeError) as err:
+            return self._bad(p, f"unreadable ({getattr(err, 'strerror', None) or err})")
+        try:
+            rec = json.loads(text)
+        except (ValueError, RecursionError) as err:
+            return self._bad(p, f"not valid JSON ({str(err)[:80]}); a write was cut short?")
+        if not isinstance(rec, dict) or rec.get("key") != key or not isinstance(rec.get("row"), dict):
+            return self._bad(p, "not a cache entry of this configuration")
+        if rec.get("format") != CACHE_FORMAT:
+            return None  # written by another pdsim version: silently recomputed
+        return rec["row"]
+
+    def _bad(self, p: Path, why: str) -> None:
+        self.problems.append(f"sweep cache {p}: {why}; recomputing that configuration")
+        return None
 
     def put(self, key: str, row: dict, config_id: str | None = None) -> None:
         rec = {"format": CACHE_FORMAT, "key": key, "config_id": config_id, "row": row}
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{key}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(rec, f, default=_jsonable)
-        os.replace(tmp, self.path(key))
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{key}.", suffix=".tmp")
+        except OSError as err:
+            self.problems.append(f"sweep cache {self.dir}: cannot write ({err.strerror or err}); "
+                                 "that configuration is not cached")
+            return
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(rec, f, default=_jsonable)
+                f.flush()
+                os.fsync(f.fileno())  # the bytes are on disk before the name points at them
+            os.replace(tmp, self.path(key))
+        except OSError as err:  # disk full, a folder where the file should be: the row is kept, uncached
+            Path(tmp).unlink(missing_ok=True)
+            self.problems.append(f"sweep cache {self.path(key)}: cannot write ({err.strerror or err}); "
+                                 "that configuration is not cached")
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def keys(self) -> set[str]:
         return {p.stem for p in self.dir.glob("*.json")}
@@ -109,8 +143,8 @@ def run_local(jobs: list[Job], on_done: OnDone, workers: int | None = None, prog
     tally = _Tally(bar)
     try:
         if workers <= 1:
-            for key, data, base_dir, ev in jobs:
-                row = evaluate(data, base_dir, ev)
+            for key, data, base_dir, ev, trust in jobs:
+                row = evaluate(data, base_dir, ev, trust)
                 on_done(key, row)
                 tally(row)
             return
@@ -119,7 +153,7 @@ def run_local(jobs: list[Job], on_done: OnDone, workers: int | None = None, prog
 
         ex = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init)
         try:
-            pending = {ex.submit(evaluate, data, base_dir, ev): key for key, data, base_dir, ev in jobs}
+            pending = {ex.submit(evaluate, data, base_dir, ev, trust): key for key, data, base_dir, ev, trust in jobs}
             while pending:
                 # a timeout keeps the wait interruptible by Ctrl-C
                 done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
@@ -169,7 +203,7 @@ def run_ray(jobs: list[Job], on_done: OnDone, address: str | None = None, worker
     pending: dict = {}
     try:
         remote = ray.remote(num_cpus=1, max_retries=1)(evaluate)
-        pending = {remote.remote(data, base_dir, ev): key for key, data, base_dir, ev in jobs}
+        pending = {remote.remote(data, base_dir, ev, trust): key for key, data, base_dir, ev, trust in jobs}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
             for ref in done:

@@ -24,11 +24,12 @@ from ..specs.scenario import apply_overrides
 from .spec import METRICS
 
 
-def simulate_metrics(data: dict, base_dir: str | Path) -> dict[str, Any]:
-    """One simulation of scenario ``data``; the sweep's metric columns."""
+def simulate_metrics(data: dict, base_dir: str | Path, trust=None) -> dict[str, Any]:
+    """One simulation of scenario ``data`` (plug-ins and files as ``trust`` allows); the
+    sweep's metric columns."""
     from ..api import resolve_scenario, simulate
 
-    res = simulate(resolve_scenario(copy.deepcopy(data), "<sweep>", Path(base_dir)))
+    res = simulate(resolve_scenario(copy.deepcopy(data), "<sweep>", Path(base_dir), trust))
     s = res.summary()
     row: dict[str, Any] = {k: s.get(k) for k in METRICS}
     tpot = s.get("mean_tpot_ms")
@@ -50,7 +51,7 @@ def meets_target(row: dict, evaluation: dict) -> bool:
     return True
 
 
-def max_sustainable_rate(data: dict, base_dir: str | Path, evaluation: dict) -> dict[str, Any]:
+def max_sustainable_rate(data: dict, base_dir: str | Path, evaluation: dict, trust=None) -> dict[str, Any]:
     """Bisection for the heaviest load meeting the target; the row holds the metrics at it."""
     field, lo, hi, tol = evaluation["rate_field"], evaluation["low"], evaluation["high"], evaluation["tolerance"]
     inc = evaluation["increasing"]
@@ -60,7 +61,7 @@ def max_sustainable_rate(data: dict, base_dir: str | Path, evaluation: dict) -> 
     def at(v: float) -> dict:
         nonlocal probes
         probes += 1
-        return simulate_metrics(apply_overrides(data, {field: v}), base_dir)
+        return simulate_metrics(apply_overrides(data, {field: v}), base_dir, trust=trust)
 
     r_light = at(light)
     if not meets_target(r_light, evaluation):
@@ -81,7 +82,7 @@ def max_sustainable_rate(data: dict, base_dir: str | Path, evaluation: dict) -> 
     return {**best, "max_rate": good, "probes": probes, "search_note": None}
 
 
-def evaluate(data: dict, base_dir: str, evaluation: dict) -> dict[str, Any]:
+def evaluate(data: dict, base_dir: str, evaluation: dict, trust=None) -> dict[str, Any]:
     """One configuration's row (top level, so process pools and Ray ship it by reference).
 
     A SpecError (e.g. the workload cannot be built) makes the row infeasible with its text;
@@ -94,11 +95,11 @@ def evaluate(data: dict, base_dir: str, evaluation: dict) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         if evaluation.get("mode") == "max_rate":
-            row = max_sustainable_rate(data, base_dir, evaluation)
-            gpus = _gpus(data, base_dir)
+            row = max_sustainable_rate(data, base_dir, evaluation, trust)
+            gpus = _gpus(data, base_dir, trust)
             row["max_rate_per_gpu"] = row["max_rate"] / gpus if gpus else None
         else:
-            row = simulate_metrics(data, base_dir)
+            row = simulate_metrics(data, base_dir, trust=trust)
         row["status"], row["reason"] = "ok", None
     except SpecError as err:
         row = {"status": "infeasible", "reason": str(err)}
@@ -109,9 +110,9 @@ def evaluate(data: dict, base_dir: str, evaluation: dict) -> dict[str, Any]:
     return row
 
 
-def _gpus(data: dict, base_dir: str | Path) -> int:
+def _gpus(data: dict, base_dir: str | Path, trust=None) -> int:
     from ..api import resolve_scenario
 
-    r = resolve_scenario(copy.deepcopy(data), "<sweep>", Path(base_dir))
+    r = resolve_scenario(copy.deepcopy(data), "<sweep>", Path(base_dir), trust)
     gpn = r.hardware.gpus_per_node
     return sum(g.count * g.gpus_per_instance(gpn) for _r, _i, g in r.scenario.cluster.groups())

@@ -13,11 +13,19 @@ axes:
     linked: {cluster.prefill.nodes: [2, 4], cluster.prefill.dp: [16, 32], cluster.prefill.ep: [16, 32]}
 constraints: {max_gpus: 104, max_nodes: 13}  # memory fit and divisibility are always checked
 slo: {ttft_ms: 2000, tpot_ms: 50}            # optional: replaces the base scenario's per-request SLO
-search: {mode: grid}                         # grid | random (samples, seed) | max_rate (see SearchSpec)
+search: {mode: grid, target_goodput: 0.9}    # grid | random (samples, seed) | max_rate (see SearchSpec)
 objectives:                                  # optional: what summary.json names a best configuration for
   - {metric: output_throughput_per_gpu, goal: max, min_goodput_share: 0.9}
   - {metric: p90_ttft_ms, goal: min}
+report: {heatmap: {x: cluster.decode.count, y: prefill_layout, metric: request_goodput}}
+max_configurations: 10000                    # refuse larger sweeps before building them
 ```
+
+Which configurations compete: a configuration *meets the SLO* when it meets the search target
+(``search.target_goodput`` of its requests meet the per-request SLO, and every
+``search.limits`` bound holds); the Pareto frontiers and the best configurations are drawn
+only from those, and only among configurations that ran the same workload (every swept
+``workload.*`` field, such as the offered rate, splits the sweep into groups compared apart).
 """
 from __future__ import annotations
 
@@ -40,6 +48,8 @@ SEARCH_METRICS = ["max_rate", "max_rate_per_gpu", "probes", "search_note"]
 # Columns derived from each configuration's cluster (not knobs, not simulated metrics).
 LAYOUT = ["layout", "prefill_layout", "decode_layout", "gpus", "nodes", "prefill_gpus", "decode_gpus"]
 OBJECTIVE_METRICS = sorted(set(METRICS + ["max_rate", "max_rate_per_gpu", "gpus", "nodes"]))
+MAX_AXIS_VALUES = 100_000  # points of one axis
+DEFAULT_MAX_CONFIGURATIONS = 10_000  # a sweep's configurations (each one or more simulations)
 
 
 @dataclass(frozen=True)
@@ -61,19 +71,29 @@ class RangeSpec:
         if self.step is not None:
             check(self.step > 1 if self.log else self.step > 0,
                   "a log range's step is a factor and must be > 1" if self.log else "must be > 0", "step")
-        check(len(self.values()) <= 100_000, "more than 100,000 values", "num")
+        n = self.count()  # counted, not built: a step of 1e-9 must not allocate a billion values
+        if n > MAX_AXIS_VALUES:
+            raise SpecError(f"the range gives {n:,.0f} values; an axis takes at most {MAX_AXIS_VALUES:,} (use a "
+                            "larger step or fewer points)", field="num" if self.num is not None else "step")
+
+    def count(self) -> float:
+        """How many values the range gives (a float: it may be astronomically large)."""
+        if self.num is not None:
+            return float(self.num)
+        if self.log:
+            return math.floor(math.log(self.stop / self.start) / math.log(self.step) + 1e-9) + 1.0
+        return math.floor((self.stop - self.start) / self.step + 1e-9) + 1.0
 
     def values(self) -> list[int | float]:
         import numpy as np
 
+        n = int(self.count())
         if self.num is not None:
             xs = np.geomspace(self.start, self.stop, self.num) if self.log else np.linspace(self.start, self.stop,
                                                                                              self.num)
         elif self.log:
-            n = int(math.floor(math.log(self.stop / self.start) / math.log(self.step) + 1e-9)) + 1
             xs = self.start * self.step ** np.arange(n)
         else:
-            n = int(math.floor((self.stop - self.start) / self.step + 1e-9)) + 1
             xs = self.start + self.step * np.arange(n)
         xs = [float(x) for x in xs]
         integral = (all(float(v).is_integer() for v in (self.start, self.stop, self.step or 1))
@@ -113,6 +133,12 @@ class AxisSpec:
     def label(self) -> str:
         return self.name or self.field or "+".join(self.linked or ())
 
+    def size(self) -> int:
+        """Points on this axis, without building them."""
+        if self.linked is not None:
+            return len(next(iter(self.linked.values())))
+        return len(self.values) if self.values is not None else int(self.range.count())
+
     @property
     def fields(self) -> list[str]:
         return list(self.linked) if self.linked is not None else [self.field]
@@ -141,18 +167,24 @@ class ConstraintSpec:
 
 @dataclass(frozen=True)
 class SearchSpec:
-    """How configurations are chosen and evaluated.
+    """How configurations are chosen and evaluated, and the target they must meet.
 
     - ``grid``: every combination of the axes' points.
     - ``random``: ``samples`` combinations of the grid, drawn without replacement with ``seed``.
     - ``max_rate``: every grid combination; for each, the highest value of ``rate_field`` in
       [``low``, ``high``] at which the target still holds, found by bisection on a geometric
       scale to a relative ``tolerance`` (see pdsim/explore/search.py for the monotone
-      assumption). The target: at least ``target_goodput`` of requests meet the per-request
-      SLO, and every ``limits`` bound holds (summary metric -> upper bound, e.g.
-      ``{p90_ttft_ms: 2000, p90_itl_ms: 50}``: a percentile SLO). ``direction``: ``increasing``
-      when a larger value is a heavier load (``workload.rate``), ``decreasing`` when smaller is
-      heavier (``workload.trace.time_scale``); ``auto`` picks by the field's name.
+      assumption). ``direction``: ``increasing`` when a larger value is a heavier load
+      (``workload.rate``), ``decreasing`` when smaller is heavier (``workload.trace.time_scale``);
+      ``auto`` picks by the field's name. The field must change the workload's arrivals (this is
+      checked: a ``fixed_batch`` ignores ``workload.rate``).
+
+    The target, in every mode: at least ``target_goodput`` of the requests meet the per-request
+    SLO, and every ``limits`` bound holds (summary metric -> upper bound, e.g.
+    ``{p90_ttft_ms: 2000, p90_itl_ms: 50}``: a percentile SLO). ``max_rate`` searches the load at
+    which it holds; ``grid`` and ``random`` mark the configurations that miss it
+    (``meets_slo`` false) and leave them out of the Pareto frontiers and the best
+    configurations (``target_goodput: null`` and no ``limits``: every configuration competes).
     """
 
     mode: Literal["grid", "random", "max_rate"] = "grid"
@@ -181,6 +213,10 @@ class SearchSpec:
             check(v > 0, f"must be > 0, got {v}", f"limits.{k}")
         check(self.mode != "max_rate" or self.target_goodput is not None or bool(self.limits),
               "max_rate needs a target: target_goodput and/or limits", "target_goodput")
+
+    def target(self) -> dict:
+        """The target a configuration must meet (``search.meets_target``'s argument)."""
+        return {"target_goodput": self.target_goodput, "limits": dict(sorted(self.limits.items()))}
 
     @property
     def increasing(self) -> bool:
@@ -228,6 +264,36 @@ DEFAULT_OBJECTIVES = (
 )
 
 
+# Columns a heatmap may span besides the axes: the deployment shape derived from each configuration.
+HEATMAP_COLUMNS = ("layout", "prefill_layout", "decode_layout", "gpus", "nodes")
+
+
+@dataclass(frozen=True)
+class HeatmapSpec:
+    """The report's heatmap: ``metric`` over ``x`` and ``y``, each an axis ``field`` (a linked
+    axis by its ``name``) or a layout column (prefill_layout, decode_layout, layout, gpus,
+    nodes). Unset: two varying axes that do not move together (P x D layouts when both vary)."""
+
+    x: str | None = None
+    y: str | None = None
+    metric: str | None = None
+
+    def __post_init__(self) -> None:
+        check((self.x is None) == (self.y is None), "give both x and y, or neither", "y")
+        check(self.x is None or self.x != self.y, "x and y must differ", "y")
+        if self.metric is not None and self.metric not in OBJECTIVE_METRICS:
+            close = difflib.get_close_matches(self.metric, OBJECTIVE_METRICS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SpecError(f"unknown metric{hint}; expected one of {', '.join(OBJECTIVE_METRICS)}", field="metric")
+
+
+@dataclass(frozen=True)
+class ReportSpec:
+    """What report.html shows (see HeatmapSpec)."""
+
+    heatmap: HeatmapSpec = field(default_factory=HeatmapSpec)
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     base: str
@@ -237,8 +303,12 @@ class SweepSpec:
     slo: SLOSpec = None  # type: ignore[assignment]  # None: keep the base scenario's SLO
     search: SearchSpec = field(default_factory=SearchSpec)
     objectives: tuple[ObjectiveSpec, ...] = None  # type: ignore[assignment]  # None: the defaults
+    report: ReportSpec = field(default_factory=ReportSpec)
     name: str = "sweep"
     description: str = ""
+    # Every configuration is planned in memory (its full scenario) and simulated at least once:
+    # a typo such as three 200-point ranges (8M configurations) must fail before building them.
+    max_configurations: int = DEFAULT_MAX_CONFIGURATIONS
 
     def __post_init__(self) -> None:
         seen: dict[str, int] = {}
@@ -249,6 +319,34 @@ class SweepSpec:
         if self.search.mode == "max_rate" and self.search.rate_field in seen:
             raise SpecError(f"{self.search.rate_field} is searched by max_rate; it cannot also be an axis",
                             field=f"axes[{seen[self.search.rate_field]}]")
+        check(self.max_configurations >= 1, "must be >= 1", "max_configurations")
+        n = self.configurations()
+        if n > self.max_configurations:
+            sizes = " x ".join(f"{ax.size():,}" for ax in self.axes)
+            what = (f"{self.search.samples:,} samples" if self.search.mode == "random"
+                    else f"the axes give {n:,} configurations ({sizes})")
+            raise SpecError(f"{what}; a sweep runs at most {self.max_configurations:,} (each is planned in memory "
+                            "and simulated); raise max_configurations in the sweep file to run more",
+                            field="search.samples" if self.search.mode == "random" else "axes")
+        hm = self.report.heatmap
+        names = {"name": [ax.name for ax in self.axes if ax.name], "field": list(seen)}
+        for key in ("x", "y"):
+            v = getattr(hm, key)
+            if v is not None and v not in seen and v not in names["name"] and v not in HEATMAP_COLUMNS:
+                choices = list(seen) + names["name"] + list(HEATMAP_COLUMNS)
+                close = difflib.get_close_matches(v, choices, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise SpecError(f"{v!r} is not an axis of this sweep{hint}; expected one of {', '.join(choices)}",
+                                field=f"report.heatmap.{key}")
+
+    def grid_size(self) -> int:
+        """Combinations of the axes' points (an exact integer, however large)."""
+        return math.prod(ax.size() for ax in self.axes)
+
+    def configurations(self) -> int:
+        """How many configurations the sweep plans."""
+        total = self.grid_size()
+        return min(total, self.search.samples) if self.search.mode == "random" else total
 
     def active_objectives(self) -> tuple[ObjectiveSpec, ...]:
         if self.objectives is not None:

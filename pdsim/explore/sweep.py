@@ -1,48 +1,60 @@
-"""``run_sweep``: plan (validate every axis, expand, pre-check fit and constraints), run what is
-not cached (serial, process pool or Ray), write the tables, frontiers, summary and report.
+"""``run_sweep``: plan (validate every axis, count and expand, pre-check fit and constraints),
+run what is not cached (serial, process pool or Ray), write the tables, frontiers, summary and
+report.
 
 Outputs in DIR:
 - ``results.parquet`` / ``results.csv``: one row per configuration, in plan order: config_id,
-  knob values, layout, status (ok | infeasible | error) and reason, metrics, search results,
-  Pareto flags.
+  knob values (a linked axis also as one ``axis.<name>`` column), layout, status (ok |
+  infeasible | error) and reason, metrics (SGLang bench_serving names: ``median_*`` is the
+  p50), search results, ``meets_slo``, ``workload_group`` and the Pareto flags (see select.py).
 - ``configs/<config_id>.yaml``: the full scenario of each configuration (``pdsim run`` loads it).
-- ``pareto.csv`` (tokens/s/GPU vs tokens/s/user), ``pareto_goodput_ttft.csv``.
-- ``summary.json``: counts and the best configuration per objective.
-- ``report.html``: heatmap over the P x D layouts, Pareto scatters with knob hovers, the table.
-- ``cache/<key>.json``: finished configurations (what makes a rerun resume).
+- ``pareto.csv`` (tokens/s/GPU vs tokens/s/user), ``pareto_goodput_ttft.csv``: per workload
+  group, among configurations that meet the SLO.
+- ``summary.json``: counts, the target, and the best configuration per objective (and group).
+- ``report.html``: heatmap(s), Pareto scatters with knob hovers, the table.
+- ``cache/<key>.json``: finished configurations (what makes a rerun resume; see fingerprint.py).
 """
 from __future__ import annotations
 
 import json
+import os
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
 import yaml
 
+from ..specs.errors import SpecError
+from ..specs.trust import Trust
 from .compare import compare  # noqa: F401 - the top-level pair: run_sweep, compare
-from .pareto import GOODPUT_TTFT, THROUGHPUT_USER, frontier, pareto_mask
 from .plan import Plan, build_plan, config_id  # noqa: F401 - config_id re-exported
 from .runner import Cache, run_jobs
+from .select import best_per_objective, frontier_table, mark, workload_fields
 from .spec import LAYOUT, METRICS, SEARCH_METRICS, SweepSpec, load_sweep
 
-NON_KNOBS = set(METRICS) | set(SEARCH_METRICS) | set(LAYOUT) | {
-    "config_id", "status", "reason", "pareto", "pareto_goodput_ttft", "eval_wall_s", "wall_s"}
+DERIVED = {"config_id", "status", "reason", "pareto", "pareto_goodput_ttft", "eval_wall_s", "wall_s", "meets_slo",
+           "workload_group"}
+NON_KNOBS = set(METRICS) | set(SEARCH_METRICS) | set(LAYOUT) | DERIVED
 
 
 def knob_columns(df: pd.DataFrame) -> list[str]:
-    """The columns of a results table that are swept knobs (axis field paths)."""
+    """The columns of a results table that are swept knobs (axis field paths, ``axis.<name>``)."""
     return [c for c in df.columns if c not in NON_KNOBS]
 
 
 _knob_columns = knob_columns  # the dashboard's name for it
 
 
-def plan_sweep(sweep_path: str | Path) -> Plan:
+def linked_column(name: str) -> str:
+    """The results column that shows a linked axis' values together."""
+    return f"axis.{name}"
+
+
+def plan_sweep(sweep_path: str | Path, trust: Trust | None = None) -> Plan:
     """Load and validate a sweep file and list its configurations; simulates nothing."""
     spec, sdir = load_sweep(sweep_path)
-    return build_plan(spec, sdir, str(sweep_path))
+    return build_plan(spec, sdir, str(sweep_path), trust)
 
 
 def _write_configs(plan: Plan, out: Path) -> None:
@@ -52,19 +64,50 @@ def _write_configs(plan: Plan, out: Path) -> None:
         p = d / f"{cfg.config_id}.yaml"
         text = yaml.safe_dump(cfg.data, sort_keys=False)
         if not p.is_file() or p.read_text() != text:
-            p.write_text(text)
+            tmp = d / f".{cfg.config_id}.yaml.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, p)
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """The output folder, created if missing and checked writable before anything is simulated."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"{out} is a file; expected a folder (created if missing)", field="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".pdsim-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise SpecError(f"cannot write to {out}: {err.strerror or err}", field="--out") from None
+    return out
+
+
+def check_workers(workers: int | None) -> None:
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise SpecError(f"expected an integer >= 1 (or none for one per CPU), got {workers!r}", field="--workers")
 
 
 def run_sweep(sweep_path: str | Path, out_dir: str | Path, workers: int | None = None, ray: bool = False,
               ray_address: str | None = None, resume: bool = True, progress: bool = True,
-              on_row: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+              on_row: Callable[[int, int], None] | None = None, trust: Trust | None = None,
+              heatmap: tuple[str, str] | None = None) -> pd.DataFrame:
     """Run the sweep in ``sweep_path``, writing its outputs to ``out_dir``; returns the results
     table. Raises SpecError (naming file and axis) before simulating anything when the sweep
     is malformed. ``df.attrs`` tells ``computed`` (simulated now), ``cached`` (read back),
-    ``infeasible`` and ``errors`` counts. ``on_row(done, total)`` follows progress."""
-    plan = plan_sweep(sweep_path)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    ``infeasible`` and ``errors`` counts, and ``cache_warnings`` (unreadable cache files that
+    were recomputed). ``on_row(done, total)`` follows progress. ``trust`` (specs/trust.py):
+    which plug-in modules the configurations may import (``--allow-plugin``) and which files
+    they may read; the default allows installed plug-ins only. ``heatmap``: the report's
+    heatmap axes, overriding the sweep file's ``report.heatmap``."""
+    check_workers(workers)
+    trust = trust or Trust()
+    spec, sdir = load_sweep(sweep_path)
+    if heatmap is not None:
+        spec = with_heatmap(spec, heatmap, str(sweep_path))
+    plan = build_plan(spec, sdir, str(sweep_path), trust)
+    out = check_out_dir(out_dir)
     _write_configs(plan, out)
     cache = Cache(out)
     rows: dict[str, dict] = {}  # cache key -> row
@@ -76,11 +119,14 @@ def run_sweep(sweep_path: str | Path, out_dir: str | Path, workers: int | None =
         if hit is not None:
             rows[cfg.cache_key] = hit
             cached += 1
+    warned = list(cache.problems)
+    for problem in warned:
+        warnings.warn(problem, stacklevel=2)
     jobs, seen = [], set()
     for cfg in plan.configs:
         if cfg.status == "pending" and cfg.cache_key not in rows and cfg.cache_key not in seen:
             seen.add(cfg.cache_key)
-            jobs.append((cfg.cache_key, cfg.data, str(plan.base_dir), plan.evaluation))
+            jobs.append((cfg.cache_key, cfg.data, str(plan.base_dir), plan.evaluation, trust))
     ids = {cfg.cache_key: cfg.config_id for cfg in plan.configs}
     finished = [0]
 
@@ -93,15 +139,31 @@ def run_sweep(sweep_path: str | Path, out_dir: str | Path, workers: int | None =
             on_row(finished[0], len(jobs))
 
     run_jobs(jobs, done, workers=workers, ray=ray, ray_address=ray_address, progress=progress)
+    for problem in cache.problems[len(warned):]:
+        warnings.warn(problem, stacklevel=2)
     df = assemble(plan, rows)
     summary = write_outputs(df, plan, out)
-    df.attrs.update(computed=len(jobs), cached=cached, infeasible=summary["infeasible"], errors=summary["errors"])
+    df.attrs.update(computed=len(jobs), cached=cached, infeasible=summary["infeasible"], errors=summary["errors"],
+                    cache_warnings=list(cache.problems))
     return df
 
 
+def with_heatmap(spec: SweepSpec, axes: tuple[str, str], source: str) -> SweepSpec:
+    """``spec`` with the report's heatmap over ``axes`` (the CLI's --heatmap X Y), validated."""
+    from dataclasses import replace
+
+    try:
+        hm = replace(spec.report.heatmap, x=axes[0], y=axes[1])
+        return replace(spec, report=replace(spec.report, heatmap=hm))
+    except SpecError as err:
+        raise SpecError(err.message, source=source, field="--heatmap") from None
+
+
 def assemble(plan: Plan, rows: dict[str, dict]) -> pd.DataFrame:
-    """One row per configuration in plan order, with its knobs, layout and metrics."""
+    """One row per configuration in plan order, with its knobs, layout, metrics, SLO mark,
+    workload group and frontier flags."""
     knob_names: list[str] = []
+    linked = [ax for ax in plan.spec.axes if ax.linked is not None]
     for ax in plan.spec.axes:
         knob_names += ax.fields
     records = []
@@ -109,6 +171,8 @@ def assemble(plan: Plan, rows: dict[str, dict]) -> pd.DataFrame:
     for cfg in plan.configs:
         rec: dict[str, Any] = {"config_id": cfg.config_id}
         rec.update({k: cfg.knobs.get(k) for k in knob_names})
+        for ax in linked:
+            rec[linked_column(ax.label)] = "/".join(_show(cfg.knobs.get(f)) for f in ax.fields)
         rec.update({k: cfg.layout.get(k) for k in LAYOUT})
         if cfg.status == "infeasible":
             res: dict[str, Any] = {"status": "infeasible", "reason": cfg.reason}
@@ -123,13 +187,13 @@ def assemble(plan: Plan, rows: dict[str, dict]) -> pd.DataFrame:
     df = pd.DataFrame.from_records(records)
     for m in METRICS + (["max_rate", "max_rate_per_gpu", "probes"] if searched else []) + ["eval_wall_s"]:
         df[m] = pd.to_numeric(df[m], errors="coerce")
-    ok = (df["status"] == "ok").to_numpy()
-    for col, (x, y, mx) in (("pareto", THROUGHPUT_USER), ("pareto_goodput_ttft", GOODPUT_TTFT)):
-        flag = np.zeros(len(df), dtype=bool)
-        if ok.any():
-            flag[ok] = pareto_mask(df.loc[ok, [x, y]].to_numpy(dtype=float), list(mx))
-        df[col] = flag
-    return df
+    return mark(df, workload_fields([ax.fields for ax in plan.spec.axes]), plan.spec.search.target())
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return f"{v:g}" if isinstance(v, float) else str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def _py(v: Any) -> Any:
@@ -140,25 +204,6 @@ def _py(v: Any) -> Any:
     return v
 
 
-def best_per_objective(df: pd.DataFrame, spec: SweepSpec, knobs: list[str]) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    ok = df[df["status"] == "ok"]
-    for obj in spec.active_objectives():
-        if obj.metric not in ok:
-            continue
-        cand = ok if obj.min_goodput_share is None else ok[ok["goodput_share"] >= obj.min_goodput_share]
-        cand = cand[cand[obj.metric].notna()]
-        if cand.empty:
-            continue
-        idx = cand[obj.metric].idxmax() if obj.goal == "max" else cand[obj.metric].idxmin()  # first on ties
-        r = df.loc[idx]
-        out[obj.label] = {"metric": obj.metric, "goal": obj.goal, "min_goodput_share": obj.min_goodput_share,
-                          "value": _py(r[obj.metric]), "config_id": r["config_id"], "layout": _py(r["layout"]),
-                          "gpus": _py(r["gpus"]), "knobs": {k: _py(r[k]) for k in knobs},
-                          "config": f"configs/{r['config_id']}.yaml"}
-    return out
-
-
 def write_outputs(df: pd.DataFrame, plan: Plan, out: Path) -> dict:
     from ..report.sweep_figures import sweep_report
 
@@ -167,26 +212,41 @@ def write_outputs(df: pd.DataFrame, plan: Plan, out: Path) -> dict:
     df.to_csv(out / "results.csv", index=False)
     mixed = {c: "string" for c in df.columns if df[c].dtype == object}
     df.astype(mixed).to_parquet(out / "results.parquet", index=False)
-    ok = df[df["status"] == "ok"]
-    par = frontier(ok, *THROUGHPUT_USER[:2])
+    par = frontier_table(df, "pareto")
     par.to_csv(out / "pareto.csv", index=False)
-    frontier(ok, GOODPUT_TTFT[0], GOODPUT_TTFT[1], GOODPUT_TTFT[2]).to_csv(out / "pareto_goodput_ttft.csv",
-                                                                             index=False)
+    gt = frontier_table(df, "pareto_goodput_ttft")
+    gt.to_csv(out / "pareto_goodput_ttft.csv", index=False)
     reasons: dict[str, int] = {}
     for r in df.loc[df["status"] == "infeasible", "reason"]:
         key = str(r).split(": ", 1)[-1] if r else "?"
         reasons[key] = reasons.get(key, 0) + 1
+    ok = df["status"] == "ok"
+    groups = [g for g in dict.fromkeys(df["workload_group"]) if g]
     summary = {
         "name": spec.name, "description": spec.description, "sweep": plan.source, "mode": spec.search.mode,
-        "evaluation": plan.evaluation, "configurations": int(len(df)), "ok": int(len(ok)),
+        "evaluation": plan.evaluation, "target": spec.search.target(), "configurations": int(len(df)),
+        "ok": int(ok.sum()), "meets_slo": int(df["meets_slo"].sum()),
         "infeasible": int((df["status"] == "infeasible").sum()), "errors": int((df["status"] == "error").sum()),
-        "knobs": knobs, "axes": [{"label": ax.label, "fields": ax.fields} for ax in spec.axes],
-        "best": best_per_objective(df, spec, knobs),
+        "knobs": knobs, "axes": [{"label": ax.label, "fields": ax.fields,
+                                  "column": linked_column(ax.label) if ax.linked is not None else ax.field}
+                                 for ax in spec.axes],
+        "workload_groups": groups,
+        "best": best_per_objective(df, spec.active_objectives(), knobs),
         "pareto": par["config_id"].tolist(),
-        "pareto_goodput_ttft": df.loc[df["pareto_goodput_ttft"], "config_id"].tolist(),
+        "pareto_goodput_ttft": gt["config_id"].tolist(),
         "infeasible_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
         "error_reasons": {r["config_id"]: r["reason"] for _i, r in df[df["status"] == "error"].iterrows()},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_py))
-    sweep_report(df, par, knobs, str(out / "report.html"), title=spec.name, summary=summary)
+    hm = spec.report.heatmap
+    sweep_report(df, par, knobs, str(out / "report.html"), title=spec.name, summary=summary,
+                 heatmap=(_column(spec, hm.x), _column(spec, hm.y)) if hm.x else None, heatmap_metric=hm.metric)
     return summary
+
+
+def _column(spec: SweepSpec, name: str | None) -> str | None:
+    """The results column of a heatmap axis named by field, linked-axis name or layout column."""
+    for ax in spec.axes:
+        if ax.linked is not None and name == ax.name:
+            return linked_column(ax.label)
+    return name

@@ -64,7 +64,15 @@ def workload_figure(table: RequestTable | None = None, stats: dict | None = None
 
 def write_workload_html(path: str | Path, table: RequestTable | None = None, stats: dict | None = None) -> Path:
     """Write the workload figure as a standalone HTML file (plotly.js embedded: opens offline)."""
+    from ..specs.errors import SpecError
+
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    workload_figure(table, stats).write_html(str(p), include_plotlyjs=True, full_html=True)
+    if p.is_dir():
+        raise SpecError("a folder; expected the name of an HTML file to write", source=str(p), field="--html")
+    fig = workload_figure(table, stats)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fig.write_html(str(p), include_plotlyjs=True, full_html=True)
+    except OSError as err:
+        raise SpecError(f"cannot write: {err.strerror or err}", source=str(p), field="--html") from None
     return p

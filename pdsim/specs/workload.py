@@ -6,11 +6,60 @@ Lengths are tokens, rates requests/second, times seconds unless the name says ot
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ._convert import check
+from .errors import SpecError
+
+# ---- size limits, checked before anything is generated or read -------------------------------
+# One prompt or output: 100x the longest context of any bundled model (1M tokens would already
+# be refused by the model's context check; this bounds what a spec can make pdsim allocate).
+MAX_TOKENS = 100_000_000
+# Arrivals span at most 10 years of simulated time (a trace row at t = 1e300, a rate of 1e-9
+# req/s or a time_scale of 1e6 on an hour-long trace are mistakes, not workloads).
+MAX_SPAN_S = 10 * 365 * 86400.0
+# Requests in one workload. The reliability review measured 2.6 GB peak memory for a 200k-request
+# simulation (about 13 kB per request, mostly engine-step logs), so 2M requests need about 26 GB.
+# Raise it with the environment variable PDSIM_MAX_REQUESTS on a machine that holds more.
+DEFAULT_MAX_REQUESTS = 2_000_000
+# Prompt block ids (hash_ids) a generated workload may hold in all: 8 bytes each, so 1.6 GB.
+MAX_BLOCK_IDS = 200_000_000
+
+
+def max_requests() -> int:
+    """The request limit: ``PDSIM_MAX_REQUESTS`` if set (an integer >= 1), else the default."""
+    text = os.environ.get("PDSIM_MAX_REQUESTS", "").strip()
+    if not text:
+        return DEFAULT_MAX_REQUESTS
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SpecError(f"expected a positive integer, got {text[:40]!r}", source="environment",
+                        field="PDSIM_MAX_REQUESTS")
+    return value
+
+
+def check_request_count(n: float, field: str, what: str = "requests") -> None:
+    """Refuse a workload of more than ``max_requests()`` requests, saying how to raise the limit."""
+    cap = max_requests()
+    if n > cap:
+        raise SpecError(f"{n:,.0f} {what} is more than the limit of {cap:,} requests per workload (about "
+                        f"13 kB of memory each in a simulation); set the environment variable "
+                        f"PDSIM_MAX_REQUESTS to raise it", field=field)
+
+
+def check_span(span_s: float, field: str, how: str) -> None:
+    """Refuse arrivals spread over more than MAX_SPAN_S (``how`` says what made them so)."""
+    if not span_s <= MAX_SPAN_S:  # also NaN
+        years = span_s / (365 * 86400.0)
+        shown = f"{years:,.3g} years" if math.isfinite(years) else "forever"
+        raise SpecError(f"arrivals over {shown} ({how}); pdsim simulates at most "
+                        f"{MAX_SPAN_S / (365 * 86400.0):.0f} years of arrivals", field=field)
 
 
 @dataclass(frozen=True)
@@ -41,15 +90,29 @@ class LengthDist:
     def __post_init__(self) -> None:
         if self.dist in ("fixed", "random_ratio", "random_range"):
             check(self.value >= 1, f"dist {self.dist} needs value >= 1, got {self.value}", "value")
+        for name in ("value", "mean", "min", "max"):
+            check(getattr(self, name) <= MAX_TOKENS, f"at most {MAX_TOKENS:,}, got {getattr(self, name):,}", name)
         if self.dist in ("normal", "lognormal"):
             check(self.mean > 0, f"dist {self.dist} needs mean > 0", "mean")
             check(self.std >= 0, "must be >= 0", "std")
         check(self.min >= 1, "must be >= 1 (a request has at least one token)", "min")
         check(self.max >= self.min, f"must be >= min ({self.min})", "max")
+        check(self.std <= MAX_TOKENS, f"at most {MAX_TOKENS:,}, got {self.std:,}", "std")
         check(0.0 <= self.range_ratio <= 1.0, "must be in [0, 1]", "range_ratio")
         if self.dist == "random_range":
             check(self.range_ratio < 1.0, "must be in [0, 1) for random_range (vLLM's symmetric range)",
                   "range_ratio")
+
+    @property
+    def upper(self) -> int:
+        """The largest length this distribution draws (tokens)."""
+        if self.dist == "fixed":
+            return self.value
+        if self.dist == "random_ratio":
+            return self.value
+        if self.dist == "random_range":
+            return random_range_bounds(self.value, self.range_ratio)[1]
+        return self.max
 
     @property
     def expected_mean(self) -> float:
@@ -98,6 +161,8 @@ def genai_scenario(text: str) -> GenaiScenario:
     """
     m = _PREFIX.match(text)
     if m:
+        if any(float(x) > MAX_TOKENS for x in m.groups()):
+            raise ValueError(f"lengths are at most {MAX_TOKENS:,} tokens, got {text[:80]!r}")
         pre, suf, out = (int(float(x)) for x in m.groups())
         if suf < 1 or out < 1:
             raise ValueError(f"P(prefix,suffix)/out needs suffix >= 1 and out >= 1, got {text!r}")
@@ -107,6 +172,9 @@ def genai_scenario(text: str) -> GenaiScenario:
         raise ValueError("expected D(in,out), N(mean,std)/(mean,std), U(min,max)/(min,max), U(max_in,max_out) "
                          f"or P(prefix,suffix)/out, got {text!r}")
     kind, a, b, c, d = m.groups()
+    big = [x for x in (a, b, c, d) if x is not None and float(x) > MAX_TOKENS]
+    if big:
+        raise ValueError(f"lengths are at most {MAX_TOKENS:,} tokens, got {big[0][:20]} in {text[:80]!r}")
     a, b = float(a), float(b)
     if kind == "D":
         if c is not None:
@@ -194,6 +262,20 @@ class ConversationSpec:
         check(self.system_prompt_tokens >= 0, "must be >= 0", "system_prompt_tokens")
         check(self.think_time_s >= 0, "must be >= 0", "think_time_s")
         check(self.decode_s_per_token >= 0, "must be >= 0", "decode_s_per_token")
+        check(self.system_prompt_tokens <= MAX_TOKENS, f"at most {MAX_TOKENS:,} tokens", "system_prompt_tokens")
+        check_request_count(self.sessions, "sessions", "sessions")
+        check_request_count(self.sessions * self.turns.expected_mean, "turns",
+                            f"requests ({self.sessions:,} sessions x {self.turns.expected_mean:g} turns on average)")
+        check_span((self.sessions - 1) / self.session_rate, "session_rate",
+                   f"{self.sessions:,} sessions at {self.session_rate:g} sessions/s")
+        check_span(self.think_time_s, "think_time_s", f"a mean think time of {self.think_time_s:g} s")
+
+    def expected_block_ids(self, output_mean: float, block_size: int) -> float:
+        """About how many prompt block ids the sessions hold in all: turn k resends the context
+        of the k-1 turns before it, so a session of T turns holds ~ T*system + T(T+1)/2 turns."""
+        t = self.turns.expected_mean
+        per_turn = self.user.expected_mean + output_mean
+        return self.sessions * (t * self.system_prompt_tokens + per_turn * t * (t + 1) / 2) / block_size
 
 
 @dataclass(frozen=True)
@@ -263,8 +345,38 @@ class WorkloadSpec:
         check(self.max_concurrency is None or self.max_concurrency >= 1, "must be >= 1", "max_concurrency")
         check(self.shared_prefix_tokens >= 0, "must be >= 0", "shared_prefix_tokens")
         check(self.prefix_groups >= 1, "must be >= 1", "prefix_groups")
+        check_request_count(self.prefix_groups, "prefix_groups", "prefix groups")
         check(self.block_size >= 1, "must be >= 1", "block_size")
+        check(self.shared_prefix_tokens <= MAX_TOKENS, f"at most {MAX_TOKENS:,} tokens", "shared_prefix_tokens")
         if self.kind == "trace":
             check(self.trace is not None, "kind: trace needs a trace: block with a path", "trace")
             check(self.rate is None or self.trace.time_scale == 1.0,
                   "give rate (new arrival times) or trace.time_scale (scaled trace times), not both", "rate")
+        self._check_sizes()
+
+    def _check_sizes(self) -> None:
+        """Refuse, before anything is generated, a workload the machine could not hold (see the
+        limits at the top of this module)."""
+        check_request_count(self.num_requests, "num_requests")
+        check_request_count(self.batch_size, "batch_size")
+        if self.kind == "synthetic" and self.rate is not None:
+            check_span((self.num_requests - 1) / self.rate, "rate",
+                       f"{self.num_requests:,} requests at {self.rate:g} req/s")
+        if self.kind in ("multi_turn", "tool_agent") and self.conversation is not None:
+            ids = self.conversation.expected_block_ids(self.output.expected_mean, self.block_size)
+            where = "conversation"
+        elif self.kind in ("synthetic", "fixed_batch"):
+            n = self.num_requests if self.kind == "synthetic" else self.batch_size
+            prefix = self.shared_prefix_tokens
+            inp = self.input.expected_mean
+            if self.scenario is not None:
+                scen = genai_scenario(self.scenario)
+                prefix, inp = prefix or scen.prefix_tokens, scen.input.expected_mean
+            ids = n * math.ceil((inp + prefix) / self.block_size) if prefix else 0.0
+            where = "shared_prefix_tokens"
+        else:
+            return
+        if ids > MAX_BLOCK_IDS:
+            raise SpecError(f"the prompts would carry about {ids:,.0f} block ids of {self.block_size} tokens "
+                            f"(more than {MAX_BLOCK_IDS:,}, {MAX_BLOCK_IDS * 8 / 1e9:.1f} GB); use fewer or shorter "
+                            "requests, or a larger block_size", field=where)

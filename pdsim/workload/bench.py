@@ -18,16 +18,29 @@ from pathlib import Path
 from typing import Iterator
 
 from ..specs.errors import SpecError
+from ..specs.yamlio import excerpt
+from .textio import bad_utf8
 from .trace_rows import BadRow, Row, length, number, open_text
 
 DETAIL_HINT = ("run sglang.bench_serving with --output-details, or vllm bench serve with --save-result "
                "--save-detailed")
+# A result file is parsed whole (one JSON document per run). With --output-details a run holds
+# every request's generated text and ITLs: ~10 kB per request, so 256 Mi characters hold runs
+# of ~25k requests; parsing takes several times the text in memory (a few GB at the limit).
+MAX_BENCH_CHARS = 256 * 2**20
+
+
+def _loads(text: str, p: Path, where: str):
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise SpecError(f"{where}invalid JSON (nested too deeply)", source=str(p)) from None
 
 
 def _records(p: Path, text: str) -> list[tuple[int | None, dict]]:
     """(line or None for a single document, object) of every JSON object in the file."""
     try:
-        doc = json.loads(text)
+        doc = _loads(text, p, "")
         return [(None, doc)] if isinstance(doc, dict) else []
     except json.JSONDecodeError as err:
         if err.msg != "Extra data":  # not several objects one per line: a broken file
@@ -38,7 +51,7 @@ def _records(p: Path, text: str) -> list[tuple[int | None, dict]]:
         if not line.strip():
             continue
         try:
-            doc = json.loads(line)
+            doc = _loads(line, p, f"line {lineno}: ")
         except json.JSONDecodeError as err:
             raise SpecError(f"line {lineno}: invalid JSON ({err.msg} at column {err.colno})",
                             source=str(p)) from None
@@ -55,13 +68,16 @@ def looks_like_bench(first_line: str) -> bool:
 def bench_run(p: Path, record: int | None = None) -> tuple[str, dict, dict]:
     """(where, run object, recorded load) of the chosen run of a result file; ``where`` is the
     error prefix (``line N: `` in a JSONL file, else empty)."""
-    try:
-        with open_text(p) as f:
-            text = f.read()
-    except UnicodeDecodeError:
-        raise SpecError("not a UTF-8 text file (expected a benchmark result JSON)", source=str(p)) from None
-    except (OSError, EOFError) as err:  # e.g. a truncated .gz
-        raise SpecError(f"cannot read: {err}", source=str(p)) from None
+    with open_text(p) as f:
+        text = f.read(MAX_BENCH_CHARS + 1)
+    if len(text) > MAX_BENCH_CHARS:
+        raise SpecError(f"a benchmark result of more than {MAX_BENCH_CHARS // 2**20} Mi characters; it is parsed "
+                        "whole, so split its runs into several files (one JSON object per line each)",
+                        source=str(p))
+    problem = bad_utf8(text)
+    if problem:
+        line = text.count("\n", 0, text.index(next(c for c in text if "\udc80" <= c <= "\udcff"))) + 1
+        raise SpecError(f"line {line}: {problem.replace('at column', 'at character')}", source=str(p))
     runs = [(ln, d) for ln, d in _records(p, text) if "input_lens" in d or "output_lens" in d]
     if not runs:
         raise SpecError(f"no per-request input_lens/output_lens in this benchmark result ({DETAIL_HINT})",
@@ -77,7 +93,13 @@ def bench_run(p: Path, record: int | None = None) -> tuple[str, dict, dict]:
     where = f"line {ln}: " if ln is not None else ""
     for key in ("input_lens", "output_lens"):
         if not isinstance(run.get(key), list):
-            raise SpecError(f"{where}{key}: expected a list of per-request token counts ({DETAIL_HINT})",
+            raise SpecError(f"{where}{key}: expected a list of per-request token counts, got "
+                            f"{excerpt(run.get(key))} ({DETAIL_HINT})", source=str(p))
+    if not run["input_lens"] and not run["output_lens"]:
+        raise SpecError(f"{where}input_lens, output_lens: empty lists: the run recorded no requests", source=str(p))
+    for key in ("errors", "start_times"):
+        if run.get(key) is not None and not isinstance(run[key], list):
+            raise SpecError(f"{where}{key}: expected a list with one entry per request, got {excerpt(run[key])}",
                             source=str(p))
     load = {k: run[k] for k in ("request_rate", "burstiness", "max_concurrency") if k in run}
     load["runs_in_file"] = len(runs)
@@ -97,7 +119,7 @@ def bench_rows(run: dict) -> Iterator[tuple[int, Row | BadRow]]:
                 raise BadRow(f"output_lens[{k}]: missing (input_lens has {n} entries, output_lens {len(outs)})")
             err = errors[k] if k < len(errors) else ""
             if err and outs[k] in (0, None):
-                raise BadRow(f"output_lens[{k}]: request failed in the benchmark ({str(err)[:80]!r})")
+                raise BadRow(f"output_lens[{k}]: request failed in the benchmark ({excerpt(str(err), 80)})")
             t = number(starts[k], f"start_times[{k}]") if isinstance(starts, list) and k < len(starts) else 0.0
             yield k, (t, length(ins[k], f"input_lens[{k}]"), length(outs[k], f"output_lens[{k}]"), None)
         except BadRow as e:

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..specs._convert import build, read_yaml
 from ..specs.errors import SpecError
 from ..specs.workload import WorkloadSpec
+from ..specs.yamlio import excerpt
 from .materialize import materialize
 from .stats import workload_stats
 from .table import RequestTable
@@ -23,15 +24,23 @@ from .traces import read_trace
 
 def resolve_target(target: str) -> Path:
     """A path as given, else a bundled trace file, else a bundled workload spec key."""
+    from ..specs.catalog import traces_dir, workloads_dir
+    from ..specs.yamlio import excerpt
+
+    if len(target) > 4096 or "\x00" in target:
+        raise SpecError("not a file name (too long or with a NUL character)", source=excerpt(target, 60))
     p = Path(target).expanduser()
+    if p.is_dir():
+        raise SpecError("a folder; expected a trace file or a workload/scenario YAML", source=target)
     if p.exists():
         return p
-    from ..specs.catalog import traces_dir, workloads_dir
-
     for cand in (traces_dir() / target, workloads_dir() / "specs" / f"{target}.yaml",
                  workloads_dir() / "specs" / target):
-        if cand.is_file():
-            return cand
+        try:
+            if cand.is_file():
+                return cand
+        except OSError:  # a name the file system refuses (too long a component)
+            break
     raise SpecError("no such file (nor a bundled trace or workload spec of that name)", source=target)
 
 
@@ -45,8 +54,10 @@ def load_target(target: str, skip_bad_rows: bool = False, fmt: str = "auto", see
     data = read_yaml(p)
     prefix = None
     if isinstance(data, dict) and "workload" in data:  # a scenario: only its workload matters here
-        if seed is None and isinstance(data.get("seed"), int):
+        if seed is None and "seed" in data:
             seed = data["seed"]
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+                raise SpecError(f"expected an integer >= 0, got {excerpt(seed)}", source=str(p), field="seed")
         data, prefix = data["workload"], "workload"
     if data is None:
         raise SpecError("empty file: expected a workload mapping (kind: ...)", source=str(p))

@@ -104,9 +104,14 @@ def shared_prefix_ids(input_len: np.ndarray, group: np.ndarray, prefix_tokens: i
     nblocks = -(-input_len // block_size)
     own = nblocks - pb  # >= 1: a prompt is longer than its prefix
     start = groups * pb + np.concatenate(([0], np.cumsum(own)[:-1]))
-    shared = [np.arange(g * pb, g * pb + pb, dtype=np.int64) for g in range(groups)]
-    return [np.concatenate((shared[g], np.arange(s, s + k, dtype=np.int64)))
-            for g, s, k in zip(group.tolist(), start.tolist(), own.tolist())]
+    shared: dict[int, np.ndarray] = {}  # only the groups drawn (there may be more groups than requests)
+    out = []
+    for g, s, k in zip(group.tolist(), start.tolist(), own.tolist()):
+        ids = shared.get(g)
+        if ids is None:
+            ids = shared[g] = np.arange(g * pb, g * pb + pb, dtype=np.int64)
+        out.append(np.concatenate((ids, np.arange(s, s + k, dtype=np.int64))))
+    return out
 
 
 def fixed_batch(spec: WorkloadSpec, rng: np.random.Generator) -> RequestTable:

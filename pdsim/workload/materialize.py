@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..specs.errors import SpecError
-from ..specs.workload import ConversationSpec, TraceSpec, WorkloadSpec
+from ..specs.workload import ConversationSpec, TraceSpec, WorkloadSpec, check_request_count, check_span
 from .bench import recorded_rate
 from .generators import fixed_batch, resolve_lengths, synthetic
 from .sessions import AGENT_OUTPUT, TOOL_AGENT, conversations
@@ -24,6 +24,12 @@ def materialize(spec: WorkloadSpec, seed: int = 0, base_dir: Path | None = None)
 
     ``base_dir``: where a relative trace path is looked up first (the scenario's folder).
     """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise SpecError(f"expected an integer >= 0, got {seed!r:.40}", field="seed")
+    return _checked(_build(spec, int(seed), base_dir), spec)
+
+
+def _build(spec: WorkloadSpec, seed: int, base_dir: Path | None) -> RequestTable:
     rng = np.random.default_rng(seed)
     if spec.kind == "fixed_batch":
         return fixed_batch(spec, rng)
@@ -38,6 +44,22 @@ def materialize(spec: WorkloadSpec, seed: int = 0, base_dir: Path | None = None)
         t.max_concurrency = spec.max_concurrency
         return t
     return _trace(spec, rng, base_dir)
+
+
+def _checked(table: RequestTable, spec: WorkloadSpec) -> RequestTable:
+    """The bounds every workload keeps, whatever made it: finite arrival times spread over at
+    most MAX_SPAN_S, at most max_requests() requests (specs are checked up front; this catches
+    what only the draw shows, e.g. a burstiness so small that the gaps overflow)."""
+    check_request_count(len(table), "workload")
+    a = table.arrival_s
+    if len(a) and not np.isfinite(a).all():
+        raise SpecError("the arrival times are not finite numbers (a burstiness, rate or think time too extreme?)",
+                        field="workload")
+    if len(a):
+        how = {"synthetic": "the arrival process", "trace": "the trace's arrival times",
+               "multi_turn": "the sessions", "tool_agent": "the sessions"}.get(spec.kind, "the workload")
+        check_span(float(a[-1] - a[0]), "workload", how)
+    return table
 
 
 def resolve_trace_path(tr: TraceSpec, base_dir: Path | None = None) -> Path:
@@ -55,8 +77,13 @@ def resolve_trace_path(tr: TraceSpec, base_dir: Path | None = None) -> Path:
 
 def _trace(spec: WorkloadSpec, rng: np.random.Generator, base_dir: Path | None) -> RequestTable:
     tr = spec.trace
-    table = read_trace(resolve_trace_path(tr, base_dir), tr.format, tr.time_scale, tr.limit, tr.start_s,
-                       tr.skip_bad_rows, duration_s=tr.duration_s, block_size=tr.block_size, sort=tr.sort)
+    try:
+        table = read_trace(resolve_trace_path(tr, base_dir), tr.format, tr.time_scale, tr.limit, tr.start_s,
+                           tr.skip_bad_rows, duration_s=tr.duration_s, block_size=tr.block_size, sort=tr.sort)
+    except SpecError as err:
+        if err.field in ("time_scale", "format"):  # a trace-spec field: name it as the scenario does
+            raise SpecError(err.message, source=err.source, field=f"workload.trace.{err.field}") from None
+        raise
     rate, burst, process = spec.rate, spec.burstiness, spec.arrival
     if rate is None and table.meta.get("format") == "bench" and not table.duration_s:
         # a benchmark result without send times: replay the load the benchmark offered

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs.workload import ConversationSpec, LengthDist
+from ..specs.workload import ConversationSpec, LengthDist, check_request_count
 from .generators import sample_lengths
 from .shaping import arrivals
 from .table import RequestTable
@@ -39,6 +39,8 @@ def conversations(conv: ConversationSpec, output: LengthDist, rng: np.random.Gen
     """
     starts = arrivals(conv.sessions, conv.session_rate, 1.0, rng)
     turns = sample_lengths(conv.turns, conv.sessions, rng)
+    check_request_count(int(turns.sum()), "conversation.turns",
+                        f"requests ({conv.sessions:,} sessions of {turns.mean():.3g} turns drawn on average)")
     B = block_size
     sys_blocks = conv.system_prompt_tokens // B
     next_id = sys_blocks  # ids 0..sys_blocks-1: the shared system prompt's whole blocks

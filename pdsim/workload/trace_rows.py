@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
-import gzip
 import json
 import re
-from pathlib import Path
 from typing import IO, Callable, Iterator
 
 from ..specs.errors import SpecError
+from ..specs.workload import MAX_TOKENS
+from ..specs.yamlio import excerpt
+from .textio import LineReader, bad_utf8, open_text  # noqa: F401 - open_text: the readers' opener
 
 Row = tuple[float, int, int, "list[int] | None"]
-
-
-def open_text(path: Path) -> IO[str]:
-    """A trace file as text lines (UTF-8), decompressing ``.gz``."""
-    if path.suffix.lower() == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
 
 
 class BadRow(ValueError):
@@ -32,31 +26,41 @@ class BadRow(ValueError):
 
 
 def length(value, field: str, hint: str = "") -> int:
-    """A token count: an integer >= 1 (``12``, ``12.0`` or ``"12"``). Zero is rejected too:
-    a request without prompt tokens or without output is not servable (trace formats log
-    failed requests that way), so it is an error, or skipped with skip_bad_rows."""
-    if type(value) is int and value >= 1:  # the common case, without float conversion
+    """A token count: an integer in [1, MAX_TOKENS] (``12``, ``12.0`` or ``"12"``). Zero is
+    rejected too: a request without prompt tokens or without output is not servable (trace
+    formats log failed requests that way), so it is an error, or skipped with skip_bad_rows."""
+    if type(value) is int and 1 <= value <= MAX_TOKENS:  # the common case, without float conversion
         return value
+    if isinstance(value, bool):
+        raise BadRow(f"{field}: expected a positive integer, got {excerpt(value)}")
     try:
         v = float(value)
-    except (TypeError, ValueError):
-        raise BadRow(f"{field}: expected a positive integer, got {value!r}") from None
-    if not v.is_integer() or v < 1:
+    except (TypeError, ValueError, OverflowError):
+        raise BadRow(f"{field}: expected a positive integer, got {excerpt(value)}") from None
+    if not v.is_integer() or v < 1:  # NaN and inf are not integers
         extra = f" ({hint})" if hint and v == 0 else ""
-        raise BadRow(f"{field}: expected a positive integer, got {value!r}{extra}")
+        raise BadRow(f"{field}: expected a positive integer, got {excerpt(value)}{extra}")
+    if v > MAX_TOKENS:
+        raise BadRow(f"{field}: expected at most {MAX_TOKENS:,} tokens, got {excerpt(value)}")
     return int(v)
 
 
 def number(value, field: str) -> float:
     """A finite number >= 0 (a timestamp)."""
-    if type(value) is int and value >= 0:
+    if type(value) is int and 0 <= value < 2**1023:
         return float(value)
+    if isinstance(value, bool):
+        raise BadRow(f"{field}: expected a number, got {excerpt(value)}")
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise BadRow(f"{field}: expected a number, got {value!r}") from None
-    if not (0 <= v < float("inf")):  # also rejects NaN
-        raise BadRow(f"{field}: expected a non-negative number, got {value!r}")
+        raise BadRow(f"{field}: expected a number, got {excerpt(value)}") from None
+    except OverflowError:  # an integer beyond float range
+        raise BadRow(f"{field}: expected a finite number, got {excerpt(value)}") from None
+    if v != v or v in (float("inf"), float("-inf")):
+        raise BadRow(f"{field}: expected a finite number, got {excerpt(value)}")
+    if v < 0:
+        raise BadRow(f"{field}: expected a non-negative number, got {excerpt(value)}")
     return v
 
 
@@ -68,17 +72,28 @@ def mooncake_rows(f: IO[str], block_size: int = 512) -> Iterator[tuple[int, Row 
     """Mooncake trace lines: ``timestamp`` (ms from the trace start), ``input_length``,
     ``output_length`` (tokens) and optional ``hash_ids``: one integer per ``block_size``-token
     prompt block, so exactly ceil(input_length / block_size) of them."""
-    for lineno, line in enumerate(f, 1):
+    lines = LineReader(f)
+    for line in lines:
+        lineno = lines.lineno
         if not line.strip():
+            if lines.long and lineno in lines.long:
+                yield lineno, BadRow(lines.too_long(lineno))
+            continue
+        problem = bad_utf8(line)
+        if problem:
+            yield lineno, BadRow(problem)
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
             yield lineno, BadRow(f"invalid JSON ({err.msg} at column {err.colno})")
             continue
+        except RecursionError:
+            yield lineno, BadRow("invalid row: JSON nested too deeply")
+            continue
         try:
             if not isinstance(row, dict):
-                raise BadRow(f"expected a JSON object, got {type(row).__name__}")
+                raise BadRow(f"expected a JSON object, got {_json_type(row)}")
             for key in MOONCAKE_KEYS:
                 if key not in row:
                     raise BadRow(f"{key}: missing")
@@ -99,9 +114,21 @@ def mooncake_rows(f: IO[str], block_size: int = 512) -> Iterator[tuple[int, Row 
             yield lineno, err
 
 
+def _json_type(v) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true/false",
+            type(None): "null"}.get(type(v), type(v).__name__)
+
+
 def _short(v) -> str:
-    s = repr(v)
-    return s if len(s) <= 60 else s[:57] + "..."
+    """A JSON value as the file wrote it, cut short: a list shows its first items (the wrong
+    one is usually among them)."""
+    def js(x) -> str:
+        text = json.dumps(x) if isinstance(x, (bool, int, float, str, type(None))) else _json_type(x)
+        return text if len(text) <= 20 else text[:19] + "…"
+
+    if isinstance(v, list):
+        return "[" + ", ".join(js(x) for x in v[:4]) + (", ...]" if len(v) > 4 else "]")
+    return js(v)
 
 
 # ---- CSV (Azure, BurstGPT) ----------------------------------------------------------------
@@ -128,14 +155,14 @@ class WallClock:
                 v = number(text, self.field)
             except BadRow:
                 raise BadRow(f"{self.field}: expected a time 'YYYY-mm-dd HH:MM:SS.fffffff' or seconds, "
-                             f"got {text!r}") from None
+                             f"got {excerpt(text)}") from None
             if self._base is not None:  # the file started with dates: a bare number is not one
                 raise BadRow(f"{self.field}: expected a time 'YYYY-mm-dd HH:MM:SS.fffffff' like the rows "
-                             f"before, got {text!r}")
+                             f"before, got {excerpt(text)}")
             self._numbers = True
             return v
         if self._numbers:
-            raise BadRow(f"{self.field}: expected seconds like the rows before, got {text!r}")
+            raise BadRow(f"{self.field}: expected seconds like the rows before, got {excerpt(text)}")
         y, mo, d, hh, mi, ss, frac, zone = m.groups()
         key = y + mo + d
         days = self._days.get(key)
@@ -143,11 +170,11 @@ class WallClock:
             try:
                 days = _dt.date(int(y), int(mo), int(d)).toordinal()
             except ValueError as err:
-                raise BadRow(f"{self.field}: {err} in {text!r}") from None
+                raise BadRow(f"{self.field}: {err} in {excerpt(text)}") from None
             self._days[key] = days
         h, mn, s = int(hh), int(mi), int(ss)
         if h > 23 or mn > 59 or s > 60:
-            raise BadRow(f"{self.field}: no such time of day in {text!r}")
+            raise BadRow(f"{self.field}: no such time of day in {excerpt(text)}")
         whole = days * 86400 + h * 3600 + mn * 60 + s
         if zone and zone != "Z":
             sign = -1 if zone[0] == "+" else 1  # 12:00+02:00 is 10:00 UTC
@@ -164,26 +191,53 @@ BURSTGPT = {"t": "Timestamp", "in": "Request tokens", "out": "Response tokens"}
 def csv_rows(f: IO[str], columns: dict[str, str], time_fn: Callable[[str], float], source: str,
              zero_hint: str = "") -> Iterator[tuple[int, Row | BadRow]]:
     """Rows of a CSV with a header naming ``columns`` (other columns are ignored). A missing
-    column is not a row error: it raises SpecError at once."""
-    reader = csv.reader(f)
-    header = next(reader, None)
+    column is not a row error: it raises SpecError at once, naming the missing columns and a
+    short excerpt of the header it found (never the file's content)."""
+    lines = LineReader(f)
+    reader = csv.reader(lines)
+    try:
+        header = next(reader, None)
+    except csv.Error as err:
+        raise SpecError(f"line 1: header: malformed CSV ({err})", source=source) from None
     if header is None:
         return
+    if lines.long:
+        raise SpecError(f"line 1: header: {lines.too_long(1)}", source=source)
     header = [h.strip().lstrip("\ufeff") for h in header]
-    idx = {}
-    for key, name in columns.items():
-        if name not in header:
-            raise SpecError(f"line 1: header: missing column {name!r} (have {', '.join(header)})", source=source)
-        idx[key] = header.index(name)
+    missing = [name for name in columns.values() if name not in header]
+    if missing:
+        problem = bad_utf8(",".join(header))
+        shown = ", ".join(excerpt(h, 20) for h in header[:3]) + (", ..." if len(header) > 3 else "")
+        found = "not UTF-8 text" if problem else f"{len(header)} column{'s' if len(header) != 1 else ''}: {shown}"
+        raise SpecError(f"line 1: header: missing column{'s' if len(missing) > 1 else ''} "
+                        f"{', '.join(repr(m) for m in missing)} (found {found})", source=source)
+    idx = {key: header.index(name) for key, name in columns.items()}
     need = max(idx.values()) + 1
     ti, ii, oi = idx["t"], idx["in"], idx["out"]
-    for rec in reader:
-        lineno = reader.line_num
+    last = 1
+    while True:
+        try:
+            rec = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            last = reader.line_num
+            yield reader.line_num, BadRow(f"malformed CSV ({err})")
+            continue
+        lineno, first = reader.line_num, last + 1
+        last = lineno
+        if lines.long and any(n in lines.long for n in range(first, lineno + 1)):
+            yield lineno, BadRow(lines.too_long(max(n for n in range(first, lineno + 1) if n in lines.long)))
+            continue
         if not rec or (len(rec) == 1 and not rec[0].strip()):
             continue
         try:
             if len(rec) < need:
                 raise BadRow(f"expected {len(header)} columns, got {len(rec)}")
+            for k, name in ((ti, columns["t"]), (ii, columns["in"]), (oi, columns["out"])):
+                problem = bad_utf8(rec[k])
+                if problem:
+                    raise BadRow(f"{name}: {problem}")
             yield lineno, (time_fn(rec[ti]), length(rec[ii].strip(), columns["in"]),
                            length(rec[oi].strip(), columns["out"], zero_hint), None)
         except BadRow as err:

@@ -1,0 +1,110 @@
+"""What a configuration's result depends on, hashed: the key of the sweep cache.
+
+A cached row is reused only when all of these are unchanged:
+- the configuration's scenario data (``config_id`` hashes that alone);
+- the bytes of every file the scenario reads: the hardware profile (which carries the
+  calibration constants ``pdsim calibrate fit`` writes), the model, the storage catalogue
+  when KV offload is on, and the trace;
+- pdsim's version and the code that simulates and measures (the whole package except the
+  report, CLI, dashboard and sweep-driver modules, which do not change a row);
+- how the configuration is evaluated (plain run or max-rate search and its target).
+So ``calibrate fit``, an edited model file or an upgrade never reuses a stale row.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..specs.catalog import hardware_dir, models_dir, resolve
+from ..specs.scenario import Scenario
+
+# Parts of the package that never change a simulated row (everything else is hashed).
+NOT_SIMULATION = ("report", "cli", "dashboards", "explore", "calibrate")
+SIMULATION_EXTRA = ("explore/search.py",)  # the sweep evaluates configurations through this
+
+
+def _canon(x: Any) -> Any:
+    """Integral floats as ints, so ``30`` and ``30.0`` hash alike (the schema reads them alike)."""
+    if isinstance(x, dict):
+        return {str(k): _canon(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_canon(v) for v in x]
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    if isinstance(x, np.generic):
+        return _canon(x.item())
+    return x
+
+
+def stable_hash(obj: Any, n: int = 12) -> str:
+    blob = json.dumps(_canon(obj), sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha1(blob).hexdigest()[:n]
+
+
+def config_id(data: dict) -> str:
+    """Stable short hash of a configuration's full scenario data."""
+    return stable_hash(data)
+
+
+def _simulation_files(root: Path) -> list[Path]:
+    files = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root)
+        if rel.parts[0] in NOT_SIMULATION and str(rel) not in SIMULATION_EXTRA:
+            continue
+        files.append(f)
+    return files
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash of pdsim's version and simulation code: a cache entry is reused only by the same
+    simulator."""
+    from .. import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha1(__version__.encode())
+    for f in _simulation_files(root):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def file_digest(path: Path, memo: dict[str, str] | None = None) -> str:
+    """Content digest of a file. ``memo`` (one per plan) reads each file once however many
+    configurations name it; it is not kept across plans, so an edit that keeps the file's size
+    and modification time is still seen by the next sweep run."""
+    key = str(path.resolve())
+    if memo is not None and key in memo:
+        return memo[key]
+    h = hashlib.blake2b(digest_size=12)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    if memo is not None:
+        memo[key] = h.hexdigest()
+    return h.hexdigest()
+
+
+def input_files(sc: Scenario, base_dir: Path, memo: dict[str, str] | None = None) -> dict[str, str]:
+    """Content digests of the files a scenario reads (profile, model, storage catalogue, trace)."""
+    out = {"hardware": file_digest(resolve(sc.hardware, hardware_dir(), "hardware profile", base_dir, "", ""), memo),
+           "model": file_digest(resolve(sc.model, models_dir(), "model", base_dir, "", ""), memo)}
+    if sc.kv_offload is not None:
+        out["storage"] = file_digest(hardware_dir() / "storage.yaml", memo)
+    tr = sc.workload.trace
+    if tr is not None:
+        p = Path(tr.path) if Path(tr.path).is_absolute() else base_dir / tr.path
+        out["trace"] = file_digest(p, memo) if p.is_file() else "missing"
+    return out
+
+
+def cache_key(data: dict, sc: Scenario, base_dir: Path, evaluation: dict, memo: dict[str, str] | None = None) -> str:
+    """The cache key of one configuration (see the module doc)."""
+    return stable_hash({"scenario": data, "files": input_files(sc, base_dir, memo), "evaluation": evaluation,
+                        "code": code_fingerprint()}, 16)
