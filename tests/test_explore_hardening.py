@@ -148,8 +148,9 @@ def test_infeasible_reasons_are_printed_whole(tmp_path, capsys):
     p = write(tmp_path, {"axes": [{"field": "cluster.colocated.engine.max_total_tokens", "values": [10, 50_000]}]})
     assert main(["sweep", p, "--out", str(tmp_path / "o"), "--workers", "1"]) == 0
     out = capsys.readouterr().out
-    line = next(ln for ln in out.splitlines() if "does not fit" in ln)
-    assert line.strip().startswith("1 x cluster.colocated[0]: ") and line.rstrip().endswith("GiB)")
+    line = next(ln for ln in out.splitlines() if "below min_kv_reserve_tokens" in ln)
+    assert line.strip().startswith("1 x cluster.colocated[0].engine.max_total_tokens: ")
+    assert line.rstrip().endswith("on purpose)")  # printed whole
 
 
 # ------------------------------------------------------------------ cache
@@ -224,7 +225,7 @@ def test_cache_key_follows_the_model_the_trace_bytes_and_the_version(tmp_path, m
 
 # ------------------------------------------------------------------ trust
 
-PLUGIN = ("from pdsim.sim.router import Router\n"
+PLUGIN = ("from pdsim.sim import Router\n"
           "class AlwaysLast(Router):\n"
           "    def pick_prefill(self, req, instances):\n"
           "        return instances[-1]\n")

@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -22,15 +21,15 @@ READ_BYTES = 1 << 16
 
 
 def _head(p: Path) -> str:
-    """The first 64 KiB of a file as text ('' for unreadable or binary files)."""
+    """The first 64 KiB of a file as text, decompressed by its magic bytes (workload/textio.py);
+    '' for unreadable, archived or binary files."""
+    from ..specs.errors import SpecError
+    from ..workload.textio import open_binary
+
     try:
-        if p.suffix.lower() == ".gz":
-            with gzip.open(p, "rb") as f:
-                raw = f.read(READ_BYTES)
-        else:
-            with open(p, "rb") as f:
-                raw = f.read(READ_BYTES)
-    except (OSError, EOFError):
+        with open_binary(p) as f:
+            raw = f.read(READ_BYTES)
+    except (OSError, EOFError, SpecError):
         return ""
     if b"\x00" in raw:
         return ""
@@ -47,7 +46,7 @@ def _first_object(text: str) -> dict | None:
         try:
             d = json.loads(cand)
             return d if isinstance(d, dict) else None
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
     # a large single document cut at 64 KiB: look at its keys only
     return {"__truncated__": True, **{k: None for k in ("input_lens", "output_lens", "ttfts", "itls",
