@@ -17,6 +17,9 @@ def register(sub) -> None:
     r.add_argument("--format", choices=["parquet", "csv"], default="parquet",
                    help="file format of the request and timeline tables (default: parquet)")
     r.add_argument("--no-report", action="store_true", help="skip report.html")
+    r.add_argument("--standalone-report", action="store_true",
+                   help="inline plotly.js in report.html (~5 MB, works alone offline); by default the report "
+                        "loads plotly.min.js written once next to it")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on a terminal only)")
     add_allow_plugin(r)
     r.set_defaults(fn=run)
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             req.to_csv(out / "requests.csv", index=False)
             tl.to_csv(out / "timeline.csv", index=False)
         if not args.no_report:
-            report_html(res, str(out / "report.html"))
+            report_html(res, str(out / "report.html"), standalone=args.standalone_report)
         print(f"  wrote {out}/: summary.json, requests.{args.format}, timeline.{args.format}"
-              + ("" if args.no_report else ", report.html"))
+              + ("" if args.no_report else ", report.html" + ("" if args.standalone_report else ", plotly.min.js")))
     return 0
