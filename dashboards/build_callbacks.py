@@ -40,10 +40,14 @@ def build_sync(trigger: str | None, text, values: dict, example=None, upload: tu
     and per-section errors, the message line, which groups are visible and their notes, and
     whether the example picker should be cleared (the text is no longer that example)."""
     note, text_out, fail = None, text if isinstance(text, str) else "", None
+    if text is not None and not isinstance(text, str):
+        fail = pdsim.SpecError(f"expected YAML text, got {type(text).__name__}", source="scenario YAML")
     changed = [t for t in (trigger or "").split(",") if t in FIELDS]
     clear_example = False
     try:
-        if trigger in (None, "", "example"):
+        if fail is not None:
+            pass
+        elif trigger in (None, "", "example"):
             if example is not None or trigger in (None, ""):
                 text_out = forms.example_yaml(example or "llama8b-a800-colocated")
         elif trigger == "upload":

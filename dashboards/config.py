@@ -24,7 +24,7 @@ class Limits:
     max_sessions: int = 64  # browser sessions remembered; the least recently seen goes first
     session_idle_s: float = 6 * 3600.0  # a session unseen this long is forgotten (runs, uploads)
     runs_per_session: int = 8  # finished runs kept per session (oldest dropped)
-    runs_total: int = 32  # finished runs kept by the server
+    runs_total: int = 16  # finished runs kept by the server (a large run's tables are ~100 MB)
     max_pins: int = 8  # runs overlaid on Compare
     running_total: int = field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))
     # at most one run in progress per session, and ``running_total`` on the server

@@ -137,7 +137,7 @@ def build_tab(limits: Limits):
         html.Div([
             html.Label("Start from example:"),
             dcc.Dropdown(id="example", options=catalog.scenario_keys(), value="llama8b-a800-colocated",
-                         clearable=False, placeholder="(edited: pick an example to start over)",
+                         clearable=False, placeholder="pick an example...",
                          style={"width": "300px"}),
             dcc.Upload(id="upload", multiple=False, max_size=client_upload_cap(limits),
                        children=html.Button(f"Upload scenario .yaml or trace .jsonl/.csv "
@@ -156,13 +156,13 @@ def run_tab():
         html.Div([
             html.Button("Run ▶", id="run", className="primary"),
             html.Button("Cancel", id="cancel", className="danger"),
-            html.Div(id="progress"),
             html.Div(className="grow"),
             html.Label("showing run:"),
-            dcc.Dropdown(id="run-select", options=[], placeholder="no runs yet", clearable=False,
-                         style={"width": "340px"}),
+            dcc.Dropdown(id="run-select", options=[], placeholder="choose a finished run", clearable=False,
+                         style={"width": "380px"}),
             html.Button("Pin to Compare", id="pin"),
         ], className="toolbar"),
+        html.Div(id="progress"),
         dcc.Interval(id="poll", interval=400, disabled=True),
         html.Div(views.empty_state(views.NO_RUN), id="results"),
     ])

@@ -59,7 +59,7 @@ def _lives(v: RunView):
     end = window_max(v.res)
     return html.Div([
         dcc.Graph(id="g-gantt", figure=request_gantt_figure(v.res)),
-        html.Div([html.Label("time window (s): drag the ends to zoom in; 25 requests alive in the window are shown",
+        html.Div([html.Label("time window (s): drag the ends or type the times to zoom in; 25 requests alive in the window are shown",
                              className="hint"),
                   dcc.RangeSlider(id="gantt-window", min=0.0, max=round(end, 3), value=[0.0, round(end, 3)],
                                   allowCross=False, tooltip={"placement": "bottom", "always_visible": False},

@@ -55,6 +55,15 @@ def _display_name(filename: Any) -> str:
     return excerpt(name, 60).strip("'\"") if len(name) > 58 else name
 
 
+def _mib(n: int, limit: int) -> str:
+    """``n`` bytes in MiB with enough digits to differ from the ``limit`` it is compared with."""
+    for digits in (1, 2, 3, 6):
+        text = f"{n / 2**20:.{digits}f}"
+        if float(text) * 2**20 > limit:
+            return text
+    return f"{n / 2**20}"
+
+
 def decode_upload(contents: Any, filename: Any, limit: int) -> bytes:
     """A dcc.Upload payload (``data:...;base64,...``) decoded in memory, size-checked before
     decoding (from the base64 length) and after."""
@@ -63,14 +72,14 @@ def decode_upload(contents: Any, filename: Any, limit: int) -> bytes:
         raise pdsim.SpecError("the upload is not a data URL (data:...;base64,...)", source=name)
     _header, b64 = contents.split(",", 1)
     if len(b64) > limit * 4 // 3 + 8:
-        raise pdsim.SpecError(f"file is about {len(b64) * 3 / 4 / 2**20:.1f} MiB; the upload limit is "
+        raise pdsim.SpecError(f"file is about {_mib(len(b64) * 3 // 4, limit)} MiB; the upload limit is "
                               f"{limit / 2**20:g} MiB", source=name)
     try:
         raw = base64.b64decode(b64, validate=True)
     except (ValueError, binascii.Error):
         raise pdsim.SpecError("the upload is not valid base64 data", source=name) from None
     if len(raw) > limit:
-        raise pdsim.SpecError(f"file is {len(raw) / 2**20:.1f} MiB; the upload limit is {limit / 2**20:g} MiB",
+        raise pdsim.SpecError(f"file is {_mib(len(raw), limit)} MiB; the upload limit is {limit / 2**20:g} MiB",
                               source=name)
     return raw
 

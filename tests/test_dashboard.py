@@ -359,6 +359,22 @@ def test_jobs_run_in_a_process_per_session_bounded_and_cancel_stops_them(service
         jm.shutdown()
 
 
+def test_a_forgotten_session_loses_its_runs_and_uploads(tmp_path):
+    svc = make_services(tmp_path / "data", Limits(max_sessions=1))
+    try:
+        a, b = new_session_id(), new_session_id()
+        svc.session(a)
+        _k, path, _n = svc.uploads.save(a, payload(TRACE), "a.jsonl")
+        resolved, _e = validate(small_yaml(20), svc.sandbox)
+        job = _wait_job(svc.jobs, a, svc.jobs.start(a, resolved).jid)
+        assert job.status == "done" and Path(path).exists()
+        svc.session(b)  # one session at most: a is forgotten
+        assert a not in svc.sessions and not Path(path).exists()
+        assert svc.jobs.runs(a) == [] and svc.jobs.get(a, job.jid) is None
+    finally:
+        svc.close()
+
+
 def test_start_run_refuses_without_a_session_or_a_valid_scenario(services):
     assert "reload the page" in str(start_run(services, None, small_yaml())[1].children)
     assert "module 'os'" in str(start_run(services, SID, small_yaml(router={"policy": "os:abort"}))[1].children)

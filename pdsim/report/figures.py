@@ -272,7 +272,7 @@ def write_plotly_js(folder: str | Path) -> Path:
     bundle is there already, so every report in a folder loads one copy. Written to a temporary
     name and renamed, so reports written in parallel never see half a file."""
     import os
-    import tempfile
+    import uuid
 
     from plotly.offline import get_plotlyjs
 
@@ -283,13 +283,13 @@ def write_plotly_js(folder: str | Path) -> Path:
             return path
     except OSError:
         pass
-    fd, tmp = tempfile.mkstemp(prefix=".plotly-", suffix=".js", dir=path.parent)
+    tmp = path.with_name(f".{PLOTLY_JS}.{uuid.uuid4().hex}.tmp")  # open() honours the umask, as for the report
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:
             f.write(js)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
