@@ -16,7 +16,7 @@ import sys
 import traceback
 
 import dash
-from dash import html
+from dash import Input, Output, html
 
 from . import layout
 from .build_callbacks import register_build
@@ -46,7 +46,7 @@ def _error_handler(config: DashboardConfig):
             traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
         dash.set_props("app-error", {"children": html.Span(
             f"internal error: {type(err).__name__} while handling {where or 'the page'}; nothing was changed. "
-            "The server log has the details.")})
+            "The server log has the details. (Click to dismiss.)")})
         return None  # no_update for every output
 
     return on_error
@@ -67,6 +67,12 @@ def create_app(config: DashboardConfig | None = None, jobs: JobManager | None = 
     register_build(app, services)
     register_run(app, services)
     register_explore(app, services)
+
+    @app.callback(Output("app-error", "children", allow_duplicate=True), Input("app-error", "n_clicks"),
+                  prevent_initial_call=True)
+    def dismiss_error(_n):
+        return None
+
     app.pdsim_services = services
     return app
 

@@ -58,7 +58,8 @@ progress { width: 260px; vertical-align: middle; }
 .section-title { font-size: 14px; font-weight: 600; margin: 14px 0 4px 0; color: #334; }
 .window { margin: 0 20px 10px 80px; }
 #app-error:empty { display: none; }
-#app-error { background: #fdecea; color: #8a1c14; padding: 6px 10px; border-radius: 6px; margin: 6px 0; }
+#app-error { background: #fdecea; color: #8a1c14; padding: 6px 10px; border-radius: 6px; margin: 6px 0;
+             cursor: pointer; }
 """
 
 INDEX = """<!DOCTYPE html>

@@ -121,6 +121,7 @@ def test_browser_empty_states_before_any_data(site):
     d, _svc = site
     wait(lambda: "OK:" in text(d, "build-msg"))
     assert d.title == "pdsim dashboard"
+    assert "(up to 20 MiB)" in d.find_element("css selector", "#upload button").text  # the limit is visible
     shot(d, "01-build")
     tab(d, "Run & see")
     wait(lambda: "No run yet" in text(d, "run-empty"))
@@ -227,10 +228,14 @@ def test_browser_runs_show_named_sections_and_compare(site):
 
 
 def test_browser_explore_lists_sweeps_and_loads_a_renamed_configuration(site):
-    d, _svc = site
+    d, svc = site
     tab(d, "Explore sweeps")
     wait(lambda: "No sweep opened" in text(d, "explore-empty"))
+    make_sweep(svc.config.data_dir / "sweeps" / "later")  # written after the page listed the folders
+    d.find_element("id", "refresh-sweeps").click()
+    wait(lambda: "2 sweep result folders" in text(d, "explore-empty"))
     d.find_element("id", "sweep-list").click()
+    wait(lambda: d.find_element("xpath", "//*[text()='sweeps/later (data folder)']").is_displayed())
     option = "sweeps/tiny (data folder)"
     wait(lambda: d.find_element("xpath", f"//*[text()='{option}']").is_displayed())
     d.find_element("xpath", f"//*[text()='{option}']").click()

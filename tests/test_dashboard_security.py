@@ -300,3 +300,84 @@ def test_dashboard_command_refuses_a_missing_data_folder(capsys, tmp_path):
 
     assert main(["dashboard", "--data", str(tmp_path / "nope")]) == 2
     assert "--data: not a folder" in capsys.readouterr().err
+
+
+def test_debug_writes_tracebacks_to_the_server_log_only(tmp_path, monkeypatch, capsys):
+    from pdsim.dashboards import build_callbacks
+    from pdsim.dashboards.config import DashboardConfig
+    from pdsim.dashboards.services import Services
+
+    (tmp_path / "data").mkdir()
+    svc = Services.make(DashboardConfig.make(tmp_path / "data", debug=True))
+    try:
+        app = create_app(services=svc)
+        monkeypatch.setattr(build_callbacks, "build_sync", lambda *a, **k: 1 / 0)
+        r = post(app.server.test_client(), app, "yaml.value", {"yaml.value": "a: 1", "validate.n_clicks": 1,
+                                                               "session.data": SID}, ["validate.n_clicks"])
+        assert r.status_code == 200 and "Traceback" not in r.get_data(as_text=True)
+        assert "Traceback" in capsys.readouterr().err
+    finally:
+        svc.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_real_server_answers_a_bomb_at_once_with_bounded_memory_and_has_no_debugger(tmp_path):
+    """`pdsim --debug dashboard` as a user starts it (a subprocess on 127.0.0.1), then HTTP."""
+    import os
+    import subprocess
+    import urllib.error
+    import urllib.request
+
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-m", "pdsim", "--debug", "dashboard", "--port", str(port),
+                             "--data", str(tmp_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        t0 = time.time()
+        while True:
+            try:
+                assert urllib.request.urlopen(base + "/", timeout=2).status == 200
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None and time.time() - t0 < 60, "the dashboard did not start"
+                time.sleep(0.2)
+        for path in ("/console", "/console?__debugger__=yes&cmd=resource&f=debugger.js"):
+            try:
+                page = urllib.request.urlopen(base + path, timeout=5).read().decode()
+            except urllib.error.HTTPError as err:
+                page = str(err.code)
+            # no Werkzeug debugger: Dash answers unknown paths with its own page (or 404)
+            assert "Werkzeug" not in page and "Interactive Console" not in page and "CONSOLE_MODE" not in page
+        app = create_app(services=make_services(tmp_path / "shape"))  # only to build the request body
+        letters = "abcdefghij"
+        bomb = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+            f"{letters[i + 1]}: &{letters[i + 1]} [" + ", ".join([f"*{letters[i]}"] * 9) + "]\n" for i in range(8))
+
+        class _Client:
+            def post(self, url, json):  # noqa: A002 - mirrors Flask's test client
+                req = urllib.request.Request(base + url, data=__import__("json").dumps(json).encode(),
+                                             headers={"Content-Type": "application/json"})
+                return urllib.request.urlopen(req, timeout=10)
+
+        t0 = time.perf_counter()
+        resp = post(_Client(), app, "yaml.value", {"yaml.value": bomb, "validate.n_clicks": 1, "session.data": SID},
+                    ["validate.n_clicks"])
+        dt = time.perf_counter() - t0
+        body = resp.read().decode()
+        assert resp.status == 200 and "expands to more than 1,000,000 nodes" in body and dt < 1.0
+        peak_kb = int(next(line.split()[1] for line in open(f"/proc/{proc.pid}/status") if line.startswith("VmHWM")))
+        assert peak_kb < 600 * 1024, f"server peak RSS {peak_kb / 1024:.0f} MB"
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=20)
+    assert "WARNING: the dashboard will listen on" not in err and f"data folder: {tmp_path}" in err
+    assert "Debugger is active" not in err and "Restarting with" not in err
