@@ -158,6 +158,9 @@ def register_run(app: dash.Dash, services) -> None:
             if job is not None and job.result is not None:
                 pinned[job.label] = job.result
         if not pinned:
-            return views.NO_PINS, None, None, no_update, no_update, no_update, HIDDEN
+            note = views.NO_PINS if not selected else (
+                f"The pinned runs are no longer kept (the server keeps {limits.runs_per_session} finished runs per "
+                "page): run them again and pin them.")
+            return note, None, None, no_update, no_update, no_update, HIDDEN
         return (None, HIDDEN, views.compare_table(pinned), latency_cdf_figure(pinned), ttft_breakdown_figure(pinned),
                 throughput_timeline_figure(pinned), None)

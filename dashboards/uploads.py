@@ -131,7 +131,7 @@ class UploadStore:
         self.folder = self.folder.resolve()
         self.in_use = in_use
         self._files: OrderedDict[str, Upload] = OrderedDict()  # oldest first
-        self._doomed: set[str] = set()  # to delete once no run reads them
+        self._doomed: dict[str, int] = {}  # path -> size: to delete once no run reads them
         self._lock = threading.Lock()
 
     # ---- saving ------------------------------------------------------------------------------
@@ -184,7 +184,7 @@ class UploadStore:
         """Delete the oldest uploads not read by a run until ``size`` more bytes fit."""
         cap = self.limits.upload_folder_bytes
         with self._lock:
-            used = sum(u.size for u in self._files.values())
+            used = sum(u.size for u in self._files.values()) + sum(self._doomed.values())
             victims = []
             for u in self._files.values():
                 if used + size <= cap:
@@ -202,9 +202,9 @@ class UploadStore:
     def _release(self, path: str) -> None:
         """Forget an upload and delete its file, or mark it for deletion after the run reading it."""
         with self._lock:
-            self._files.pop(path, None)
+            upload = self._files.pop(path, None)
             if self.in_use(path):
-                self._doomed.add(path)
+                self._doomed[path] = upload.size if upload is not None else 0
                 return
         Path(path).unlink(missing_ok=True)
 
@@ -212,7 +212,8 @@ class UploadStore:
         """Delete the files marked for deletion that no run reads any more."""
         with self._lock:
             free = [p for p in self._doomed if not self.in_use(p)]
-            self._doomed.difference_update(free)
+            for p in free:
+                del self._doomed[p]
         for p in free:
             Path(p).unlink(missing_ok=True)
 
@@ -260,10 +261,11 @@ _LISTINGS = TTLCache()
 
 
 def data_folder_traces(data_dir: Path, limit: int = 200) -> list[str]:
-    """Trace files in the data folder and its sub-folders (three levels), relative paths."""
+    """Trace files in the data folder and its sub-folders (three levels, not inside sweep result
+    folders, whose .json files are results), relative paths."""
     def scan() -> list[str]:
         out: list[str] = []
-        for p, is_dir in walk(data_dir, 3):
+        for p, is_dir in walk(data_dir, 3, descend=lambda d: not (d / "results.csv").is_file()):  # not sweeps
             name = p.name.lower()
             if not is_dir and any(name.endswith(s) or name.endswith(s + ".gz") for s in TRACE_SUFFIXES):
                 out.append(str(p.relative_to(data_dir)))

@@ -182,9 +182,11 @@ def test_a_trace_in_the_data_folder_resolves_and_a_bad_one_is_reported_with_its_
     st = build_sync("yaml", yaml.safe_dump(d), {}, services=services, sid=SID)
     msg = errors(st)["f-workload-trace-path"]
     assert "line 2" in msg and "output_length" in msg
-    # the data folder's traces are offered by the form, with the bundled ones
+    # the data folder's traces are offered by the form, with the bundled ones (not a sweep's .json results)
+    make_sweep(data / "sw")
     opts = {o["value"] for o in uploads.trace_options(services.uploads, SID, data)}
     assert {"traces/good.jsonl", "traces/bad.jsonl", "../traces/azure_code_2023_sample2000.csv"} <= opts
+    assert not any(o.startswith("sw/") for o in opts)
 
 
 # ---- uploads -------------------------------------------------------------------------------
@@ -222,7 +224,7 @@ def test_uploads_are_parsed_safely(services):
     assert "reload the page" in errors(st)["sec-workload"]
 
 
-def test_non_utf8_and_gzip_uploads_get_clean_messages(services):
+def test_non_utf8_and_gzip_uploads_get_clean_messages(services, monkeypatch):
     store = services.uploads
     for name in ("s.yaml", "t.jsonl", "t.csv"):
         with pytest.raises(pdsim.SpecError) as info:
@@ -235,15 +237,22 @@ def test_non_utf8_and_gzip_uploads_get_clean_messages(services):
     with pytest.raises(pdsim.SpecError, match="not gzip-compressed"):
         store.save(SID, payload(TRACE), "t.jsonl.gz")
     gz = gzip.compress(TRACE)
-    if uploads.readers_accept_gzip():
+    if uploads.readers_accept_gzip():  # pdsim's readers decompress: the upload is accepted
         kind, _path, n = store.save(SID, payload(gz), "t.jsonl.gz")
         assert kind == "trace" and n == 2
-        with pytest.raises(pdsim.SpecError, match="expands to more than"):  # a gzip bomb
-            store.save(SID, payload(gzip.compress(b"\n" * (10 * Limits().max_upload_bytes + 10))), "b.jsonl.gz")
     else:
         with pytest.raises(pdsim.SpecError, match="gzip-compressed, which this pdsim's trace readers do not read"):
             store.save(SID, payload(gz), "t.jsonl.gz")
-    assert list(store.folder.iterdir()) == [] or uploads.readers_accept_gzip()  # failures leave nothing behind
+        assert list(store.folder.iterdir()) == []  # failures leave nothing behind
+    # a gzip bomb is refused before any reader sees it, whatever the readers accept
+    monkeypatch.setattr(uploads, "readers_accept_gzip", lambda: True)
+    small = uploads.UploadStore(Limits(max_upload_bytes=2**20))
+    try:
+        with pytest.raises(pdsim.SpecError, match="expands to more than 10 MiB"):
+            small.save(SID, payload(gzip.compress(b"\n" * (10 * 2**20 + 10))), "b.jsonl.gz")
+        assert list(small.folder.iterdir()) == []
+    finally:
+        small.close()
     # the gzip size check itself, independent of the readers
     with pytest.raises(pdsim.SpecError, match="expands to more than 1 MiB"):
         uploads._gunzipped_size(gzip.compress(b"0" * (2 * 2**20)), 2**20, "x.gz")

@@ -14,7 +14,6 @@ import time
 import pytest
 import yaml
 
-import pdsim
 from pdsim.dashboards.app import create_app, request_body_limit
 from pdsim.dashboards.exposure import exposure_warning, is_loopback
 from test_dashboard import SID, make_services, make_sweep, payload, small_yaml
@@ -228,6 +227,9 @@ def test_sessions_see_only_their_own_runs_and_uploads(served):
                   ["run-select.value"])
     assert "Summary of run #1" in mine.get_data(as_text=True)
     assert "Summary of run" not in theirs.get_data(as_text=True) and "no longer kept" in theirs.get_data(as_text=True)
+    pinned = post(client, app, "compare-empty.children", {"compare-select.value": [job.jid], "session.data": other},
+                  ["compare-select.value"]).get_json()["response"]
+    assert "no longer kept" in pinned["compare-empty"]["children"] and pinned["compare-table"]["children"] is None
     opts = post(client, app, "run-select.options", {"session.data": other}, ["session.data"]).get_json()
     assert opts["response"]["run-select"]["options"] == []
     svc.uploads.save(SID, payload(b'{"timestamp": 0, "input_length": 5, "output_length": 2}\n'), "mine.jsonl")
