@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Optional test dependencies: best effort, so a registry hiccup skips (not fails) those tests.
 set -uo pipefail
-if command -v apt-get >/dev/null && ! command -v chromedriver >/dev/null; then
+# Chromium + chromedriver for the headless-browser dashboard tests (tests/test_dashboard_browser.py);
+# set PDSIM_REQUIRE_BROWSER=1 to make their absence a test failure instead of a skip.
+if command -v apt-get >/dev/null && ! { command -v chromedriver >/dev/null && command -v chromium >/dev/null; }; then
   (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || echo "chromium not installed: browser tests will skip"
 fi
 # Ray for the sweep-on-Ray test (the optional `ray` extra)

@@ -4,19 +4,16 @@ The YAML editor holds the scenario; the form is a view of it. Each form control 
 scenario field (``FIELDS``: control id -> dotted field path, kind and placeholder derived from
 the spec dataclasses, so the form follows pdsim/specs). Changing a control writes that one
 field; emptying it removes the field (the spec default applies, shown as the placeholder) or,
-for SLO bounds, sets it to null (not checked). Validation goes through the public
-``pdsim.resolve_scenario``; a SpecError is routed to the control (or form section) showing its
-field path. Pure functions, no Dash: the callbacks and the tests call them.
+for SLO bounds, sets it to null (not checked). Validation and error routing: validation.py.
+Pure functions, no Dash: the callbacks and the tests call them.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import re
 import types
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
@@ -24,6 +21,7 @@ import yaml
 import pdsim
 from pdsim.specs import catalog
 from pdsim.specs.scenario import Scenario, normalize_cluster
+from pdsim.specs.yamlio import excerpt
 
 ROLES = {"p": "prefill", "d": "decode", "c": "colocated"}
 LAYOUTS = ("disaggregated", "colocated")
@@ -162,7 +160,7 @@ def select_options(cid: str, current: Any = None) -> list[dict]:
     elif cid == "f-workload-trace-path":
         from .uploads import trace_options
 
-        return trace_options(current)
+        return trace_options(None, None, None, current)
     else:
         values = list(f.options)
     opts = [{"label": str(v), "value": v} for v in values]
@@ -172,19 +170,27 @@ def select_options(cid: str, current: Any = None) -> list[dict]:
 
 
 # ---- YAML text <-> data ----------------------------------------------------------------
-def example_yaml(key: str) -> str:
-    return catalog.scenario_path(key).read_text()
+def example_yaml(key: Any) -> str:
+    """A bundled example scenario's text; only bundled keys (never a path sent by a client)."""
+    if not isinstance(key, str) or key not in catalog.scenario_keys():
+        raise pdsim.SpecError(f"no bundled example {excerpt(key)}", source="example")
+    return catalog.scenario_path(key).read_text(encoding="utf-8")
 
 
-def parse_yaml(text: str) -> dict:
-    try:
-        data = yaml.safe_load(text or "") or {}
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        raise pdsim.SpecError(f"{where}invalid YAML: {getattr(err, 'problem', err)}", source="scenario YAML") from None
+def parse_yaml(text: Any, source: str = "scenario YAML") -> dict:
+    """The editor's scenario text as data, through pdsim's bounded YAML reader (size, nesting,
+    alias expansion, duplicate keys); SpecError when it is not a YAML mapping."""
+    from pdsim.specs.yamlio import parse_yaml_text
+
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise pdsim.SpecError(f"expected YAML text, got {type(text).__name__}", source=source)
+    data = parse_yaml_text(text, source)
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
-        raise pdsim.SpecError("expected a mapping at the top level", source="scenario YAML")
+        raise pdsim.SpecError(f"expected a mapping at the top level, got {excerpt(data)}", source=source)
     return normalize_cluster(data)
 
 
@@ -337,77 +343,3 @@ def group_notes(data: dict) -> dict[str, str]:
         n = len(cl.get(role) or [])
         notes[letter] = f"group 1 of {n} shown here; edit the others in the YAML" if n > 1 else ""
     return notes
-
-
-# ---- validation -----------------------------------------------------------------------
-def route_error(field: str | None) -> tuple[str | None, str]:
-    """(control id or None, section) that should show an error at ``field``."""
-    if not field:
-        return None, "general"
-    norm = re.sub(r"^(cluster\.(prefill|decode|colocated))(?!\[)", r"\1[0]", field)
-    best, best_len = None, -1
-    for cid, f in FIELDS.items():
-        if f.path and (norm == f.path or norm.startswith(f.path + ".") or norm.startswith(f.path + "[")):
-            if len(f.path) > best_len:
-                best, best_len = cid, len(f.path)
-    if best is None:
-        best = ALIASES.get(norm)
-    if best is not None:
-        return best, FIELDS[best].section
-    for letter, role in ROLES.items():
-        if norm.startswith(f"cluster.{role}"):
-            return None, letter
-    head = norm.split(".")[0].split("[")[0]
-    return None, head if head in SECTIONS else ("transfer" if head == "router" else "general")
-
-
-def source_name(data: dict) -> str:
-    name = data.get("name") if isinstance(data.get("name"), str) else None
-    return f"{name or 'scenario'}.yaml"
-
-
-_TRACE_CHECKS: dict[str, tuple | None] = {}  # workload trace + file stamp -> SpecError args, None = fine
-TRACE_CONTROL = "f-workload-trace-path"
-
-
-def check_trace(resolved) -> None:
-    """Read a trace workload now, as the run would, so a bad file is reported at the form with
-    the CLI's words (cached by the trace settings and the file's modification time). The error
-    carries ``control`` so the form shows it at the trace-file control."""
-    from pdsim.workload import materialize
-
-    wl = resolved.scenario.workload
-    if wl.kind != "trace" or wl.trace is None:
-        return
-    path = Path(wl.trace.path)
-    if not path.is_absolute():
-        path = resolved.base_dir / path
-    try:
-        stamp = path.stat().st_mtime_ns
-    except OSError:
-        stamp = None
-    key = json.dumps([dataclasses.asdict(wl.trace), str(resolved.base_dir), stamp], default=str)
-    if key not in _TRACE_CHECKS:
-        try:
-            materialize(wl, seed=resolved.scenario.seed, base_dir=resolved.base_dir)
-            _TRACE_CHECKS[key] = None
-        except pdsim.SpecError as err:  # as pdsim.simulate reports it
-            _TRACE_CHECKS[key] = (err.message, err.source or resolved.source, err.field)
-    if _TRACE_CHECKS[key] is not None:
-        message, source, field = _TRACE_CHECKS[key]
-        err = pdsim.SpecError(message, source=source, field=field)
-        err.control = TRACE_CONTROL
-        raise err
-
-
-def validate(text: str, check_files: bool = True):
-    """(resolved scenario or None, SpecError or None). Relative paths (traces) resolve
-    against the bundled scenarios folder, where the examples' ``../traces/...`` point."""
-    try:
-        data = parse_yaml(text)
-        resolved = pdsim.resolve_scenario(data, source_name(data), catalog.scenarios_dir())
-        if check_files:
-            check_trace(resolved)
-        return resolved, None
-    except pdsim.SpecError as err:
-        return None, err

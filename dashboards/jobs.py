@@ -1,11 +1,15 @@
-"""Background simulation jobs for the dashboard: start, poll progress, cancel.
+"""Background simulation jobs for the dashboard: start, poll progress, cancel, per session.
 
 Each run is a child process (``forkserver`` on Linux, with pdsim preloaded once, so a start
 costs milliseconds; ``spawn`` elsewhere), so the web server stays responsive, several runs use
 several cores, and Cancel terminates the run at once. The child sends progress ticks
-(``pdsim.simulate``'s progress callback) and, at the end, a :class:`RunSnapshot` through a pipe;
-a watcher thread in the server receives them. Finished results stay in memory, keyed by job
-id; the oldest beyond ``keep`` are dropped.
+(``pdsim.simulate``'s progress callback) and, at the end, the run's ``Results`` (a RunRecord of
+plain arrays, cheap to pickle) through a pipe; a watcher thread in the server receives them.
+
+Every job belongs to a browser session (sessions.py) and is found only with that session's
+id. Bounds (config.Limits): one run in progress per session and ``running_total`` on the
+server; ``runs_per_session`` finished runs per session and ``runs_total`` on the server, the
+least recently viewed dropped first.
 """
 from __future__ import annotations
 
@@ -14,36 +18,13 @@ import sys
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import pdsim
 from pdsim.metrics.results import Results
+from pdsim.specs.errors import SpecError
 
-
-class RunSnapshot(Results):
-    """A finished run's tables and summary, detached from the simulation world (whose SimPy
-    processes cannot be pickled) so it can leave the worker process. The shared figure
-    builders accept it wherever they accept Results."""
-
-    def __init__(self, res: Results):  # noqa: D107 - deliberately not calling Results.__init__
-        self.scenario = res.scenario
-        self.record = res.record
-        self._summary = res.summary()
-        self._requests = res.requests
-        self._timeline = res.timeline
-        self._itls = res.itls
-
-    requests = property(lambda self: self._requests)  # type: ignore[assignment]
-    timeline = property(lambda self: self._timeline)  # type: ignore[assignment]
-    itls = property(lambda self: self._itls)  # type: ignore[assignment]
-    gpus = property(lambda self: self._summary["gpus"])  # type: ignore[assignment]
-    nodes = property(lambda self: self._summary["nodes"])  # type: ignore[assignment]
-
-    def summary(self) -> dict:
-        import copy
-
-        return copy.deepcopy(self._summary)
+from .config import Limits
 
 
 def _worker(resolved, conn) -> None:  # runs in the child process
@@ -57,7 +38,7 @@ def _worker(resolved, conn) -> None:  # runs in the child process
 
     try:
         res = pdsim.simulate(resolved, progress=progress)
-        conn.send(("done", RunSnapshot(res)))
+        conn.send(("done", res))
     except pdsim.SpecError as err:
         conn.send(("failed", str(err)))
     except BaseException as err:  # noqa: BLE001 - reported to the page, never a crash of the app
@@ -69,7 +50,7 @@ def _worker(resolved, conn) -> None:  # runs in the child process
 def _context():
     if sys.platform.startswith("linux"):
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["pdsim", "pdsim.dashboards.jobs"])
+        ctx.set_forkserver_preload(["pdsim", "pdsim.api", "pdsim.dashboards.jobs"])
         return ctx
     return mp.get_context("spawn")
 
@@ -77,51 +58,77 @@ def _context():
 @dataclass
 class Job:
     jid: str
+    sid: str  # the browser session that owns it
     name: str
     label: str
+    files: tuple[str, ...] = ()  # files the run reads (uploads are kept while it runs)
     status: str = "starting"  # starting | running | done | failed | cancelled
     done: int = 0
     total: int = 0
     sim_s: float = 0.0
     wall_s: float = 0.0
     started: float = field(default_factory=time.perf_counter)
+    used: float = field(default_factory=time.monotonic)  # last start or view, for eviction
     error: str | None = None
-    result: RunSnapshot | None = None
+    result: Results | None = None
 
     @property
     def active(self) -> bool:
         return self.status in ("starting", "running")
 
 
-class JobManager:
-    def __init__(self, keep: int = 16, max_running: int = 4):
-        self._ctx = _context()
-        self._jobs: OrderedDict[str, Job] = OrderedDict()
-        self._procs: dict[str, mp.Process] = {}
-        self._lock = threading.Lock()
-        self.keep, self.max_running = keep, max_running
+def _files_of(resolved) -> tuple[str, ...]:
+    trace = resolved.scenario.workload.trace
+    if trace is None:
+        return ()
+    from pathlib import Path
 
-    def start(self, resolved, label: str | None = None) -> str:
-        job = Job(uuid.uuid4().hex[:10], resolved.name, label or resolved.name)
+    p = Path(trace.path)
+    return (str((resolved.base_dir / p) if not p.is_absolute() else p),)
+
+
+class JobManager:
+    def __init__(self, limits: Limits | None = None):
+        self.limits = limits or Limits()
+        self._ctx = _context()
+        self._jobs: dict[str, Job] = {}
+        self._procs: dict[str, mp.Process] = {}
+        self._numbers: dict[str, int] = {}  # session -> runs started (the #n of labels)
+        self._lock = threading.Lock()
+
+    # ---- starting ------------------------------------------------------------------------
+    def start(self, sid: str, resolved, label: str | None = None) -> Job:
+        """Start a run for session ``sid``; SpecError when a bound refuses it. ``label`` may use
+        ``{n}``, the session's run number."""
         with self._lock:
-            if sum(j.active for j in self._jobs.values()) >= self.max_running:
-                job.status, job.error = "failed", f"{self.max_running} runs are in progress; cancel one first"
-                self._jobs[job.jid] = job
-                return job.jid
+            mine = [j for j in self._jobs.values() if j.sid == sid and j.active]
+            if mine:
+                raise SpecError(f"run {mine[0].label} is still in progress: wait for it or cancel it", source="run")
+            running = sum(j.active for j in self._jobs.values())
+            if running >= self.limits.running_total:
+                raise SpecError(f"the server is running {running} simulations, its limit; try again when one "
+                                "ends", source="run")
+            n = self._numbers.get(sid, 0) + 1
+            self._numbers[sid] = n
+            job = Job(uuid.uuid4().hex, sid, resolved.name, (label or "#{n} " + resolved.name).replace("{n}", str(n)),
+                      _files_of(resolved))
             self._jobs[job.jid] = job
-            self._evict()
         recv, send = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(target=_worker, args=(resolved, send), daemon=True, name=f"pdsim-run-{job.jid}")
+        proc = self._ctx.Process(target=_worker, args=(resolved, send), daemon=True, name=f"pdsim-run-{job.jid[:8]}")
         try:
             proc.start()
         except Exception as err:  # noqa: BLE001
-            job.status, job.error = "failed", f"could not start the run: {err}"
-            return job.jid
+            job.status, job.error = "failed", f"could not start the run: {type(err).__name__}: {err}"
+            send.close()
+            recv.close()
+            return job
         send.close()  # the child holds its end; EOF here once it exits
-        self._procs[job.jid] = proc
-        job.status = "running"
+        with self._lock:
+            self._procs[job.jid] = proc
+            if job.status == "starting":
+                job.status = "running"
         threading.Thread(target=self._watch, args=(job, proc, recv), daemon=True).start()
-        return job.jid
+        return job
 
     def _watch(self, job: Job, proc, conn) -> None:
         try:
@@ -130,11 +137,14 @@ class JobManager:
                     msg = conn.recv()
                 except (EOFError, OSError):
                     break
+                except Exception as err:  # noqa: BLE001 - an unpicklable result: a failed run, not a dead thread
+                    job.error = f"could not receive the result: {type(err).__name__}: {err}"
+                    break
                 if msg[0] == "progress":
                     _, job.sim_s, job.wall_s, job.done, job.total = msg
                 elif msg[0] == "done":
                     job.result = msg[1]
-                    job.done = job.total = len(job.result.requests)
+                    job.done = job.total = len(job.result.record)
                     job.status = "done"
                 elif msg[0] == "failed":
                     job.status, job.error = "failed", msg[1]
@@ -144,8 +154,10 @@ class JobManager:
             job.wall_s = time.perf_counter() - job.started
             if job.status == "running":
                 job.status = "failed"
-                job.error = f"the run's process ended unexpectedly (exit code {proc.exitcode})"
-            self._procs.pop(job.jid, None)
+                job.error = job.error or f"the run's process ended unexpectedly (exit code {proc.exitcode})"
+            with self._lock:
+                self._procs.pop(job.jid, None)
+                self._evict()
 
     def warm_up(self) -> None:
         """Start the fork server (and its pdsim import) now rather than at the first Run."""
@@ -154,25 +166,79 @@ class JobManager:
 
             threading.Thread(target=forkserver.ensure_running, daemon=True).start()
 
-    def get(self, jid: str | None) -> Job | None:
+    # ---- reading ---------------------------------------------------------------------------
+    def get(self, sid: str | None, jid: str | None) -> Job | None:
+        """Session ``sid``'s job ``jid`` (None for another session's job or a dropped one)."""
         with self._lock:
-            return self._jobs.get(jid) if jid else None
+            job = self._jobs.get(jid) if isinstance(jid, str) else None
+            if job is None or job.sid != sid:
+                return None
+            job.used = time.monotonic()
+            return job
 
-    def cancel(self, jid: str | None) -> bool:
-        job = self.get(jid)
-        proc = self._procs.get(jid) if jid else None
+    def runs(self, sid: str | None) -> list[Job]:
+        """Session ``sid``'s finished runs with results, oldest first."""
+        with self._lock:
+            return [j for j in self._jobs.values() if j.sid == sid and j.result is not None]
+
+    def active(self, sid: str | None) -> Job | None:
+        """Session ``sid``'s run in progress, if any."""
+        with self._lock:
+            return next((j for j in self._jobs.values() if j.sid == sid and j.active), None)
+
+    def in_use(self, path: str) -> bool:
+        """Whether a run in progress reads ``path``."""
+        with self._lock:
+            return any(j.active and path in j.files for j in self._jobs.values())
+
+    def active_count(self) -> int:
+        with self._lock:
+            return sum(j.active for j in self._jobs.values())
+
+    # ---- stopping and forgetting -------------------------------------------------------------
+    def cancel(self, sid: str | None, jid: str | None) -> bool:
+        job = self.get(sid, jid)
         if job is None or not job.active:
             return False
         job.status = "cancelled"
+        proc = self._procs.get(job.jid)
         if proc is not None and proc.is_alive():
             proc.terminate()
         return True
 
+    def drop_session(self, sid: str) -> None:
+        """Cancel the session's run and forget its results (the session was forgotten)."""
+        with self._lock:
+            jobs = [j for j in self._jobs.values() if j.sid == sid]
+            self._numbers.pop(sid, None)
+        for j in jobs:
+            self.cancel(sid, j.jid)
+        with self._lock:
+            for j in jobs:
+                self._jobs.pop(j.jid, None)
+
     def _evict(self) -> None:
-        finished = [j for j in self._jobs.values() if not j.active]
-        for j in finished[: max(0, len(finished) - self.keep)]:
-            self._jobs.pop(j.jid, None)
+        """Drop finished jobs beyond the per-session and server bounds, least recently used
+        first; failed and cancelled ones go before runs with results. A session's latest job stays
+        (its page may not have polled its end yet). Caller holds the lock."""
+        latest: dict[str, Job] = {}
+        for j in self._jobs.values():
+            if j.sid not in latest or j.started > latest[j.sid].started:
+                latest[j.sid] = j
+        finished = sorted((j for j in self._jobs.values() if not j.active and latest[j.sid] is not j),
+                          key=lambda j: (j.result is not None, j.used))
+        per: dict[str, int] = {}
+        for j in self._jobs.values():
+            if not j.active:
+                per[j.sid] = per.get(j.sid, 0) + 1
+        total = sum(per.values())
+        for j in finished:
+            over_session = per[j.sid] > self.limits.runs_per_session
+            if over_session or total > self.limits.runs_total:
+                self._jobs.pop(j.jid, None)
+                per[j.sid] -= 1
+                total -= 1
 
     def shutdown(self) -> None:
-        for jid in list(self._procs):
-            self.cancel(jid)
+        for job in list(self._jobs.values()):
+            self.cancel(job.sid, job.jid)

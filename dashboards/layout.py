@@ -6,7 +6,9 @@ from dash import dcc, html
 
 from pdsim.specs import catalog
 
-from . import forms, uploads
+from . import forms, views
+from .config import Limits
+from .sessions import new_session_id
 
 CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 0; color: #222; }
@@ -50,6 +52,14 @@ button.danger { background: #fff; color: #b00020; border-color: #b00020; }
 .table button.load { padding: 0 6px; font-size: 11px; }
 .table tr:hover td { background: #f3f6fb; }
 progress { width: 260px; vertical-align: middle; }
+.empty { border: 1px dashed #c5cad3; border-radius: 6px; padding: 18px 20px; margin: 10px 0; color: #555;
+         background: #fafbfc; font-size: 13px; line-height: 1.5; }
+.empty b { color: #333; }
+.section-title { font-size: 14px; font-weight: 600; margin: 14px 0 4px 0; color: #334; }
+.window { margin: 0 20px 10px 80px; }
+#app-error:empty { display: none; }
+#app-error { background: #fdecea; color: #8a1c14; padding: 6px 10px; border-radius: 6px; margin: 6px 0;
+             cursor: pointer; }
 """
 
 INDEX = """<!DOCTYPE html>
@@ -99,7 +109,13 @@ def _ids(section: str, prefix: str = "") -> list[str]:
     return [c for c, f in forms.FIELDS.items() if f.section == section and f.path.startswith(prefix)]
 
 
-def build_tab():
+def client_upload_cap(limits: Limits) -> int:
+    """Largest file the browser sends: a little over the limit, so a slightly larger file gets
+    the server's message (file size and limit) rather than a silent refusal."""
+    return limits.max_upload_bytes * 5 // 4
+
+
+def build_tab(limits: Limits):
     wl = _ids("workload")
     form = html.Div([
         _section("general", "Deployment", _ids("general")),
@@ -122,9 +138,11 @@ def build_tab():
         html.Div([
             html.Label("Start from example:"),
             dcc.Dropdown(id="example", options=catalog.scenario_keys(), value="llama8b-a800-colocated",
-                         clearable=False, style={"width": "300px"}),
-            dcc.Upload(id="upload", children=html.Button("Upload scenario .yaml or trace .jsonl/.csv"),
-                       max_size=uploads.MAX_UPLOAD_BYTES, multiple=False),
+                         clearable=False, placeholder="pick an example...",
+                         style={"width": "300px"}),
+            dcc.Upload(id="upload", multiple=False, max_size=client_upload_cap(limits),
+                       children=html.Button(f"Upload scenario .yaml or trace .jsonl/.csv "
+                                            f"(up to {limits.max_upload_bytes / 2**20:g} MiB)")),
             html.Button("Download YAML", id="download-btn"), dcc.Download(id="download"),
             html.Button("Check", id="validate"),
             html.Button("Run ▶", id="build-run", className="primary"),
@@ -139,21 +157,15 @@ def run_tab():
         html.Div([
             html.Button("Run ▶", id="run", className="primary"),
             html.Button("Cancel", id="cancel", className="danger"),
-            html.Div(id="progress"),
             html.Div(className="grow"),
             html.Label("showing run:"),
-            dcc.Dropdown(id="run-select", options=[], placeholder="no runs yet", clearable=False,
-                         style={"width": "340px"}),
+            dcc.Dropdown(id="run-select", options=[], placeholder="choose a finished run", clearable=False,
+                         style={"width": "380px"}),
             html.Button("Pin to Compare", id="pin"),
         ], className="toolbar"),
+        html.Div(id="progress"),
         dcc.Interval(id="poll", interval=400, disabled=True),
-        html.Div(id="run-header"), html.Div(id="slo-banner"), html.Div(id="cards", className="cards"),
-        html.Div(id="instances"),
-        html.Div([
-            dcc.Graph(id="g-cdf"),
-            html.Div([dcc.Graph(id="g-breakdown"), dcc.Graph(id="g-throughput")], className="two"),
-            dcc.Graph(id="g-instances"), dcc.Graph(id="g-links"), dcc.Graph(id="g-gantt"),
-        ], id="run-body", style={"display": "none"}),
+        html.Div(views.empty_state(views.NO_RUN), id="results"),
     ])
 
 
@@ -162,7 +174,9 @@ def compare_tab():
         html.Div([html.Label("Runs to overlay:"),
                   dcc.Dropdown(id="compare-select", options=[], value=[], multi=True,
                                placeholder="pin runs from Run & see, or pick them here", style={"minWidth": "600px"}),
-                  html.Button("Clear", id="clear-pins")], className="toolbar"),
+                  html.Button("Clear", id="clear-pins"), html.Div(id="pin-msg", className="hint")],
+                 className="toolbar"),
+        views.empty_state(views.NO_PINS, "compare-empty"),
         html.Div(id="compare-table"),
         html.Div([
             dcc.Graph(id="c-cdf"),
@@ -173,33 +187,41 @@ def compare_tab():
 
 def explore_tab():
     return html.Div([
-        html.Div([html.Label("Sweep result folder on this machine:"),
-                  dcc.Input(id="sweep-dir", type="text", debounce=True, placeholder="/path/to/pdsim-sweep-out",
-                            style={"width": "520px"}),
-                  html.Button("Open", id="open-sweep"), html.Div(id="sweep-msg", className="grow")],
+        html.Div([html.Label("Sweep result folder:"),
+                  dcc.Dropdown(id="sweep-list", options=[], placeholder="pick a folder written by pdsim sweep --out",
+                               style={"width": "520px"}, optionHeight=28),
+                  html.Button("Refresh list", id="refresh-sweeps"), html.Div(id="sweep-msg", className="grow")],
                  className="toolbar"),
-        html.Div([html.Label("frontier:"),
-                  dcc.RadioItems(id="pareto-view", inline=True, value="throughput",
-                                 options=[{"label": " throughput/GPU vs per user  ", "value": "throughput"},
-                                          {"label": " goodput vs p90 TTFT", "value": "goodput_ttft"}]),
-                  html.Label("heatmap:"),
-                  dcc.Dropdown(id="heat-x", placeholder="x knob", style={"width": "280px"}),
-                  dcc.Dropdown(id="heat-y", placeholder="y knob", style={"width": "280px"}),
-                  dcc.Dropdown(id="heat-metric", placeholder="metric", style={"width": "240px"})],
-                 className="toolbar"),
-        html.Div("Click a point, or a row's load button, to load that configuration into Build.", className="hint"),
-        dcc.Graph(id="x-pareto"), dcc.Graph(id="x-heatmap"),
-        html.Div(id="x-table"),
+        html.Div(id="explore-empty", className="empty"),
+        html.Div([
+            html.Div([html.Label("frontier:"),
+                      dcc.RadioItems(id="pareto-view", inline=True, value="throughput",
+                                     options=[{"label": " throughput/GPU vs per user  ", "value": "throughput"},
+                                              {"label": " goodput vs p90 TTFT", "value": "goodput_ttft"}]),
+                      html.Label("heatmap:"),
+                      dcc.Dropdown(id="heat-x", placeholder="x knob", style={"width": "280px"}),
+                      dcc.Dropdown(id="heat-y", placeholder="y knob", style={"width": "280px"}),
+                      dcc.Dropdown(id="heat-metric", placeholder="metric", style={"width": "240px"})],
+                     className="toolbar"),
+            html.Div("Click a point, or a row's load button, to load that configuration into Build "
+                     "(renamed after the configuration).", className="hint"),
+            dcc.Graph(id="x-pareto"), dcc.Graph(id="x-heatmap"),
+            html.Div(id="x-table"),
+        ], id="explore-body", style={"display": "none"}),
     ])
 
 
-def page():
+def page(limits: Limits | None = None):
+    """The page, built per page load so each browser tab gets its own session id (kept in the
+    tab's sessionStorage across reloads)."""
+    limits = limits or Limits()
     return html.Div([
         html.H2("pdsim: prefill/decode-disaggregated serving simulator"),
-        dcc.Store(id="runs", data=[]), dcc.Store(id="active-job"), dcc.Store(id="sweep-folder"),
-        dcc.Store(id="load-request"),
+        dcc.Store(id="session", storage_type="session", data=new_session_id()),
+        dcc.Store(id="active-job"), dcc.Store(id="sweep-folder"), dcc.Store(id="load-request"),
+        html.Div(id="app-error"),
         dcc.Tabs(id="tabs", value="build", children=[
-            dcc.Tab(label="Build", value="build", children=build_tab()),
+            dcc.Tab(label="Build", value="build", children=build_tab(limits)),
             dcc.Tab(label="Run & see", value="run", children=run_tab()),
             dcc.Tab(label="Compare", value="compare", children=compare_tab()),
             dcc.Tab(label="Explore sweeps", value="explore", children=explore_tab()),

@@ -1,13 +1,17 @@
-"""Reading a sweep result folder (written by ``pdsim sweep``) for the Explore tab.
+"""Sweep result folders (written by ``pdsim sweep --out DIR``) for the Explore tab.
 
-The folder holds results.csv (one row per configuration: config_id, knob columns, status,
-metrics), pareto.csv, pareto_goodput_ttft.csv, summary.json and configs/<config_id>.yaml. The
-path is typed on the (local) server; only an existing directory with a results.csv is opened,
-and only configs/<id>.yaml files whose id is a plain token are read from it. Nothing here
-serves files to the browser.
+A folder holds results.csv (one row per configuration: config_id, knob columns, status,
+metrics), pareto.csv, pareto_goodput_ttft.csv, summary.json and configs/<config_id>.yaml.
+The page picks a folder from a list: ``SweepCatalog`` finds the folders with a results.csv
+under the data folder and the ``--sweeps`` folders (bounded walk, folders.py) and opens only
+those, by an opaque key; no path typed by a client reaches the filesystem. A configuration's
+YAML is read only from ``configs/<id>.yaml`` with a plain-token id, through pdsim's bounded
+YAML reader, and comes back renamed after the configuration it is. Nothing here serves files
+to the browser, and nothing here imports a plug-in (the editor validates in the sandbox).
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,21 +19,22 @@ from pathlib import Path
 import pandas as pd
 
 from pdsim.specs.errors import SpecError
+from pdsim.specs.yamlio import MAX_BYTES, excerpt, parse_yaml_text
+
+from .folders import TTLCache, walk
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 LAYOUT_COLUMNS = ("layout", "prefill_layout", "decode_layout")
+MAX_RESULTS_BYTES = 64 * 2**20  # a results.csv of ~10^5 configurations
+MAX_FOLDERS = 200
 
 
 def metric_columns() -> list[str]:
     try:
         from pdsim.explore.spec import METRICS, SEARCH_METRICS
         return list(METRICS) + list(SEARCH_METRICS)
-    except ImportError:
-        try:
-            from pdsim.explore.sweep import METRICS
-            return list(METRICS) + ["max_rate"]
-        except ImportError:  # pragma: no cover - explore not installed
-            return []
+    except ImportError:  # pragma: no cover - explore not installed
+        return []
 
 
 def _builders():
@@ -43,6 +48,7 @@ def _builders():
 class SweepFolder:
     path: Path
     df: pd.DataFrame
+    label: str = ""
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -93,43 +99,127 @@ class SweepFolder:
         if p.is_file():
             try:
                 return pd.read_csv(p, dtype={"config_id": str})
-            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError):
                 pass
         return self.ok.iloc[0:0]
 
+    def sweep_name(self) -> str:
+        """The sweep's name from summary.json, else the folder's name."""
+        try:
+            p = self.path / "summary.json"
+            if p.is_file() and p.stat().st_size < MAX_BYTES:
+                name = json.loads(p.read_text(encoding="utf-8")).get("name")
+                if isinstance(name, str) and _ID.match(name.replace(".", "_")):
+                    return name
+        except (OSError, ValueError, AttributeError):
+            pass
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", self.path.name)[:60] or "sweep"
 
-def open_sweep(folder: str | None) -> SweepFolder:
-    """Open a sweep result folder; SpecError (named like the CLI's) when it is not one."""
-    text = (folder or "").strip()
-    if not text:
-        raise SpecError("type the path of a folder written by `pdsim sweep --out DIR`", source="sweep folder")
-    p = Path(text).expanduser()
-    try:
-        p = p.resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise SpecError("no such folder", source=text) from None
-    if not p.is_dir():
-        raise SpecError("not a folder", source=text)
-    csv = p / "results.csv"
+    def knob_text(self, cid: str) -> str:
+        """``knob=value, ...`` of configuration ``cid`` (from results.csv)."""
+        rows = self.df[self.df["config_id"] == cid]
+        if rows.empty:
+            return ""
+        row = rows.iloc[0]
+        from .views import short_name
+
+        parts = [f"{short_name(k)}={_fmt(row[k])}" for k in self.knobs if k in row and _fmt(row[k]) != ""]
+        layout = _fmt(row["layout"]) if "layout" in row else ""
+        return ", ".join(parts) + (f" ({layout})" if layout and "layout" not in self.knobs else "")
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def open_sweep(path: Path, label: str = "") -> SweepFolder:
+    """Open a sweep result folder; SpecError when it is not a readable one."""
+    src = label or path.name
+    csv = path / "results.csv"
     if not csv.is_file():
-        raise SpecError("not a sweep result folder (no results.csv)", source=text)
+        raise SpecError("not a sweep result folder (no results.csv)", source=src)
+    if csv.stat().st_size > MAX_RESULTS_BYTES:
+        raise SpecError(f"results.csv is over {MAX_RESULTS_BYTES // 2**20} MiB", source=src)
     try:
         df = pd.read_csv(csv, dtype={"config_id": str})
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise SpecError(f"cannot read results.csv: {err}", source=text) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:
+        raise SpecError(f"cannot read results.csv: {excerpt(str(err), 120)}", source=src) from None
     if "config_id" not in df:
-        raise SpecError("results.csv has no config_id column", source=text)
+        raise SpecError("results.csv has no config_id column", source=src)
     df["config_id"] = df["config_id"].astype(str)
-    return SweepFolder(p, df)
+    return SweepFolder(path, df, label or path.name)
 
 
-def config_text(folder: str, cid: str) -> str:
-    """The scenario YAML of one configuration, read from ``<folder>/configs/<cid>.yaml``."""
-    if not _ID.match(str(cid)):
-        raise SpecError(f"not a configuration id: {cid!r}", source="sweep folder")
-    sweep = open_sweep(folder)
+class SweepCatalog:
+    """The sweep result folders this server offers: under ``data_dir`` (depth <= 4) and under
+    each of ``roots`` (a root may itself be a sweep folder)."""
+
+    def __init__(self, data_dir: Path, roots: tuple[Path, ...] = ()):
+        self.bases = [("data folder", data_dir.resolve())] + [(r.name or str(r), r.resolve()) for r in roots]
+        self._cache = TTLCache()
+
+    def folders(self) -> list[tuple[str, str, Path]]:
+        """(key, label, path) of every sweep folder found, at most MAX_FOLDERS."""
+        return list(self._cache.get(("folders",), self._scan))
+
+    def _scan(self) -> list[tuple[str, str, Path]]:
+        out: list[tuple[str, str, Path]] = []
+        for i, (name, base) in enumerate(self.bases):
+            found = [base] if (base / "results.csv").is_file() else []
+            if not found:
+                found = [p for p, is_dir in walk(base, 4, descend=lambda d: not (d / "results.csv").is_file())
+                         if is_dir and (p / "results.csv").is_file()]
+            for p in found:
+                rel = "." if p == base else str(p.relative_to(base))
+                out.append((f"{i}:{rel}", f"{rel} ({name})" if rel != "." else f"{base.name} ({name})", p))
+                if len(out) >= MAX_FOLDERS:
+                    return out
+        return out
+
+    def options(self) -> list[dict]:
+        return [{"label": label, "value": key} for key, label, _p in self.folders()]
+
+    def refresh(self) -> None:
+        self._cache.clear()
+
+    def open(self, key: object) -> SweepFolder:
+        """The folder listed under ``key``; SpecError for anything not in the list."""
+        if not isinstance(key, str) or not key:
+            raise SpecError("pick a sweep result folder from the list", source="sweep folder")
+        for k, label, path in self.folders():
+            if k == key:
+                return open_sweep(path, label)
+        self.refresh()  # a folder written since the last look
+        for k, label, path in self.folders():
+            if k == key:
+                return open_sweep(path, label)
+        raise SpecError(f"{excerpt(key, 80)} is not one of the sweep folders found", source="sweep folder")
+
+
+def config_text(sweep: SweepFolder, cid: object) -> str:
+    """The scenario YAML of one configuration (``configs/<cid>.yaml``), renamed after it: its
+    name is ``<sweep>-<cid>`` and its description names the sweep and the knob values, so a
+    loaded point never passes for the sweep's base scenario."""
+    import yaml
+
+    if not isinstance(cid, str) or not _ID.match(cid):
+        raise SpecError(f"not a configuration id: {excerpt(cid)}", source=sweep.label)
     configs = (sweep.path / "configs").resolve()
     path = (configs / f"{cid}.yaml").resolve()
     if path.parent != configs or not path.is_file():
-        raise SpecError(f"no configs/{cid}.yaml in this folder", source=str(sweep.path))
-    return path.read_text()
+        raise SpecError(f"no configs/{cid}.yaml in this folder", source=sweep.label)
+    if path.stat().st_size > MAX_BYTES:
+        raise SpecError(f"configs/{cid}.yaml is over the {MAX_BYTES // 2**20} MiB limit", source=sweep.label)
+    data = parse_yaml_text(path.read_bytes(), f"{sweep.label}: configs/{cid}.yaml")
+    if not isinstance(data, dict):
+        raise SpecError("expected a scenario (a mapping)", source=f"{sweep.label}: configs/{cid}.yaml")
+    name = sweep.sweep_name()
+    knobs = sweep.knob_text(cid)
+    renamed = {"name": f"{name}-{cid}",
+               "description": f"sweep {name}, configuration {cid}" + (f": {knobs}" if knobs else "")}
+    renamed.update({k: v for k, v in data.items() if k not in renamed})
+    return yaml.safe_dump(renamed, sort_keys=False, default_flow_style=None, width=100)

@@ -1,11 +1,28 @@
-"""HTML pieces of the results views: summary cards against the SLO, per-instance table and the
-side-by-side comparison table. Values and labels come from pdsim.report.figures.summary_rows
-(the same rows as the CLI's table and the HTML report)."""
+"""HTML pieces of the results views: empty states, summary cards against the SLO, per-instance
+table and the side-by-side comparison table. Values and labels come from
+pdsim.report.figures.summary_rows (the same rows as the CLI's table and the HTML report)."""
 from __future__ import annotations
 
 from dash import html
 
 from pdsim.report.figures import SUMMARY_ROWS, summary_rows
+
+NO_RUN = [html.B("No run yet. "), "Build a scenario on the Build tab and press Run ▶. Its summary cards, the "
+          "latency CDFs against the SLO, where TTFT goes, throughput and instance timelines, KV transfer links "
+          "and sample request lives appear here."]
+NO_PINS = [html.B("Nothing to compare yet. "), "Run scenarios, press Pin to Compare on Run & see (or pick runs "
+           "above), and their latency CDFs, TTFT breakdowns, throughput and a numbers table are overlaid here."]
+
+
+def empty_state(children, eid: str | None = None) -> html.Div:
+    """A visible placeholder (never empty axes) saying what will appear and how to get it."""
+    return html.Div(children, className="empty", **({"id": eid} if eid else {}))
+
+
+def running_state(label: str) -> html.Div:
+    return empty_state([html.B(f"Running {label}. "), "Its results appear here when it finishes; the progress is "
+                        "shown above, and Cancel stops it."], "run-pending")
+
 
 # summary key fragment -> the SLO bound it is judged against
 _SLO_OF = {"ttft": "ttft_ms", "itl": "itl_ms", "tpot": "tpot_ms", "e2e": "e2e_ms"}
@@ -59,9 +76,11 @@ def slo_banner(summary: dict) -> html.Div:
     return html.Div(text, className="banner " + ("good" if ok else "bad"))
 
 
-def summary_cards(summary: dict) -> list:
+def summary_cards(summary: dict, label: str = "") -> list:
+    """One card per summary row; ``label`` (the run's name) is written on each card's tooltip
+    and above the cards by the caller."""
     slo = summary.get("slo") or {}
-    cards = []
+    cards, run_label = [], label
     for (key, _label, _fmt), (label, value) in zip(SUMMARY_ROWS, summary_rows(summary)):
         bound = _bound(key, slo)
         v = summary.get(key)
@@ -72,7 +91,7 @@ def summary_cards(summary: dict) -> list:
         elif key in HEADLINE:
             cls += " headline"
         cards.append(html.Div([html.Div(label, className="card-label"), html.Div(value, className="card-value"),
-                               html.Div(note, className="card-note")], className=cls))
+                               html.Div(note, className="card-note")], className=cls, title=run_label))
     return cards
 
 

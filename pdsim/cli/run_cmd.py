@@ -15,6 +15,9 @@ def register(sub) -> None:
     r.add_argument("--format", choices=["parquet", "csv"], default="parquet",
                    help="file format of the request and timeline tables (default: parquet)")
     r.add_argument("--no-report", action="store_true", help="skip report.html")
+    r.add_argument("--standalone-report", action="store_true",
+                   help="inline plotly.js in report.html (~5 MB, works alone offline); by default the report "
+                        "loads plotly.min.js written once next to it")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on a terminal only)")
     add_allow_plugin(r)
     r.set_defaults(fn=run)
@@ -73,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         from ..report.outputs import write_run_outputs
 
-        written = write_run_outputs(res, args.out, args.format, report=not args.no_report)
+        written = write_run_outputs(res, args.out, args.format, report=not args.no_report,
+                                    standalone=args.standalone_report)
         print(f"  wrote {args.out}/: " + ", ".join(written))
     return 0

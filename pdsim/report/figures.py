@@ -6,6 +6,7 @@ for hour-long runs.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
@@ -31,21 +32,56 @@ def _cdf(values: np.ndarray, max_points: int = 400) -> tuple[np.ndarray, np.ndar
     return np.quantile(v, q), q
 
 
-def latency_cdf_figure(res: Results | RunSet) -> go.Figure:
-    """CDFs of TTFT, ITL, TPOT and E2E (ms), one colour per run; SLO bounds dashed."""
+SLO_TERMS = [("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E")]
+
+
+def _slo_lines(runs: dict[str, Results]) -> list[tuple[int, float, str, str]]:
+    """(panel, bound ms, legend name, colour) of each SLO bound drawn on the latency CDFs. A
+    bound shared by every run is one grey line "SLO TTFT 2000 ms"; bounds that differ between
+    overlaid runs are drawn per run in the run's colour, named after it."""
+    out = []
+    names = list(runs)
+    for j, (key, label) in enumerate(SLO_TERMS):
+        bounds = {name: getattr(runs[name].slo, key) for name in names}
+        distinct = {b for b in bounds.values() if b}
+        if not distinct:
+            continue
+        if len(distinct) == 1 and all(bounds.values()):
+            b = distinct.pop()
+            out.append((j, float(b), f"SLO {label} {b:g} ms", "gray"))
+            continue
+        for k, name in enumerate(names):
+            if bounds[name]:
+                out.append((j, float(bounds[name]), f"SLO {label} {bounds[name]:g} ms ({name})",
+                            PALETTE[k % len(PALETTE)]))
+    return out
+
+
+def latency_cdf_figure(res: Results | RunSet, log_x: bool | None = None) -> go.Figure:
+    """CDFs of TTFT, ITL, TPOT and E2E (ms), one colour per run; SLO bounds as dashed lines
+    with legend entries. ``log_x``: logarithmic latency axes (None: when overlaid runs' medians
+    differ more than tenfold, so a fast run stays visible beside a slow one)."""
     runs = _runs(res)
     fig = make_subplots(rows=2, cols=2, subplot_titles=("TTFT (ms)", "ITL (ms)", "TPOT (ms)", "E2E latency (ms)"))
+    medians: list[list[float]] = [[], [], [], []]
     for k, (name, r) in enumerate(runs.items()):
         df = r.requests[r.requests["finished"]]
         series = [df["ttft_s"].to_numpy(), r.itls, df["tpot_s"].to_numpy(), df["e2e_s"].to_numpy()]
         for j, vals in enumerate(series):
             x, y = _cdf(np.asarray(vals, dtype=float) * 1e3)
+            if x.size:
+                medians[j].append(float(np.median(x)))
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=name, legendgroup=name, showlegend=j == 0,
                                      line=dict(color=PALETTE[k % len(PALETTE)])), row=j // 2 + 1, col=j % 2 + 1)
-    slo = next(iter(runs.values())).slo
-    for j, bound in enumerate([slo.ttft_ms, slo.itl_ms, slo.tpot_ms, slo.e2e_ms]):
-        if bound:
-            fig.add_vline(x=bound, line_dash="dash", line_color="gray", row=j // 2 + 1, col=j % 2 + 1)
+    for j, bound, name, color in _slo_lines(runs):
+        fig.add_trace(go.Scatter(x=[bound, bound], y=[0, 1.01], mode="lines", name=name, legendgroup=name,
+                                 line=dict(color=color, dash="dash", width=1.5),
+                                 hovertemplate=name + "<extra></extra>"), row=j // 2 + 1, col=j % 2 + 1)
+    for j, meds in enumerate(medians):
+        pos = [m for m in meds if m > 0]
+        use_log = log_x if log_x is not None else (len(pos) > 1 and max(pos) > 10 * min(pos))
+        if use_log:
+            fig.update_xaxes(type="log", row=j // 2 + 1, col=j % 2 + 1)
     fig.update_yaxes(title_text="fraction of requests", range=[0, 1.01])
     fig.update_layout(title="Latency CDFs", height=600, margin=dict(t=70, l=50, r=20, b=40))
     return fig
@@ -100,25 +136,45 @@ def instance_timeline_figure(res: Results, bins: int = 300) -> go.Figure:
     return fig
 
 
+def has_links(res: Results) -> bool:
+    """Whether the run moved KV over links (a disaggregated deployment that transferred)."""
+    return bool(res.record.link_names) and len(res.record.link_usage.get("time_s", ())) > 0
+
+
 def link_timeline_figure(res: Results, bins: int = 300) -> go.Figure:
-    """Bandwidth in use per link (Gbit/s), time-weighted within each bin."""
+    """Bandwidth in use per link (Gbit/s), time-weighted within each bin, with each link's
+    capacity (one dotted line per distinct capacity, named with its links) so utilisation can
+    be read off."""
     tl = res.timeline
     links = tl[tl["kind"] == "link"]
     fig = go.Figure()
     if not links.empty:
         t_end = float(tl["time_s"].max())
-        edges = np.linspace(float(tl["time_s"].min()), t_end + 1e-9, bins + 1)
+        t0 = float(tl["time_s"].min())
+        edges = np.linspace(t0, t_end + 1e-9, bins + 1)
         for k, (name, g) in enumerate(links.groupby("entity", sort=False)):
             t = g["time_s"].to_numpy()
             rate = g["link_bytes_per_s"].to_numpy()
             # integrate the step function: bytes moved per bin / bin width
             cum = np.concatenate([[0.0], np.cumsum(rate[:-1] * np.diff(t))])
-            moved = np.interp(edges, t, cum, left=0.0, right=cum[-1] + rate[-1] * 0)
+            moved = np.interp(edges, t, cum, left=0.0, right=cum[-1])
             gbps = np.diff(moved) / np.diff(edges) * 8 / 1e9
             fig.add_trace(go.Scatter(x=edges[:-1], y=gbps, mode="lines", name=name,
                                      line=dict(color=PALETTE[k % len(PALETTE)])))
-    fig.update_layout(title="KV transfer bandwidth per link", xaxis_title="time (s)", yaxis_title="Gbit/s",
-                      height=350, margin=dict(t=60, l=50, r=20, b=40))
+        caps: dict[float, list[str]] = {}
+        for name in links["entity"].unique():
+            cap = res.record.link_capacity.get(name)
+            if cap:
+                caps.setdefault(round(float(cap) * 8 / 1e9, 3), []).append(str(name))
+        for gbit, names in sorted(caps.items()):
+            shown = ", ".join(names[:4]) + (f" +{len(names) - 4} more" if len(names) > 4 else "")
+            label = f"capacity {gbit:,.0f} Gbit/s ({shown})"
+            fig.add_trace(go.Scatter(x=[t0, t_end], y=[gbit, gbit], mode="lines", name=label, legendgroup="capacity",
+                                     line=dict(color="black", dash="dot", width=1.5),
+                                     hovertemplate=label + "<extra></extra>"))
+    fig.update_layout(title="KV transfer bandwidth per link (dotted: link capacity)", xaxis_title="time (s)",
+                      yaxis_title="Gbit/s", height=350, margin=dict(t=60, l=50, r=20, b=40))
+    fig.update_yaxes(rangemode="tozero")
     return fig
 
 
@@ -144,28 +200,43 @@ def ttft_breakdown_figure(res: Results | RunSet) -> go.Figure:
     return fig
 
 
-def request_gantt_figure(res: Results, n: int = 25, seed: int = 0) -> go.Figure:
-    """The life of ``n`` sample requests: queue, prefill, transfer, decode as horizontal bars."""
+GANTT_PHASES = [("queue", "arrival_s", "prefill_start_s", "#bbbbbb"),
+                ("prefill", "prefill_start_s", "prefill_end_s", "#1f77b4"),
+                ("wait+transfer", "prefill_end_s", "transfer_end_s", "#ff7f0e"),
+                ("to first token", "transfer_end_s", "first_token_s", "#9467bd"),
+                ("decode", "first_token_s", "finish_s", "#2ca02c")]
+
+
+def request_gantt_figure(res: Results, n: int = 25, seed: int = 0,
+                         window: tuple[float, float] | None = None) -> go.Figure:
+    """The life of ``n`` sample requests: queue, prefill, transfer, decode as horizontal bars.
+    ``window`` = (start s, end s) zooms to a time window: the sample is drawn among the
+    requests alive in it (arrived before its end, finished after its start), so short phases
+    such as prefill and transfer get visible width."""
     df = res.requests[res.requests["finished"]]
+    alive = len(df)
+    if window is not None:
+        t0, t1 = float(min(window)), float(max(window))
+        df = df[(df["arrival_s"] < t1) & (df["finish_s"] > t0)]
+        alive = len(df)
     if len(df) > n:
-        df = df.sample(n=n, random_state=seed).sort_values("arrival_s")
-    phases = [("queue", "arrival_s", "prefill_start_s", "#bbbbbb"),
-              ("prefill", "prefill_start_s", "prefill_end_s", "#1f77b4"),
-              ("wait+transfer", "prefill_end_s", "transfer_end_s", "#ff7f0e"),
-              ("to first token", "transfer_end_s", "first_token_s", "#9467bd"),
-              ("decode", "first_token_s", "finish_s", "#2ca02c")]
+        df = df.sample(n=n, random_state=seed)
+    df = df.sort_values("arrival_s")
     fig = go.Figure()
     labels = [f"req {i}" for i in df["request_id"]]
-    for name, a, b, color in phases:
+    for name, a, b, color in GANTT_PHASES:
         start = df[a].to_numpy(dtype=float)
         end = df[b].to_numpy(dtype=float)
         dur = np.where(np.isfinite(start) & np.isfinite(end), end - start, 0.0)
         fig.add_trace(go.Bar(y=labels, x=np.clip(dur, 0, None), base=np.nan_to_num(start), orientation="h",
                              name=name, marker_color=color,
-                             hovertemplate=name + ": %{x:.3f}s<extra></extra>"))
-    fig.update_layout(barmode="overlay", title="Sample request lives", xaxis_title="time (s)",
+                             hovertemplate=name + ": %{x:.3f} s from %{base:.3f} s<extra></extra>"))
+    what = f"{len(df)} of {alive} requests" + (f" alive in {t0:,.1f}-{t1:,.1f} s" if window is not None else "")
+    fig.update_layout(barmode="overlay", title=f"Sample request lives ({what})", xaxis_title="time (s)",
                       height=max(300, 22 * len(df) + 100), margin=dict(t=60, l=80, r=20, b=40),
                       yaxis=dict(autorange="reversed"))
+    if window is not None:
+        fig.update_xaxes(range=[t0, t1])
     return fig
 
 
@@ -193,25 +264,82 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def report_html(res: Results, path: str) -> None:
-    """Write a standalone HTML report (plotly.js inlined, viewable offline)."""
+PLOTLY_JS = "plotly.min.js"
+
+
+def write_plotly_js(folder: str | Path) -> Path:
+    """Write plotly.js (the bundle plotly.py ships) as ``folder/plotly.min.js`` unless the same
+    bundle is there already, so every report in a folder loads one copy. Written to a temporary
+    name and renamed, so reports written in parallel never see half a file."""
+    import os
+    import uuid
+
+    from plotly.offline import get_plotlyjs
+
+    js = get_plotlyjs().encode("utf-8")
+    path = Path(folder) / PLOTLY_JS
+    try:
+        if path.stat().st_size == len(js) and path.read_bytes() == js:
+            return path
+    except OSError:
+        pass
+    tmp = path.with_name(f".{PLOTLY_JS}.{uuid.uuid4().hex}.tmp")  # open() honours the umask, as for the report
+    try:
+        with open(tmp, "wb") as f:
+            f.write(js)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def plotly_script_tag(standalone: bool) -> str:
+    """The <script> that loads plotly.js: inlined (``standalone``), else ``plotly.min.js`` from
+    the page's folder."""
+    if standalone:
+        from plotly.offline import get_plotlyjs
+
+        return f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+    return f"<script src='{PLOTLY_JS}' charset='utf-8'></script>"
+
+
+MISSING_PLOTLY_NOTE = (
+    "<script>if (typeof Plotly === 'undefined') {document.body.insertAdjacentHTML('afterbegin', "
+    "'<p style=\"color:#b00020;font-weight:600\">" + PLOTLY_JS + " was not found next to this report, so its "
+    "charts cannot be drawn: copy it along, or write a self-contained report (pdsim run --standalone-report).</p>')}"
+    "</script>")
+
+
+def report_html(res: Results, path: str | Path, standalone: bool = False) -> None:
+    """Write the HTML report of one run. By default the page loads ``plotly.min.js`` from its
+    own folder (written there once, shared by every report in the folder: ~5 MB once instead of
+    per report); ``standalone`` inlines plotly.js so the single file works anywhere offline."""
     import html
 
+    path = Path(path)
     s = res.summary()
     table = "".join(f"<tr><td>{html.escape(a)}</td><td style='text-align:right'>{html.escape(b)}</td></tr>"
                     for a, b in summary_rows(s))
     figs = [latency_cdf_figure(res), ttft_breakdown_figure(res), throughput_timeline_figure(res),
-            instance_timeline_figure(res), link_timeline_figure(res), request_gantt_figure(res)]
-    parts = [f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs)]
+            instance_timeline_figure(res)]
+    if has_links(res):
+        figs.append(link_timeline_figure(res))
+    figs.append(request_gantt_figure(res))
+    parts = [f.to_html(full_html=False, include_plotlyjs=False) for f in figs]
+    if not standalone:
+        write_plotly_js(path.parent)
     meta = res.record.meta
     title = html.escape(f"pdsim report: {res.name}")
     desc = html.escape(meta.get("description") or "")
     doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
            "<style>body{font-family:sans-serif;margin:20px} table{border-collapse:collapse}"
-           "td{padding:2px 12px;border-bottom:1px solid #ddd}</style></head><body>"
+           "td{padding:2px 12px;border-bottom:1px solid #ddd}</style>"
+           f"{plotly_script_tag(standalone)}</head><body>"
            f"<h1>{title}</h1><p>{desc}</p><p>{s['gpus']} GPUs ({s['nodes']:g} nodes) on "
            f"{html.escape(str(meta.get('hardware', '?')))}, model {html.escape(str(meta.get('model', '?')))}; "
            f"simulated {s['sim_time_s']:.1f} s in {s['wall_s']:.2f} s wall.</p>"
-           f"<table>{table}</table>" + "".join(parts) + "</body></html>")
-    with open(path, "w") as f:
+           f"<table>{table}</table>" + "".join(parts) + ("" if standalone else MISSING_PLOTLY_NOTE)
+           + "</body></html>")
+    with open(path, "w", encoding="utf-8") as f:
         f.write(doc)

@@ -15,7 +15,7 @@ BENCH_JSON = "bench.json"
 
 
 def write_run_outputs(res: Results, out: str | Path, fmt: str = "parquet", report: bool = True,
-                      bench_json: bool = False) -> list[str]:
+                      bench_json: bool = False, standalone: bool = False) -> list[str]:
     """Write the run's files into ``out`` (created); returns the names written."""
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"format must be parquet or csv, got {fmt!r}")
@@ -37,8 +37,10 @@ def write_run_outputs(res: Results, out: str | Path, fmt: str = "parquet", repor
     if report:
         from ..report.figures import report_html
 
-        report_html(res, str(out / "report.html"))
+        report_html(res, str(out / "report.html"), standalone=standalone)
         written.append("report.html")
+        if not standalone:
+            written.append("plotly.min.js")
     if bench_json:
         from .benchjson import write_bench_json
 

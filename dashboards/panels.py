@@ -1,0 +1,98 @@
+"""The results panel of Run & see: an ordered list of named sections, each built from one
+finished run. A new kind of result (a verdict on what limits the run, fault events, ...) is one
+more ``Section`` in ``RUN_SECTIONS``; the callbacks render whatever the list holds.
+
+Sections appear in the page as ``<section id="res-<key>">`` with an optional title; a builder
+returns None to leave its section out (e.g. links in a colocated run are replaced by a note).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from dash import dcc, html
+
+from pdsim.metrics.results import Results
+from pdsim.report.figures import (has_links, instance_timeline_figure, latency_cdf_figure, link_timeline_figure,
+                                  request_gantt_figure, throughput_timeline_figure, ttft_breakdown_figure)
+
+from . import views
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What a section builder gets: the run, its summary (computed once) and its label."""
+
+    res: Results
+    summary: dict
+    label: str
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str
+    title: Callable[[RunView], str] | str | None
+    build: Callable[[RunView], Any]
+
+
+def _summary(v: RunView):
+    return html.Div(views.summary_cards(v.summary, v.label), id="cards", className="cards")
+
+
+def _links(v: RunView):
+    if not v.res.record.disaggregated:
+        return views.empty_state("No KV transfer links: this deployment is colocated (prefill and decode in one "
+                                 "engine), so no KV cache crosses the network.", "links-none")
+    if not has_links(v.res):
+        return views.empty_state("No KV transfer was recorded on any link in this run.", "links-none")
+    return dcc.Graph(id="g-links", figure=link_timeline_figure(v.res))
+
+
+def window_max(res: Results) -> float:
+    """The end of the request-lives window slider: the last finish (or the run's end), s."""
+    df = res.requests
+    t = df.loc[df["finished"], "finish_s"].max() if df["finished"].any() else res.record.end_s
+    return float(max(t if t == t else 0.0, 1e-3))
+
+
+def _lives(v: RunView):
+    end = window_max(v.res)
+    return html.Div([
+        dcc.Graph(id="g-gantt", figure=request_gantt_figure(v.res)),
+        html.Div([html.Label("time window (s): drag the ends or type the times to zoom in; 25 requests alive in the window are shown",
+                             className="hint"),
+                  dcc.RangeSlider(id="gantt-window", min=0.0, max=round(end, 3), value=[0.0, round(end, 3)],
+                                  allowCross=False, tooltip={"placement": "bottom", "always_visible": False},
+                                  marks=None, updatemode="mouseup")],
+                 className="window"),
+    ])
+
+
+RUN_SECTIONS: list[Section] = [
+    Section("header", None, lambda v: views.run_header(v.res)),
+    Section("slo", None, lambda v: html.Div(views.slo_banner(v.summary), id="slo-banner")),
+    Section("summary", lambda v: f"Summary of run {v.label}", _summary),
+    Section("instances", "Instances", lambda v: html.Div(views.instance_table(v.summary), id="instances")),
+    Section("latency", "Latency against the SLO", lambda v: dcc.Graph(id="g-cdf", figure=latency_cdf_figure(v.res))),
+    Section("ttft", "Where TTFT goes, and throughput", lambda v: html.Div(
+        [dcc.Graph(id="g-breakdown", figure=ttft_breakdown_figure(v.res)),
+         dcc.Graph(id="g-throughput", figure=throughput_timeline_figure(v.res))], className="two")),
+    Section("timelines", "Instances over time",
+            lambda v: dcc.Graph(id="g-instances", figure=instance_timeline_figure(v.res))),
+    Section("links", "KV transfer links", _links),
+    Section("lives", "Request lives", _lives),
+]
+
+
+def results_panel(res: Results, label: str, sections: list[Section] | None = None) -> list:
+    """The sections of one run, in order."""
+    view = RunView(res, res.summary(), label)
+    out = []
+    for sec in sections or RUN_SECTIONS:
+        body = sec.build(view)
+        if body is None:
+            continue
+        title = sec.title(view) if callable(sec.title) else sec.title
+        head = [html.Div(title, className="section-title")] if title else []
+        out.append(html.Section(head + [body], id=f"res-{sec.key}"))
+    return out
