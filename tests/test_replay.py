@@ -190,7 +190,7 @@ def test_outputs_and_bench_json_round_trip(server, tmp_path):
         warnings.simplefilter("ignore", RuntimeWarning)
         res = Results(rec)
         names = write_run_outputs(res, tmp_path, "csv", report=True, bench_json=True)
-        assert set(names) == {"summary.json", "requests.csv", "timeline.csv", "report.html", "bench.json"}
+        assert set(names) == {"summary.json", "requests.csv", "timeline.csv", "report.html", "plotly.min.js", "bench.json"}
         back = read_run(tmp_path)
         s0, s1 = res.summary(), Results(back.record).summary()
     assert back.format == "pdsim-replay"
