@@ -2,6 +2,9 @@
 downloaded): ``--layers`` layers of attention (SDPA; MLA models run as MHA) + a dense SwiGLU MLP
 (MoE models: one of width top_k x expert_ffn, the active parameters), at prefill and decode
 shapes. Rows: forward.csv (not fitted: a check of the step prices against a whole forward).
+Standard (GQA/MHA) attention only: an MLA model (DeepSeek) is refused, because a forward built
+from standard attention and BF16 weights is not what SGLang runs for it (absorbed MLA, FP8
+block-scaled weights); gemm.py, attention.py and moe.py time its real kernel shapes.
 
     python calibration/microbench/forward.py --model workloads/models/llama-3.1-8b.yaml --layers 4 --hardware h100
 """
@@ -21,6 +24,9 @@ def main() -> None:
 
     dev = device(args)
     m = yaml.safe_load(open(args.model))
+    if m.get("attention") == "mla":
+        raise SystemExit(f"error: {args.model}: attention: mla: a standard-attention forward is not what SGLang runs "
+                         "for MLA models; time their kernels with gemm.py, attention.py and moe.py")
     h, heads, d = m["hidden"], m["num_heads"], m["head_dim"]
     kvh = m.get("num_kv_heads") or heads
     ffn = m.get("ffn") or m["moe"]["expert_ffn"] * m["moe"]["top_k"]

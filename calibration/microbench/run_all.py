@@ -14,7 +14,7 @@ HERE = Path(__file__).parent
 def main() -> None:
     extra = sys.argv[1:]
     for script, model in [("gemm.py", "llama-3.1-8b"), ("gemm.py", "deepseek-v3"), ("attention.py", "llama-3.1-8b"),
-                          ("moe.py", "deepseek-v3"), ("forward.py", "llama-3.1-8b")]:
+                          ("attention.py", "deepseek-v3"), ("moe.py", "deepseek-v3"), ("forward.py", "llama-3.1-8b")]:
         cmd = [sys.executable, str(HERE / script), "--model", str(HERE.parent.parent / "workloads" / "models" / f"{model}.yaml")]
         subprocess.run(cmd + extra, check=True)
 

@@ -28,6 +28,14 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     "nccl_collectives": ("hardware", "op", "gpus", "nodes", "dtype", "message_bytes", "us", "busbw_gbps"),
     "mooncake_transfer": ("hardware", "nics", "nic_gbit", "bytes", "ms", "mode", "regime"),
     "forward": ("hardware", "model", "phase", "batch", "tokens", "context", "layers", "us"),
+    "kv_transfer_chunks": ("hardware", "backend", "link", "chunks", "chunk_bytes", "bytes", "nics", "nic_gbit", "ms"),
+    "step": ("hardware", "model", "phase", "tp", "dp", "ep", "batch", "tokens", "context", "tbo", "mtp_draft",
+             "ms"),
+}
+# measurement columns a file may have beyond its schema, with the value a missing cell means
+EXTRA: dict[str, dict[str, object]] = {
+    "gemm": {"groups": 1},  # grouped GEMM: ``groups`` weight matrices, M rows each
+    "step": {"redundant_experts": 0, "kv_dtype": "bf16", "accept_len": float("nan")},
 }
 OPTIONAL = ("fit", "note")
 
@@ -38,7 +46,7 @@ def data_dir() -> Path:
 
 def columns(name: str) -> list[str]:
     """Column order of ``<name>.csv``: measurement columns, fit/note, provenance."""
-    return list(SCHEMAS[name]) + list(OPTIONAL) + ["source", "software", "date"]
+    return list(SCHEMAS[name]) + list(EXTRA.get(name, {})) + list(OPTIONAL) + ["source", "software", "date"]
 
 
 def load(name: str, required: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -57,6 +65,8 @@ def load(name: str, required: tuple[str, ...] = ()) -> pd.DataFrame:
         if bad.any():
             raise SpecError(f"line {int(bad.to_numpy().argmax()) + 2}: {col}: every row needs provenance", source=str(path))
     fit = df["fit"].astype(object).fillna("yes").astype(str).str.lower() if "fit" in df else pd.Series("yes", index=df.index)
+    for col, default in EXTRA.get(name, {}).items():
+        df[col] = df[col].fillna(default) if col in df else default
     df["use"] = (fit != "no") & ~df["source"].astype(str).str.startswith("dry-run")  # CPU harness checks are no data
     df["note"] = df["note"].astype(object).fillna("").astype(str) if "note" in df else ""
     return df

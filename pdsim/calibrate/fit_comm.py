@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..costs.comm import deepep_legs
+from ..costs.comm import deepep_legs, deepep_reported_bytes
 from ..costs.deepep import ELEM_BYTES
 from .lsq import evaluate, fit_log, heldout_mask, nnls_rel
 
@@ -61,10 +61,12 @@ def fit_deepep_ll(rows, op: str, base_us: float | None = None, base_label: str =
 def fit_deepep_normal(rows, op: str, base_us: float | None = None, nvl_gbps: float | None = None,
                       base_label: str = "") -> dict | None:
     """t_us = base + nvl_bytes/nvl_bw (one node) or base + rdma_bytes/rdma_bw (several nodes)
-    on kernel times (deepep.normal_time_s); bandwidth-only
-    rows (DeepEP README: bottleneck GB/s at 4096 tokens) become times as bottleneck-leg bytes /
-    bandwidth. Unknowns the rows cannot pin (the latency where every row has 4096 tokens, or
-    NVLink where no row is intranode) are held at the given values and marked so."""
+    on kernel times (deepep.normal_time_s), the bytes those that cross a link; bandwidth-only
+    rows (DeepEP README: bottleneck GB/s at 4096 tokens) become times as DeepEP's *reported*
+    bytes / bandwidth (comm.deepep_reported_bytes: its benchmark counts the local node and the
+    rank's own rows too), so the fitted bandwidths apply to link-crossing bytes. Unknowns the
+    rows cannot pin (the latency where every row has 4096 tokens, or NVLink where no row is
+    intranode) are held at the given values and marked so."""
     rows = rows[rows["use"]]
     gb = rows[f"{op}_gbps"].astype(float) if f"{op}_gbps" in rows else None
     us = rows[f"{op}_us"].astype(float)
@@ -75,7 +77,9 @@ def fit_deepep_normal(rows, op: str, base_us: float | None = None, nvl_gbps: flo
     t = rows[f"{op}_us"].to_numpy(float)
     if gb is not None:
         bw = rows[f"{op}_gbps"].to_numpy(float)
-        leg_bytes = np.where(rows["leg"].to_numpy() == "nvlink", lg[:, 0], lg[:, 1])
+        rep = np.array([deepep_reported_bytes(r.tokens_per_rank, int(r.hidden), int(r.top_k), int(r.ep_size),
+                                              int(r.gpus_per_node), ELEM_BYTES[op]) for r in rows.itertuples()]).reshape(-1, 2)
+        leg_bytes = np.where(rows["leg"].to_numpy() == "nvlink", rep[:, 0], rep[:, 1])
         t = np.where(np.isnan(t), leg_bytes / (bw * 1e9) * 1e6, t)
     has_intra, has_inter = (lg[:, 1] == 0).any(), (lg[:, 1] > 0).any()
     fix_base = rows["tokens_per_rank"].nunique() == 1 and base_us is not None
@@ -139,18 +143,32 @@ def fit_allreduce(rows, gpn: int) -> dict | None:
     return out if ("intranode_gbps" in out or "internode_gbps" in out) else None
 
 
-def fit_mooncake(rows) -> dict | None:
-    """t_ms = setup + bytes / (eff x NICs x line rate), single batched transfers (1P1D,
-    concurrency 1); ``per_page_us`` from the per-page vs batched pair of the same transfer
-    (DeepSeek-V3, 10K tokens, page 64: 157 pages x 61 layers per-page submissions)."""
+def fit_mooncake(rows, chunk_rows=None) -> dict | None:
+    """t_ms = setup + bytes / (eff x NICs x line rate) on single batched transfers (1P1D,
+    concurrency 1: the KV of a fresh pool is contiguous, a few chunks per layer, so these rows
+    measure setup and bandwidth; held out: leave-one-out below 12 rows, else every third size).
+    ``per_chunk_us``: the batched transfer of known chunk count in ``chunk_rows``
+    (kv_transfer_chunks.csv, backend mooncake), less its setup and bandwidth time at the fitted
+    efficiency over its own NICs, per chunk. ``per_page_us``: one synchronous transfer per chunk
+    on the old per-page path, from the per-page vs batched pair of the same DeepSeek-V3 transfer
+    (157 pages x 61 layers)."""
     single = rows[rows["use"] & (rows["mode"] == "batched") & (rows["regime"] == "single")]
     if len(single) < 2:
         return None
     line = single["nics"].to_numpy(float) * single["nic_gbit"].to_numpy(float) / 8 * 1e9
     X = np.column_stack([np.ones(len(single)), single["bytes"].to_numpy(float) / line * 1e3])  # ms at line rate
     y = single["ms"].to_numpy(float)
-    c, st = evaluate(lambda m: nnls_rel(X[m], y[m]), lambda c: X @ c, y, None)
+    held = heldout_mask(list(single["bytes"])) if len(single) >= 12 else None
+    c, st = evaluate(lambda m: nnls_rel(X[m], y[m]), lambda c: X @ c, y, held)
     out = {"setup_ms": float(c[0]), "eff": float(1.0 / c[1]), **st, "data": "calibration/data/mooncake_transfer.csv"}
+    if chunk_rows is not None:
+        ch = chunk_rows[chunk_rows["use"] & (chunk_rows["backend"] == "mooncake")]
+        if len(ch):
+            line_c = ch["nics"].to_numpy(float) * ch["nic_gbit"].to_numpy(float) / 8 * 1e9
+            bw_ms = ch["bytes"].to_numpy(float) / (line_c * out["eff"]) * 1e3
+            per = (ch["ms"].to_numpy(float) - out["setup_ms"] - bw_ms) * 1e3 / ch["chunks"].to_numpy(float)
+            out["per_chunk_us"] = float(np.mean(np.maximum(per, 0.0)))
+            out["per_chunk_from"] = "calibration/data/kv_transfer_chunks.csv (an upper bound: a loaded 3P9D transfer)"
     pair = rows[rows["note"].str.contains("page 64", regex=False)]
     per_page, batched = pair[pair["mode"] == "per_page"], pair[pair["mode"] == "batched"]
     if len(per_page) and len(batched):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..costs.compute import decode_attention_s, gemm_s, gqa_pair_flops, mla_pair_flops, moe_s, prefill_attention_s
+from ..costs.compute import (decode_attention_s, effective_sharp, gemm_s, gqa_pair_flops, mla_pair_flops, moe_s,
+                             prefill_attention_s)
 from ..costs.deepep import ELEM_BYTES, ll_time_s, normal_time_s
 from ..specs.catalog import hardware_keys, load_hardware_ref
 from . import data
@@ -40,8 +41,9 @@ def _compute_rows() -> list[tuple]:
         hw = load_hardware_ref(hwk)
         m, fl, nb = gemm_table(r, dt)
         pred = gemm_s(m, fl, nb, hw.gpu.peak_flops("fp8" if dt.startswith("fp8") else "bf16"), hw.gpu.hbm_gbps * 1e9,
-                      p["eff"], p["m_half"], p["hbm_eff"], p["latency_us"] * 1e-6) * 1e6
-        pts = [f"{dt} M={a} N={b} K={c}" for a, b, c in zip(r["m"], r["n"], r["k"])]
+                      p["eff"], p.get("m_tile", 1.0), p["hbm_eff"], p["latency_us"] * 1e-6, effective_sharp(p.get("sharp"))) * 1e6
+        pts = [f"{dt} {'' if g == 1 else f'{int(g)}x '}M={a} N={b} K={c}"
+               for g, a, b, c in zip(r["groups"], r["m"], r["n"], r["k"])]
         ok = _physical(r["us"].to_numpy(float) * 1e-6, fl, nb, hw.gpu.peak_flops("fp8" if dt.startswith("fp8") else "bf16"),
                        hw.gpu.hbm_gbps * 1e9)
         notes = np.where(ok, r["note"], FAST)
@@ -54,7 +56,8 @@ def _compute_rows() -> list[tuple]:
         hw = load_hardware_ref(hwk)
         a, t, h, i, tp = moe_table(r)
         pred = moe_s(a, t, h, i, WBYTES[dt], hw.gpu.peak_flops("fp8" if dt.startswith("fp8") else "bf16"),
-                     hw.gpu.hbm_gbps * 1e9, p["eff"], p["m_half"], p["hbm_eff"], p["latency_us"] * 1e-6, tp) * 1e6
+                     hw.gpu.hbm_gbps * 1e9, p["eff"], p.get("m_tile", 1.0), p["hbm_eff"], p["latency_us"] * 1e-6, tp,
+                     effective_sharp(p.get("sharp"))) * 1e6
         pts = [f"{dt} {hh}x{ii} E{e} TP{q} tokens={n}" for hh, ii, e, q, n in
                zip(r["hidden"], r["inter"], r["experts"], r["tp"], r["tokens"])]
         peak = hw.gpu.peak_flops("fp8" if dt.startswith("fp8") else "bf16")
@@ -151,12 +154,22 @@ def _comm_rows() -> list[tuple]:
         for x in r.itertuples():
             line = x.nics * x.nic_gbit / 8 * 1e9
             pred = p["setup_ms"] + x.bytes / (line * p["eff"]) * 1e3
-            if x.mode == "per_page":
-                pred += -(-10000 // 64) * 61 * p.get("per_page_us", 0.0) * 1e-3
+            if x.regime == "loaded_3p9d":  # DeepSeek-V3 10K at page 64: 157 pages x 61 layers chunks
+                chunks = -(-10000 // 64) * 61
+                pred += chunks * (p.get("per_page_us", 0.0) if x.mode == "per_page" else p.get("per_chunk_us", 0.0)) * 1e-3
             used = x.use and x.regime == "single" and x.mode == "batched"
             note = x.note + ("" if used else f" [{x.regime}, {x.mode}: not in the single-transfer fit]")
             out.append(("mooncake_transfer", hwk, "mooncake", f"{x.bytes / 1e9:.3g} GB over {x.nics}x{x.nic_gbit} Gb/s",
                         "ms", x.ms, pred, used, note))
+    ch = data.load("kv_transfer_chunks")
+    for x in ch.itertuples():
+        p = _cal(x.hardware).get("mooncake") if x.hardware in hardware_keys() else None
+        if not p or x.backend != "mooncake":
+            continue
+        line = x.nics * x.nic_gbit / 8 * 1e9
+        pred = p["setup_ms"] + x.bytes / (line * p["eff"]) * 1e3 + x.chunks * p.get("per_chunk_us", 0.0) * 1e-3
+        out.append(("kv_transfer_chunks", x.hardware, "mooncake", f"{x.chunks} chunks of {x.chunk_bytes} B", "ms", x.ms, pred,
+                    bool(x.use), x.note))
     return out
 
 
@@ -168,10 +181,16 @@ def comparison() -> pd.DataFrame:
     return df
 
 
-def report(out_html: str | None = None) -> str:
-    """Text table of measured vs predicted per data file (and a plotly figure at ``out_html``)."""
+def report(out_html: str | None = None, sections: tuple[str, ...] = ("kernels", "steps", "constants")) -> str:
+    """Text report: measured vs predicted per kernel data file (and a plotly figure at
+    ``out_html``), whole steps against published per-step figures (step_report.py), and the kind,
+    uncertainty and source of every profile constant."""
+    from .step_report import constants_report, step_report
+
     df = comparison()
     lines = []
+    if "kernels" not in sections:
+        df = df.iloc[0:0]
     for f, g in df.groupby("file", sort=False):
         lines.append(f"== {f}.csv")
         for (hwk, model), gm in g.groupby(["hardware", "model"], sort=False):
@@ -203,4 +222,8 @@ def report(out_html: str | None = None) -> str:
                           row=1, col=i + 1)
         fig.write_html(out_html, include_plotlyjs=True)
         lines.append(f"wrote {out_html}")
+    if "steps" in sections:
+        lines.append(step_report())
+    if "constants" in sections:
+        lines.append(constants_report())
     return "\n".join(lines)

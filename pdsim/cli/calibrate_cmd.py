@@ -10,6 +10,8 @@ def register(sub) -> None:
     ca.add_argument("--system", action="append", metavar="KEY", help="hardware profile key (repeatable); default all")
     ca.add_argument("--dry-run", action="store_true", help="fit without writing hardware_profiles/")
     ca.add_argument("--html", metavar="FILE", help="report: write the measured-vs-predicted figure here")
+    ca.add_argument("--section", action="append", choices=["kernels", "steps", "constants"],
+                    help="report: only these sections (repeatable; default all: kernel rows, whole steps, constants)")
     ca.set_defaults(fn=run)
 
 
@@ -21,5 +23,5 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from ..calibrate.report import report
 
-    print(report(args.html))
+    print(report(args.html, tuple(args.section or ("kernels", "steps", "constants"))))
     return 0

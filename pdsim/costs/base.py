@@ -4,13 +4,31 @@ The world calls ``step_time`` once per engine iteration with aggregate shapes on
 calibrated model can replace the roofline without touching the world:
 
 - ``prefill_tokens``: new tokens prefilled in this step (all sequences, whole instance)
-- ``prefill_attn``: sum over prefilling sequences of new x (prior context + new/2), the
-  causal attention pair count (token pairs), whole instance
+- ``prefill_attn``: causal attention token pairs, sum over prefilling sequences of new x (prior
+  context + new / 2). Under DP attention the slowest rank sets the step: pass dp x the busiest
+  rank's pairs (the instance total when ranks are balanced)
 - ``prefill_seqs``: sequences with a prefill chunk in the step
-- ``decode_batch``: sequences decoding one token each
-- ``decode_ctx``: sum of those sequences' context lengths (tokens)
+- ``decode_batch``: sequences decoding in the step (one token each, or ``decode_tokens_per_seq``)
+- ``decode_ctx``: sum of those sequences' context lengths (tokens); under DP attention dp x the
+  busiest rank's sum, as for ``prefill_attn``
 
-Returns seconds. Implementations must be monotone non-decreasing in every argument.
+Keyword arguments (defaults reproduce the plain step):
+
+- ``rank_tokens``: tokens (prefill + decode x tokens per sequence) on the busiest DP rank; the
+  per-rank GEMMs and the DeepEP dispatch of that rank run at this size and every other rank
+  pads to it (DP attention steps all ranks together). Default: an even split, total / dp.
+- ``decode_tokens_per_seq``: query tokens per decoding sequence: 1, or the draft tokens a
+  speculative verify step checks (SGLang ``--speculative-num-draft-tokens``).
+
+Linearity contract (the world may memoise per batch shape): for fixed (prefill_tokens,
+prefill_seqs, decode_batch, keywords), the step is exactly linear in ``prefill_attn`` and
+``decode_ctx``. ``step_coeffs(prefill_tokens, prefill_seqs, decode_batch, **keywords)`` returns
+``(c0, c_attn, c_ctx)`` and ``step_time`` is *computed as* ``c0 + c_attn * prefill_attn +
+c_ctx * decode_ctx`` from those same three floats, in that order, so a memoised triple gives
+bit-identical times. ``breakdown`` returns seconds per component; they sum to ``step_time``
+(up to float rounding).
+
+Returns seconds. Implementations must be monotone non-decreasing in every positional argument.
 """
 from __future__ import annotations
 
@@ -20,8 +38,13 @@ from typing import Protocol
 class StepCost(Protocol):
     name: str
 
+    def step_coeffs(self, prefill_tokens: int, prefill_seqs: int, decode_batch: int, *,
+                    rank_tokens: float | None = None, decode_tokens_per_seq: int = 1) -> tuple[float, float, float]: ...
+
     def step_time(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int,
-                  decode_batch: int, decode_ctx: float) -> float: ...
+                  decode_batch: int, decode_ctx: float, *, rank_tokens: float | None = None,
+                  decode_tokens_per_seq: int = 1) -> float: ...
 
     def breakdown(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int,
-                  decode_batch: int, decode_ctx: float) -> dict[str, float]: ...
+                  decode_batch: int, decode_ctx: float, *, rank_tokens: float | None = None,
+                  decode_tokens_per_seq: int = 1) -> dict[str, float]: ...

@@ -1,39 +1,55 @@
-"""Calibrated step cost: the roofline's formulas (roofline.py) with fitted kernel constants.
+"""Calibrated step cost: the roofline's formulas (roofline.py, step.py) with fitted kernel constants.
 
 Same step formula as RooflineStepCost; ``_kernels`` takes its constants from the profile's
-``calibration:`` block (written by ``pdsim calibrate fit``) instead of the ``efficiency`` priors:
+``calibration:`` block (written by ``pdsim calibrate fit``, each GPU fitted on its own rows or
+derived from its architecture's measured GPUs at fractions of *its own* peaks) instead of the
+``efficiency`` priors:
 
-- dense GEMMs (attention projections, dense MLP, shared experts): ``gemm_<dtype>`` (eff,
-  m_half, hbm_eff, latency_us), dtype = the model's weights (FP8 checkpoints run block-scaled
-  DeepGEMM in SGLang: ``gemm_fp8_block``, else per-tensor ``gemm_fp8``); LM head ``gemm_bf16``.
+- dense GEMMs (attention projections, dense MLP, shared experts): ``gemm_<kernel>`` (eff,
+  m_tile, hbm_eff, latency_us, sharp) for the checkpoint's GEMM kind: block-scaled FP8
+  (DeepGEMM, ``gemm_fp8_block``), per-tensor FP8 (``gemm_fp8``), INT8 W8A8 (the per-tensor
+  8-bit fit at the INT8 peak, else the BF16 fit), BF16 and weight-only W4A16 (``gemm_bf16``,
+  with the dequantisation overhead of roofline.py); LM head ``gemm_bf16``.
   Data: calibration/data/gemm.csv.
-- routed experts (GEMM form at M = tokens per touched expert): TP-sharded experts run SGLang's
-  fused Triton MoE kernel, ``moe_<dtype>`` (moe.csv); expert parallelism runs DeepEP + DeepGEMM's
-  grouped FP8-block GEMM, ``gemm_fp8_block`` (gemm.csv, the same DeepGEMM kernel dense).
+- routed experts (GEMM form at M = tokens per touched expert, padded to the tile): TP-sharded
+  experts run SGLang's fused Triton MoE kernel, ``moe_<dtype>`` (moe.csv); expert parallelism
+  runs DeepEP + DeepGEMM's grouped FP8-block GEMM, ``gemm_fp8_block`` (gemm.csv: the dense
+  kernel and DeepGEMM's own grouped contiguous/masked rows).
 - attention: GQA ``attention_prefill`` / ``attention_decode`` (attention.csv); MLA decode
-  ``mla_decode`` (mla.csv: weight-absorbed, reads the latent). MLA prefill without a cached
-  prefix runs in SGLang as MHA through FA3 on the non-absorbed heads, so it takes
-  ``mla_prefill`` where a profile has it and else the FA3 fit ``attention_prefill``, on
-  ModelSpec.attn_flops_per_token_pair (see calibration/data/README.md on the MLA prefill rows).
+  ``mla_decode`` (mla.csv: weight-absorbed, reads the latent), else the FlashMLA prior. MLA
+  prefill without a cached prefix runs in SGLang as MHA through FA3 on the non-absorbed heads,
+  so it takes ``mla_prefill`` where a profile has it and else the FA3 fit ``attention_prefill``,
+  on ModelSpec.attn_flops_per_token_pair (see calibration/data/README.md on the MLA prefill rows).
 - DeepEP: ``deepep_{ll,normal}_{dispatch,combine}`` (deepep.py; deepep_*.csv); an RDMA
   bandwidth what-if (``nic_gbit``) scales the fitted RDMA bandwidth by the line-rate ratio.
-- TP all-reduce: ``allreduce`` (launch cost, latency per ring hop and bus bandwidth inside a
-  node, bus bandwidth across nodes; nccl_collectives.csv).
+- TP all-reduce: ``allreduce`` (comm.allreduce_s: launch, per-rank latency, bus bandwidth inside
+  a node and across nodes; nccl_collectives.csv).
 
-A constant the profile lacks keeps its roofline prior. Launch and per-step CPU overheads
-have no microbenchmark data and stay on the profile's ``efficiency`` priors.
+A constant the profile lacks keeps its roofline prior. Launch and per-step CPU overheads have no
+microbenchmark data and stay on the profile's ``efficiency`` values (labelled assumptions).
 """
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+from .compute import effective_sharp
 from .deepep import ELEM_BYTES, linear_coeffs
 from .roofline import RooflineStepCost
 
 
-def _gemm_consts(p: dict, peak: float) -> SimpleNamespace:
-    return SimpleNamespace(peak=peak, eff=float(p["eff"]), m_half=float(p["m_half"]), hbm_eff=float(p["hbm_eff"]),
-                           lat=float(p["latency_us"]) * 1e-6)
+def gemm_consts(p: dict, peak: float) -> SimpleNamespace:
+    """Kernel constants of one fitted GEMM model (calibration block entry) at ``peak`` FLOP/s."""
+    return SimpleNamespace(peak=peak, eff=float(p["eff"]), m_tile=float(p.get("m_tile", 1.0)),
+                           hbm_eff=float(p["hbm_eff"]), lat=float(p["latency_us"]) * 1e-6,
+                           sharp=effective_sharp(p.get("sharp")))
+
+
+GEMM_ORDER = {
+    "fp8_block": ("gemm_fp8_block", "gemm_fp8", "gemm_bf16"),
+    "fp8": ("gemm_fp8", "gemm_fp8_block", "gemm_bf16"),
+    "w8a8_fp8": ("gemm_fp8", "gemm_fp8_block", "gemm_bf16"),
+    "w8a8_int8": ("gemm_fp8", "gemm_bf16"),
+}
 
 
 class CalibratedStepCost(RooflineStepCost):
@@ -42,19 +58,20 @@ class CalibratedStepCost(RooflineStepCost):
     def _kernels(self) -> SimpleNamespace:
         k = super()._kernels()
         cal = self.hw.calibration
-        wd = self.model.weight_dtype
-        order = ("gemm_fp8_block", "gemm_fp8", "gemm_bf16") if wd == "fp8" else ("gemm_bf16",)
+        qm = self.model.quant_method
+        order = GEMM_ORDER.get(qm, ("gemm_bf16",))
         g = next((cal[n] for n in order if n in cal), None)
         if g:
-            k.gemm = _gemm_consts(g, self.peak)
+            k.gemm = gemm_consts(g, self.peak)
         if "gemm_bf16" in cal:
-            k.lm_gemm = _gemm_consts(cal["gemm_bf16"], self.peak_attn)
+            k.lm_gemm = gemm_consts(cal["gemm_bf16"], self.peak_attn)
         # routed experts: SGLang's TP MoE runs the fused Triton kernel (moe.csv); its DeepEP MoE
-        # (EP > 1) runs DeepGEMM's grouped GEMM, the dense FP8-block kernel of gemm.csv
-        m = cal.get("moe_fp8_block" if wd == "fp8" else "moe_bf16")
-        if self.ep > 1 and wd == "fp8" and "gemm_fp8_block" in cal:
+        # (EP > 1) runs DeepGEMM's grouped GEMM, the FP8-block kernel of gemm.csv
+        fp8 = self.gemm_dtype == "fp8"
+        m = cal.get("moe_fp8_block" if fp8 else "moe_bf16")
+        if self.ep > 1 and fp8 and "gemm_fp8_block" in cal:
             m = cal["gemm_fp8_block"]
-        k.moe = _gemm_consts(m, self.peak) if m else k.gemm
+        k.moe = gemm_consts(m, self.peak) if m else k.gemm
         mla = self.model.attention == "mla"
         p = (cal.get("mla_prefill") if mla else None) or cal.get("attention_prefill")
         if p:  # MLA prefill runs MHA through FA3 (non-absorbed pair FLOPs): the GQA FA3 fit unless MLA's own
@@ -78,8 +95,8 @@ class CalibratedStepCost(RooflineStepCost):
         return k
 
     def _allreduce_fitted(self, ar: dict):
-        """All-reduce with the fitted launch cost, per-hop latency and bus bandwidth (NCCL's
-        convention: t = base + 2 (n-1) x latency + 2 (n-1)/n x bytes / busbw)."""
+        """All-reduce with the fitted launch cost, per-rank latency and bus bandwidth
+        (comm.allreduce_s: t = base + 2 (n-1) x latency + 2 (n-1)/n x bytes / busbw)."""
         lat = float(ar["latency_us"]) * 1e-6
         base = float(ar.get("base_us", 0.0)) * 1e-6
         intra = float(ar["intranode_gbps"]) * 1e9

@@ -1,39 +1,73 @@
 """Kernel-level compute forms shared by the step models and the calibration fits (seconds).
 
-Every form is a roofline with fitted fractions: compute at ``eff`` of the GPU's dense peak,
-memory at ``hbm_eff`` of its HBM bandwidth, the slower one bounding the kernel, plus a fixed
-kernel latency. The functions take floats or numpy arrays (plain arithmetic, so the fits can
-evaluate whole tables at once); the step models in roofline.py inline the same arithmetic with
-coefficients precomputed per instance (tests check the two agree).
+Every form is a roofline of the GPU it runs on: a compute time (FLOPs at ``eff`` of the GPU's
+own dense peak) and a memory time (bytes at ``hbm_eff`` of its own HBM bandwidth), combined
+by a soft maximum, plus a fixed kernel latency. Which of the two dominates therefore follows
+the kernel's arithmetic intensity relative to *this* GPU's ridge point (peak / bandwidth): the
+same GEMM is memory-bound on an H20 (ridge 37 FLOP/B in BF16) long after it turned
+compute-bound on an H100 (295). The functions take floats or numpy arrays (plain arithmetic,
+so the fits evaluate whole tables at once); the step models in roofline.py use the same
+functions through precomputed coefficients (tests check the two agree).
 
 GEMM, M rows (tokens), FLOPs F = 2 M N K, bytes B (weights + activations):
-    t = lat + max(F (M + m_half) / (M peak eff), B / (hbm hbm_eff))
-  eff (M) = eff x M / (M + m_half) is the tensor-core utilisation of a GEMM with M rows
-  (small M leaves tiles idle). Fitted to calibration/data/gemm.csv per dtype (bf16, fp8
-  per-tensor, fp8_block = DeepGEMM block-scaled).
+    compute = F x max(M, m_tile) / M / (peak eff)      memory = B / (hbm hbm_eff)
+    t = lat + (compute^p + memory^p)^(1/p)             (p = ``sharp``; p -> inf is max())
+  ``m_tile`` is the kernel's M granularity: a tile computes m_tile rows whatever M is (Hopper
+  WGMMA instructions have M = 64, so a GEMM with 8 tokens costs the tensor-core time of 64;
+  PTX ISA, and LMSYS 2025-09-26 on H20). It only matters where padded compute exceeds the
+  weight reads, i.e. on GPUs with a low ridge point. ``p`` sets how sharply a kernel turns from
+  one bound to the other near the ridge (both limits partly active there).
+  Fitted to calibration/data/gemm.csv per GPU and dtype (bf16, fp8 per-tensor, fp8_block =
+  DeepGEMM block-scaled).
 
 MoE layer (grouped GEMM over one GPU's experts, SwiGLU: 3 matrices of hidden x inter):
     F = 6 hidden inter x assignments,  B = touched experts x 3 hidden inter x weight bytes
-    M = assignments per touched expert,  t = GEMM form with the MoE constants.
+    M = assignments per touched expert, each expert's rows padded to m_tile.
   Fitted to calibration/data/moe.csv (SGLang fused-MoE Triton kernel).
 
 Attention, prefill (causal): F = pair_flops x token pairs, t = lat + F / (peak_bf16 eff).
   GQA pair FLOPs: 4 heads head_dim (QK^T and PV); MLA prefill as MHA: 2 heads (nope + rope + v).
   Fitted to attention.csv (FA3).
-Attention, decode: every context token's KV is read once per step:
-    t = lat + max(KV bytes / (hbm hbm_eff), F / (peak_bf16 eff))
-  MLA decode runs weight-absorbed (MQA over the 576-wide latent): pair FLOPs
-  2 heads (2 kv_lora + rope). Fitted to the decode rows of attention.csv (GQA) and mla.csv (MLA).
+Attention, decode: every context token's KV is read once per step, FLOPs grow with the query
+tokens per sequence (1, or the draft tokens a speculative verify step checks):
+    t = lat + max(KV bytes / (hbm hbm_eff), F / (peak eff))
+  MLA decode runs weight-absorbed (MQA over the 576-wide latent, FlashMLA): pair FLOPs
+  2 heads (2 kv_lora + rope); its constants are FlashMLA's (3000 GB/s and 580 TFLOP/s on H800,
+  FlashMLA README) or the fit of mla.csv, never the prefill attention efficiency.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+INF_SHARP = 1e6  # a ``sharp`` at or above this is a hard max()
 
-def gemm_s(m, flops, nbytes, peak: float, hbm: float, eff: float, m_half: float, hbm_eff: float, lat_s: float):
+
+def soft_max(x, y, sharp: float):
+    """(x^p + y^p)^(1/p): max(x, y) for p -> inf, up to 2^(1/p) x max where x == y."""
+    if sharp >= INF_SHARP:
+        return np.maximum(x, y)
+    hi = np.maximum(np.maximum(x, y), 1e-300)
+    return hi * ((x / hi) ** sharp + (y / hi) ** sharp) ** (1.0 / sharp)
+
+
+def soft_max_scalar(x: float, y: float, sharp: float) -> float:
+    """``soft_max`` for two Python floats (the step models' hot path)."""
+    if sharp >= INF_SHARP:
+        return x if x > y else y
+    hi = x if x > y else y
+    if hi <= 0.0:
+        return 0.0
+    return hi * ((x / hi) ** sharp + (y / hi) ** sharp) ** (1.0 / sharp)
+
+
+def gemm_s(m, flops, nbytes, peak: float, hbm: float, eff: float, m_tile: float, hbm_eff: float, lat_s: float,
+           sharp: float = INF_SHARP):
     """Seconds of a GEMM with ``m`` rows, ``flops`` FLOPs and ``nbytes`` bytes moved."""
     m = np.maximum(m, 1e-9)
-    return lat_s + np.maximum(flops * (m + m_half) / (m * peak * eff), nbytes / (hbm * hbm_eff))
+    compute = flops * np.maximum(m, m_tile) / m / (peak * eff)
+    return lat_s + soft_max(compute, nbytes / (hbm * hbm_eff), sharp)
 
 
 def moe_balanced(tokens, top_k: int, experts: int, ep: int = 1, tp: int = 1):
@@ -46,14 +80,15 @@ def moe_balanced(tokens, top_k: int, experts: int, ep: int = 1, tp: int = 1):
 
 
 def moe_s(assign, touched, hidden: int, inter: int, wbytes: float, peak: float, hbm: float,
-          eff: float, m_half: float, hbm_eff: float, lat_s: float, tp=1):
-    """Seconds of one GPU's grouped expert GEMMs (up+gate and down, SwiGLU)."""
-    """``touched`` counts whole experts' weights (a TP slice of 1/tp counts 1/tp); ``m``, the
+          eff: float, m_tile: float, hbm_eff: float, lat_s: float, tp=1, sharp: float = INF_SHARP):
+    """Seconds of one GPU's grouped expert GEMMs (up+gate and down, SwiGLU).
+
+    ``touched`` counts whole experts' weights (a TP slice of 1/tp counts 1/tp); ``m``, the
     GEMM rows per expert, is ``assign / experts``: tokens per touched expert."""
     flops = 6.0 * hidden * inter * assign / tp
     nbytes = touched * 3.0 * hidden * inter * wbytes
     m = assign / np.maximum(touched * tp, 1e-9)
-    return gemm_s(m, flops, nbytes, peak, hbm, eff, m_half, hbm_eff, lat_s)
+    return gemm_s(m, flops, nbytes, peak, hbm, eff, m_tile, hbm_eff, lat_s, sharp)
 
 
 def gqa_pair_flops(heads: int, head_dim: int):
@@ -71,3 +106,12 @@ def prefill_attention_s(pairs, pair_flops, peak: float, eff: float, lat_s: float
 
 def decode_attention_s(kv_bytes, flops, peak: float, hbm: float, eff: float, hbm_eff: float, lat_s: float):
     return lat_s + np.maximum(kv_bytes / (hbm * hbm_eff), flops / (peak * eff))
+
+
+def effective_sharp(sharp) -> float:
+    """A fitted ``sharp`` as a float (missing or non-finite: a hard max)."""
+    try:
+        s = float(sharp)
+    except (TypeError, ValueError):
+        return INF_SHARP
+    return s if math.isfinite(s) and s > 0 else INF_SHARP

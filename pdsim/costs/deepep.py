@@ -2,7 +2,8 @@
 
 Both kernels move each rank's tokens to the ranks holding their top-k experts, one leg over
 NVLink (inside the node) and one over RDMA (to other nodes); bytes per leg come from
-``comm.deepep_legs`` (FP8 dispatch = 1 byte per hidden element, BF16 combine = 2).
+``comm.deepep_legs`` (FP8 dispatch = 1 byte per hidden element plus one FP32 scale per 128,
+BF16 combine = 2).
 
 - low latency (decode; one copy per expert, no node de-duplication; the NVLink and RDMA
   sends of a rank are issued by the same warps, so their times add):
@@ -26,9 +27,9 @@ Both forms are linear in tokens per rank (bytes are), so a step model precompute
 """
 from __future__ import annotations
 
-from .comm import deepep_legs
+from .comm import FP8_DISPATCH_BYTES, deepep_legs
 
-ELEM_BYTES = {"dispatch": 1.0, "combine": 2.0}
+ELEM_BYTES = {"dispatch": FP8_DISPATCH_BYTES, "combine": 2.0}
 
 
 def ll_time_s(params: dict, tokens_per_rank: float, hidden: int, top_k: int, ep: int, gpn: int, elem_bytes: float) -> float:

@@ -19,8 +19,10 @@ def register_cost_model(key: str, factory: Callable[..., StepCost]) -> None:
 
 
 def build_step_cost(kind: str, hw: HardwareProfile, model: ModelSpec, group: GroupSpec, role: str,
-                    nic_gbit: float | None = None) -> StepCost:
-    """``kind``: 'roofline', 'calibrated' or 'auto' (calibrated when ``hw`` carries constants)."""
+                    nic_gbit: float | None = None, **features) -> StepCost:
+    """``kind``: 'roofline', 'calibrated' or 'auto' (calibrated when ``hw`` carries constants).
+    ``features``: keyword arguments of the step models (``expert_load``: ExpertLoadSpec;
+    ``lm_head``: False for a pipeline stage without it)."""
     if kind == "auto":
         kind = "calibrated" if hw.calibration else "roofline"
     if kind == "calibrated" and not hw.calibration:
@@ -29,4 +31,4 @@ def build_step_cost(kind: str, hw: HardwareProfile, model: ModelSpec, group: Gro
         kind = "roofline"
     if kind not in COST_MODELS:
         raise KeyError(kind)
-    return COST_MODELS[kind](hw, model, group, role, nic_gbit=nic_gbit)
+    return COST_MODELS[kind](hw, model, group, role, nic_gbit=nic_gbit, **features)

@@ -1,29 +1,41 @@
-"""KV-cache transfer prices: bytes moved, fixed overheads and per-flow bandwidth caps.
+"""KV-cache transfer prices: bytes moved, work requests (chunks), fixed overheads and per-flow caps.
 
 time(request) = fixed_s + bytes / rate, where the fabric shares link capacity among concurrent
-flows (sim/network.py) and caps each flow at ``senders x NIC share per GPU x nic efficiency``.
+flows (sim/network.py) and caps each flow at ``flow_cap``.
 
 - bytes = tokens x KV bytes/token x copies. MLA latents are identical on every attention-TP
   rank, so one copy moves (one sender). GQA heads are sharded over attention TP and repeated
   once TP exceeds the KV-head count (DOMAIN.md s4: Qwen3-235B at TP8 moves 2x); every rank
   sends its shard in parallel.
+- chunks: the KV pool is laid out per layer (and per K/V buffer for non-MLA models), so a
+  request's KV is one contiguous region per (page, layer[, K/V]): Mooncake and NIXL post one
+  RDMA work request per such chunk (SGLang mooncake/conn.py groups runs of contiguous pages,
+  ``run_pages`` = the mean run length; 1 = a fragmented pool, the steady state of a busy
+  server). A sender posts ``chunks`` = ceil(pages / run_pages) x layers x kv_parts x
+  (destination ranks per source rank, when D's attention TP is larger). With page_size 1 a
+  DeepSeek-V3 4K-token prompt is 4096 x 61 = 249,856 chunks against 64 x 61 = 3,904 at page
+  64: the transfer-bound behaviour SGLang users report with small pages (Mooncake issue #522,
+  #826).
 - Mooncake transfer engine, batched (Mooncake PR #499 / SGLang PR #7236): one setup per
-  request, ``setup_ms`` (DOMAIN.md s4: a ~ 0.5-2 ms in the 1P1D measurements).
-- Mooncake per-page path: one submission per (page, layer), serialised: ``per_page_us`` each.
-  Default 68 us = 650 ms / (157 pages x 61 layers), the DeepSeek-V3 10K-context, page-64
-  measurement in DOMAIN.md s4.
+  request plus ``per_chunk_us`` per chunk: fixed = setup + chunks x per_chunk. Fitted: setup and
+  the NIC efficiency on the 1P1D transfers of calibration/data/mooncake_transfer.csv, the
+  per-chunk cost on calibration/data/kv_transfer_chunks.csv (DeepSeek-V3 10K, SGLang PR #7236).
+- Mooncake per-page path (``batched: false``): one synchronous transfer per chunk, each a full
+  round trip: ``per_page_us`` per chunk (the 650 ms vs 60 ms pair of SGLang PR #7236).
 - P2P NCCL: one send per layer, each paying the point-to-point latency.
+- Same-node P->D (``link="nvlink"``): copies over NVLink (Mooncake's NVLink transport, CUDA
+  IPC): per sender the GPU's per-direction NVLink bandwidth at the NVLink efficiency, a setup of
+  ``NVLINK_SETUP_MS`` and ``NVLINK_PER_CHUNK_US`` per copy (one cudaMemcpyAsync per chunk;
+  both assumptions). GPUs without NVLink copy over PCIe peers.
+- Heterogeneous P and D (``dst_hw``, ``dst_attn_tp``): the flow is capped by the slower end's
+  NIC share; a GQA P rank whose heads land on several D ranks splits every chunk.
 
-Calibrated (``hw.calibration['mooncake']``, fitted to calibration/data/mooncake_transfer.csv):
-the transfer engine stripes one request over every NIC of the sending node, so the flow cap
-is ``nodes x NICs x line rate x eff`` with ``eff`` and ``setup_ms`` fitted to the 1P1D
-measurements (time = setup + bytes / BW_eff, BW_eff = eff x NICs x line rate: single batched
-transfers at concurrency 1; H800 and H20 measured, others derived), and ``per_page_us`` from
-the per-page vs batched DeepSeek-V3 pair. Units: ``setup_ms`` milliseconds, ``per_page_us``
-microseconds, ``eff`` a fraction of line rate; functions return bytes, seconds, bytes/s.
+Units: ``setup_ms`` milliseconds, ``per_chunk_us`` / ``per_page_us`` microseconds, ``eff`` a
+fraction of line rate; functions return bytes, seconds, bytes/s.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..specs.hardware import HardwareProfile
@@ -31,8 +43,11 @@ from ..specs.memory import kv_dtype
 from ..specs.model import ModelSpec
 from ..specs.scenario import TransferSpec
 
-MOONCAKE_SETUP_MS = 1.0
-MOONCAKE_PER_PAGE_US = 68.0
+MOONCAKE_SETUP_MS = 1.0  # prior: DOMAIN.md s4, a ~ 0.5-2 ms in the 1P1D measurements
+MOONCAKE_PER_PAGE_US = 68.0  # prior: 650 ms / (157 x 61) sync submissions (SGLang PR #7236)
+MOONCAKE_PER_CHUNK_US = 4.3  # prior: (60 ms - bandwidth time) / 9,577 chunks (SGLang PR #7236)
+NVLINK_SETUP_MS = 0.1  # assumption: IPC handles are opened once per pair; a transfer's sync + metadata
+NVLINK_PER_CHUNK_US = 2.0  # assumption: one cudaMemcpyAsync issue per chunk (~2 us launch)
 
 
 @dataclass(frozen=True)
@@ -40,6 +55,8 @@ class TransferPlan:
     nbytes: float  # bytes on the wire
     fixed_s: float  # overheads not overlapped with the bytes
     senders: int  # GPUs (NIC shares) sending in parallel
+    chunks: int = 0  # work requests each sender posts
+    link: str = "rdma"
 
 
 def kv_bytes_moved(model: ModelSpec, tokens: int, attn_tp: int, engine_kv_dtype: str = "auto") -> tuple[float, int]:
@@ -50,39 +67,87 @@ def kv_bytes_moved(model: ModelSpec, tokens: int, attn_tp: int, engine_kv_dtype:
     return float(tokens * per_tok * model.kv_replication(attn_tp)), attn_tp
 
 
-def transfer_plan(model: ModelSpec, hw: HardwareProfile, spec: TransferSpec, tokens: int, attn_tp: int,
-                  page_size: int, engine_kv_dtype: str = "auto", calibrated: bool = False) -> TransferPlan:
-    nbytes, senders = kv_bytes_moved(model, tokens, attn_tp, engine_kv_dtype)
+def kv_chunks(model: ModelSpec, tokens: int, page_size: int, attn_tp: int = 1, dst_attn_tp: int | None = None,
+              run_pages: float = 1.0) -> int:
+    """Work requests one sender posts for ``tokens`` of KV: contiguous (page, layer[, K/V])
+    regions, ``run_pages`` pages per contiguous run; a GQA source rank whose heads land on
+    several destination ranks (D's attention TP larger) sends each chunk as that many pieces."""
+    if tokens <= 0:
+        return 0
+    pages = -(-tokens // page_size)
+    runs = math.ceil(pages / max(run_pages, 1.0))
+    parts = 1 if model.attention == "mla" else 2
+    split = 1
+    if model.attention != "mla" and dst_attn_tp and dst_attn_tp > attn_tp:
+        split = min(dst_attn_tp, max(model.num_kv_heads, attn_tp)) // attn_tp or 1
+    return int(runs * model.num_layers * parts * split)
+
+
+def mooncake_constants(hw: HardwareProfile, calibrated: bool) -> dict:
+    """setup_ms, per_chunk_us, per_page_us, eff of the Mooncake transfer engine on ``hw``."""
     cal = hw.calibration.get("mooncake") if calibrated else None
+    cal = cal or {}
+    return {"setup_ms": float(cal.get("setup_ms", MOONCAKE_SETUP_MS)),
+            "per_chunk_us": float(cal.get("per_chunk_us", MOONCAKE_PER_CHUNK_US)),
+            "per_page_us": float(cal.get("per_page_us", MOONCAKE_PER_PAGE_US)),
+            "eff": float(cal["eff"]) if "eff" in cal else None}
+
+
+def transfer_plan(model: ModelSpec, hw: HardwareProfile, spec: TransferSpec, tokens: int, attn_tp: int,
+                  page_size: int, engine_kv_dtype: str = "auto", calibrated: bool = False, *,
+                  link: str = "rdma", dst_attn_tp: int | None = None, run_pages: float = 1.0) -> TransferPlan:
+    """Bytes, senders, chunks and fixed seconds of moving ``tokens`` of KV from a P instance
+    (attention TP ``attn_tp``, ``page_size``) over ``link`` ('rdma' or 'nvlink')."""
+    nbytes, senders = kv_bytes_moved(model, tokens, attn_tp, engine_kv_dtype)
+    chunks = kv_chunks(model, tokens, page_size, attn_tp, dst_attn_tp, run_pages)
+    if link == "nvlink":
+        setup = (spec.setup_ms if spec.setup_ms is not None else NVLINK_SETUP_MS) * 1e-3
+        return TransferPlan(nbytes, setup + chunks * NVLINK_PER_CHUNK_US * 1e-6, senders, chunks, "nvlink")
     if spec.backend == "mooncake":
-        default_setup = float(cal["setup_ms"]) if cal else MOONCAKE_SETUP_MS
-        default_page = float(cal["per_page_us"]) if cal and "per_page_us" in cal else MOONCAKE_PER_PAGE_US
-        setup = (spec.setup_ms if spec.setup_ms is not None else default_setup) * 1e-3
+        c = mooncake_constants(hw, calibrated)
+        setup = (spec.setup_ms if spec.setup_ms is not None else c["setup_ms"]) * 1e-3
         if spec.batched:
-            fixed = setup
+            fixed = setup + chunks * c["per_chunk_us"] * 1e-6
         else:
-            per = (spec.per_page_us if spec.per_page_us is not None else default_page) * 1e-6
-            pages = -(-tokens // page_size)
-            fixed = setup + pages * model.num_layers * per
+            per = (spec.per_page_us if spec.per_page_us is not None else c["per_page_us"]) * 1e-6
+            fixed = setup + chunks * per
     else:
         setup = (spec.setup_ms or 0.0) * 1e-3
         fixed = setup + model.num_layers * hw.efficiency.p2p_latency_us * 1e-6
-    return TransferPlan(nbytes, fixed, senders)
+    return TransferPlan(nbytes, fixed, senders, chunks, link)
+
+
+def _nic_cap(hw: HardwareProfile, senders: int, gpus: int, nic_gbit: float | None, backend: str, calibrated: bool) -> float:
+    nic = nic_gbit * 1e9 / 8 if nic_gbit else hw.node.nic_bytes_per_s
+    eff = mooncake_constants(hw, calibrated)["eff"] if (backend == "mooncake" and calibrated) else None
+    if eff is not None:  # the transfer engine stripes one request over every NIC of the sending node
+        nodes = max(1, -(-min(senders, gpus) // hw.gpus_per_node))
+        return nodes * hw.node.nics_per_node * nic * eff
+    per_gpu = nic * hw.node.nics_per_node / hw.gpus_per_node
+    return min(senders, gpus) * per_gpu * hw.efficiency.nic
 
 
 def flow_cap(hw: HardwareProfile, senders: int, gpus: int, nic_gbit: float | None = None,
-             backend: str = "nccl", calibrated: bool = False) -> float:
-    """Max bytes/s of one request's transfer: its senders' NIC shares at RDMA efficiency, or
-    (calibrated Mooncake) the sending nodes' NICs striped at the fitted efficiency."""
-    nic = nic_gbit * 1e9 / 8 if nic_gbit else hw.node.nic_bytes_per_s
-    cal = hw.calibration.get("mooncake") if calibrated else None
-    if backend == "mooncake" and cal:
-        nodes = max(1, -(-min(senders, gpus) // hw.gpus_per_node))
-        return nodes * hw.node.nics_per_node * nic * float(cal["eff"])
-    per_gpu = nic * hw.node.nics_per_node / hw.gpus_per_node
-    return min(senders, gpus) * per_gpu * hw.efficiency.nic
+             backend: str = "nccl", calibrated: bool = False, *, link: str = "rdma",
+             dst_hw: HardwareProfile | None = None, dst_gpus: int | None = None) -> float:
+    """Max bytes/s of one request's transfer. RDMA: its senders' NIC shares at RDMA efficiency,
+    or (calibrated Mooncake) the sending nodes' NICs striped at the fitted efficiency, capped by
+    the receiving side's NICs when D runs on other hardware (``dst_hw``). NVLink: the senders'
+    per-direction NVLink (or PCIe peer) bandwidth at the NVLink efficiency."""
+    if link == "nvlink":
+        return min(senders, gpus) * hw.gpu.peer_bytes_per_s * hw.efficiency.nvlink
+    cap = _nic_cap(hw, senders, gpus, nic_gbit, backend, calibrated)
+    if dst_hw is not None:
+        cap = min(cap, _nic_cap(dst_hw, senders, dst_gpus or gpus, nic_gbit, backend, calibrated))
+    return cap
 
 
 def instance_nic_capacity(hw: HardwareProfile, gpus: int, nic_gbit: float | None = None) -> float:
     """Bytes/s an instance's NICs move in one direction, at RDMA efficiency."""
     return flow_cap(hw, gpus, gpus, nic_gbit)
+
+
+def same_node(p_gpus: int, d_gpus: int, gpus_per_node: int) -> bool:
+    """Whether a P and a D instance can share a node (both fit in one together): the world
+    places them and passes ``link='nvlink'`` when it put them on the same node."""
+    return p_gpus + d_gpus <= gpus_per_node

@@ -1,43 +1,67 @@
 """Hardware profiles: one YAML per GPU system (GPU + node + NICs + host), every figure sourced.
 
-Units in field names: ``_tflops`` = 1e12 FLOP/s, ``_gbps`` = 1e9 bytes/s, ``_gbit`` = 1e9 bit/s,
-``_gib`` = 2**30 bytes, ``_us`` = microseconds. Derived properties return SI (bytes, bytes/s,
-FLOP/s, seconds).
+Units in field names: ``_tflops`` = 1e12 FLOP/s, ``_tops`` = 1e12 integer op/s, ``_gbps`` =
+1e9 bytes/s, ``_gbit`` = 1e9 bit/s, ``_gib`` = 2**30 bytes, ``_us`` = microseconds. Derived
+properties return SI (bytes, bytes/s, FLOP/s, seconds).
+
+Every constant of a profile is one of four kinds, which ``pdsim calibrate report`` lists:
+``measured`` (a datasheet or a published measurement), ``fitted`` (written by ``pdsim calibrate
+fit`` from calibration/data), ``derived`` (computed from another measured GPU or from this GPU's
+own specs) or ``assumed`` (a prior with no measurement behind it). ``uncertainty`` gives each
+assumed or derived constant its relative uncertainty (0.5 = +-50%), which ``pdsim sensitivity``
+perturbs by.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Literal
 
 from ._convert import check, load_spec
 
 GIB = 2**30
 
+Arch = Literal["ampere", "ada", "hopper", "blackwell"]
+
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """One accelerator. Peak figures are dense (no sparsity), from datasheets."""
+    """One accelerator. Peak figures are dense (no sparsity), from datasheets.
+
+    ``nvlink_gbps`` 0 means no NVLink: GPU-to-GPU traffic inside a node crosses PCIe
+    (``peer_bytes_per_s``). ``arch`` names the SM generation whose kernels (tile shapes,
+    achievable fractions of peak) a GPU without measurements of its own borrows."""
 
     name: str
     bf16_tflops: float
-    fp8_tflops: float  # 0 where the GPU has no FP8 tensor cores (A100/A800)
+    fp8_tflops: float  # 0 where the GPU has no FP8 tensor cores (A100/A800/A10)
     hbm_gib: float
     hbm_gbps: float
-    nvlink_gbps: float  # total, both directions, per GPU
+    nvlink_gbps: float  # total, both directions, per GPU; 0 = none (PCIe peers)
     pcie_gen: int
     pcie_gbps: float  # achievable host<->device per direction
+    int8_tops: float = 0.0  # dense INT8 tensor throughput (W8A8 int8 GEMMs); 0 = unknown/none
+    arch: Arch = "hopper"
 
     def __post_init__(self) -> None:
-        for f in ("bf16_tflops", "hbm_gib", "hbm_gbps", "nvlink_gbps", "pcie_gbps"):
+        for f in ("bf16_tflops", "hbm_gib", "hbm_gbps", "pcie_gbps"):
             check(getattr(self, f) > 0, f"must be > 0, got {getattr(self, f)}", f)
-        check(self.fp8_tflops >= 0, "must be >= 0", "fp8_tflops")
+        for f in ("fp8_tflops", "nvlink_gbps", "int8_tops"):
+            check(getattr(self, f) >= 0, f"must be >= 0, got {getattr(self, f)}", f)
         check(self.pcie_gen in (3, 4, 5, 6), f"expected 3, 4, 5 or 6, got {self.pcie_gen}", "pcie_gen")
 
     def peak_flops(self, dtype: str) -> float:
-        """Peak dense FLOP/s for GEMMs in ``dtype`` ('fp8' falls back to BF16 without FP8 units)."""
-        if dtype == "fp8" and self.fp8_tflops > 0:
+        """Peak dense FLOP/s (op/s for int8) of GEMMs in ``dtype``: 'bf16', 'fp8' (falls back
+        to BF16 without FP8 units) or 'int8' (falls back to the FP8, then BF16 rate)."""
+        if dtype == "int8" and self.int8_tops > 0:
+            return self.int8_tops * 1e12
+        if dtype in ("fp8", "int8") and self.fp8_tflops > 0:
             return self.fp8_tflops * 1e12
         return self.bf16_tflops * 1e12
+
+    def ridge_point(self, dtype: str = "bf16") -> float:
+        """FLOP per HBM byte at which a kernel turns from memory- to compute-bound (peak/BW)."""
+        return self.peak_flops(dtype) / (self.hbm_gbps * 1e9)
 
     @property
     def hbm_bytes(self) -> float:
@@ -45,8 +69,13 @@ class GPUSpec:
 
     @property
     def nvlink_bytes_per_s(self) -> float:
-        """Per-direction NVLink bandwidth (half the bidirectional total), bytes/s."""
+        """Per-direction NVLink bandwidth (half the bidirectional total), bytes/s; 0 without NVLink."""
         return self.nvlink_gbps * 1e9 / 2
+
+    @property
+    def peer_bytes_per_s(self) -> float:
+        """Per-direction GPU-to-GPU bandwidth inside a node: NVLink, else PCIe peer-to-peer."""
+        return self.nvlink_bytes_per_s if self.nvlink_gbps > 0 else self.pcie_gbps * 1e9
 
 
 @dataclass(frozen=True)
@@ -67,39 +96,60 @@ class NodeSpec:
         return self.nic_gbit * 1e9 / 8
 
 
+FRACTIONS = ("gemm", "attention", "mla_decode", "mla_decode_hbm", "hbm", "nvlink", "nic", "pcie")
+SHARES = ("tbo_overlap_loss", "deepep_normal_sm_share")
+
+
 @dataclass(frozen=True)
 class Efficiency:
     """Achievable fractions of peak and fixed overheads used by the roofline prices.
 
-    These are the free constants that calibration refits (issue: calibrated cost models);
-    the defaults in each profile cite the measurement they come from.
-    """
+    These are the priors of the first-principles model; ``pdsim calibrate fit`` replaces the
+    kernel ones with fitted constants (``HardwareProfile.calibration``). Each profile cites
+    the source of every value or labels it an assumption (``sources``)."""
 
-    gemm: float = 0.70  # large-GEMM fraction of peak tensor FLOP/s
-    gemm_m_half: float = 64.0  # tokens at which a GEMM reaches half its large-M efficiency
-    attention: float = 0.50  # attention kernels' fraction of peak FLOP/s
+    gemm: float = 0.70  # large-M GEMM fraction of peak tensor FLOP/s
+    gemm_m_tile: float = 16.0  # BF16 GEMM M granularity: rows a tile computes (mma.sync m16)
+    fp8_m_tile: float = 64.0  # FP8 GEMM M granularity (SM90 FP8 math is WGMMA-only: m64)
+    attention: float = 0.50  # prefill attention kernels' fraction of peak BF16 FLOP/s
+    mla_decode: float = 0.586  # MLA decode (FlashMLA-shaped) fraction of peak BF16 FLOP/s
+    mla_decode_hbm: float = 0.895  # MLA decode fraction of HBM bandwidth on KV (latent) reads
     hbm: float = 0.80  # achievable fraction of HBM bandwidth (AIConfigurator: 0.8)
     nvlink: float = 0.80  # achievable NVLink fraction (DeepEP: ~160 of 200 GB/s per direction)
     nic: float = 0.85  # achievable RDMA fraction of NIC line rate
     pcie: float = 1.0  # pcie_gbps is already an achievable figure
     mem_latency_us: float = 3.0  # per memory-bound kernel
-    p2p_latency_us: float = 10.0  # per collective / point-to-point hop
+    p2p_latency_us: float = 10.0  # per point-to-point message (NCCL send/recv, per layer)
+    allreduce_base_us: float = 5.4  # small-message all-reduce: launch + one-shot/NVLS sync
+    allreduce_hop_us: float = 0.86  # small-message all-reduce: per extra rank (x 2 (n-1))
     layer_launch_us: float = 25.0  # eager per-layer launch + framework overhead
     graph_launch_us: float = 5.0  # per-layer cost when replaying a CUDA graph
     step_overhead_us: float = 2000.0  # per-step scheduler/sampling CPU overhead
-    tbo_overlap_loss: float = 0.1  # two-batch overlap: share of the shorter of compute/comm left exposed (prior)
+    tbo_overlap_loss: float = 0.1  # two-batch overlap: share of the hidden time lost to contention
+    deepep_normal_sm_share: float = 0.18  # SMs DeepEP normal kernels hold while overlapped (24 of 132)
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
             check(v >= 0, f"must be >= 0, got {v}", f.name)
-            if f.name in ("gemm", "attention", "hbm", "nvlink", "nic", "pcie"):
+            if f.name in FRACTIONS:
                 check(0 < v <= 1, f"a fraction of peak must be in (0, 1], got {v}", f.name)
+        check(self.gemm_m_tile >= 1, "must be >= 1 (rows)", "gemm_m_tile")
+        check(self.fp8_m_tile >= 1, "must be >= 1 (rows)", "fp8_m_tile")
+
+    def m_tile(self, dtype: str) -> float:
+        """GEMM M granularity of kernels in ``dtype`` (FP8 kernels have their own)."""
+        return self.fp8_m_tile if dtype.startswith("fp8") else self.gemm_m_tile
+        for f in SHARES:
+            check(getattr(self, f) < 1, f"must be in [0, 1), got {getattr(self, f)}", f)
 
 
 @dataclass(frozen=True)
 class HardwareProfile:
-    """A GPU system: accelerator, node layout and fabric, with sources and calibrated constants."""
+    """A GPU system: accelerator, node layout and fabric, with sources and calibrated constants.
+
+    ``uncertainty`` maps a constant's path (``efficiency.step_overhead_us``) to its relative
+    uncertainty; fitted constants carry theirs in ``calibration`` (``heldout_mape``)."""
 
     name: str
     description: str
@@ -107,12 +157,17 @@ class HardwareProfile:
     node: NodeSpec
     efficiency: Efficiency = field(default_factory=Efficiency)
     sources: dict[str, str] = field(default_factory=dict)
+    uncertainty: dict[str, float] = field(default_factory=dict)
     calibration: dict[str, dict[str, float | str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         required = ["gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit"]
         missing = [k for k in required if k not in self.sources]
         check(not missing, f"every figure needs a source; missing {', '.join(missing)}", "sources")
+        eff = {f"efficiency.{f.name}" for f in fields(Efficiency)}
+        for k, v in self.uncertainty.items():
+            check(k in eff or k.startswith("calibration."), f"unknown constant {k!r}", f"uncertainty.{k}")
+            check(0 <= v < 10, f"a relative uncertainty must be in [0, 10), got {v}", f"uncertainty.{k}")
 
     @property
     def gpus_per_node(self) -> int:
@@ -122,6 +177,19 @@ class HardwareProfile:
     def nic_bytes_per_gpu(self) -> float:
         """RDMA bytes/s one GPU can drive (its share of the node's NICs), line rate."""
         return self.node.nic_bytes_per_s * self.node.nics_per_node / self.node.gpus_per_node
+
+    def constant_kind(self, path: str) -> str:
+        """'measured', 'fitted', 'derived' or 'assumed' for ``efficiency.<name>`` from its
+        source text (a source starting with 'assum' or 'prior' is an assumption, with
+        'derived' a derivation, with 'fit' a fit)."""
+        src = self.sources.get(path, "").strip().lower()
+        if not src or src.startswith(("assum", "prior")):
+            return "assumed"
+        if src.startswith("derived"):
+            return "derived"
+        if src.startswith("fit"):
+            return "fitted"
+        return "measured"
 
 
 def load_hardware(path: str | Path) -> HardwareProfile:

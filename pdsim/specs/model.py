@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from ._convert import check, load_spec
+from .features import QuantSpec
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 Dtype = Literal["bf16", "fp16", "fp8", "fp32"]
@@ -56,6 +57,8 @@ class ModelSpec:
     gated_mlp: bool = True  # SwiGLU: 3 matrices; GPT-2 style MLP: 2
     tied_embeddings: bool = False
     max_context: int = 131072
+    quant: QuantSpec | None = None  # weight quantisation (None: weight_dtype as stored)
+    mtp_layers: int = 0  # multi-token-prediction layers shipped with the model (DeepSeek-V3: 1)
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -68,6 +71,10 @@ class ModelSpec:
             check(self.num_heads % self.num_kv_heads == 0, "must divide num_heads", "num_kv_heads")
         if self.moe is None:
             check(self.ffn > 0, "a dense model needs ffn > 0", "ffn")
+        check(self.mtp_layers >= 0, "must be >= 0", "mtp_layers")
+        if self.quant is not None and self.quant.method in ("fp8", "fp8_block", "w8a8_fp8", "w8a8_int8"):
+            check(self.weight_dtype == "fp8" or self.quant.method == "w8a8_int8",
+                  f"{self.quant.method} weights need weight_dtype: fp8", "weight_dtype")
         if self.num_dense_layers is not None:
             check(0 <= self.num_dense_layers <= self.num_layers, "must be in 0..num_layers", "num_dense_layers")
             if self.num_dense_layers > 0:
@@ -132,8 +139,26 @@ class ModelSpec:
 
     # ---- bytes and FLOPs ------------------------------------------------------------------
     @property
-    def weight_bytes_per_param(self) -> int:
+    def weight_bytes_per_param(self) -> float:
+        """Stored bytes per GEMM weight (quantisation scales included)."""
+        if self.quant is not None and self.quant.method != "none":
+            return self.quant.bytes_per_param
         return DTYPE_BYTES[self.weight_dtype]
+
+    @property
+    def quant_method(self) -> str:
+        """The quantisation the GEMM kernels see: the quant block's, else ``fp8_block`` for FP8
+        checkpoints (DeepSeek's block-scaled FP8, DeepGEMM) and ``none`` otherwise."""
+        if self.quant is not None:
+            return self.quant.method
+        return "fp8_block" if self.weight_dtype == "fp8" else "none"
+
+    @property
+    def gemm_dtype(self) -> str:
+        """Tensor-core input dtype of the weight GEMMs: 'bf16', 'fp8' or 'int8'."""
+        if self.quant is not None:
+            return self.quant.gemm_dtype
+        return "fp8" if self.weight_dtype == "fp8" else "bf16"
 
     @property
     def weight_bytes(self) -> float:
@@ -186,4 +211,9 @@ class ModelSpec:
 
 
 def load_model(path: str | Path) -> ModelSpec:
+    """A model YAML, or a Hugging Face ``config.json`` (specs/hf_config.py)."""
+    if str(path).endswith(".json"):
+        from .hf_config import load_hf_config
+
+        return load_hf_config(path)
     return load_spec(ModelSpec, path)

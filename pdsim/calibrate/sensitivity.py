@@ -1,0 +1,157 @@
+"""Which constants move a scenario's answer: perturb each fitted, derived or assumed constant of
+its hardware profile by its uncertainty and re-simulate.
+
+The constants and their relative uncertainties u come from the profile itself:
+- ``efficiency.<name>`` with an entry in the profile's ``uncertainty`` block (assumptions and
+  derivations: step overhead, launch costs, TBO loss, all-reduce latency, ...): the value x
+  (1 - u) and x (1 + u), a fraction of peak kept at most 1 (the report says when);
+- each fitted or derived model of ``calibration`` with its ``rel_uncertainty`` (the held-out
+  error of its fit, at least 25% when derived from other GPUs): the model's times scaled by
+  f = 1 / (1 + u) (low end) and f = 1 + u (high end): efficiencies and bandwidths divided by
+  f, latencies, setup and per-chunk costs multiplied by f.
+
+A constant is simulated only if it changes a price this scenario uses (a step of one of its
+groups at probe shapes, or its KV transfer), so a dense model does not re-run for DeepEP. Each
+run is ``pdsim.simulate`` on a ``dataclasses.replace`` of the resolved scenario with the
+perturbed profile; the table ranks constants by the largest relative change of the headline
+metrics (mean TTFT, mean ITL, output throughput, goodput) and so says which measurement would
+tighten the answer most.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from ..costs.registry import build_step_cost
+from ..costs.transfer import flow_cap, transfer_plan
+from ..specs.hardware import FRACTIONS, HardwareProfile
+
+HEADLINE = ("mean_ttft_ms", "mean_itl_ms", "output_throughput", "request_goodput")
+SLOWER = ("latency_us", "base_us", "setup_ms", "per_chunk_us", "per_page_us")
+FASTER = ("eff", "hbm_eff", "nvl_gbps", "rdma_gbps", "intranode_gbps", "internode_gbps")
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    constant: str  # ``efficiency.step_overhead_us`` or ``calibration.gemm_fp8_block``
+    kind: str
+    rel_uncertainty: float
+    low: HardwareProfile  # the constant at its low end (calibration models: faster)
+    high: HardwareProfile
+    note: str = ""
+
+
+def _scale_model(params: dict, f: float) -> dict:
+    """A calibration model made ``f`` times slower (f < 1: faster)."""
+    out = dict(params)
+    for k, v in params.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)):
+            if k in SLOWER:
+                out[k] = float(v) * f
+            elif k in FASTER:
+                out[k] = float(v) / f
+    return out
+
+
+def perturbations(hw: HardwareProfile) -> list[Perturbation]:
+    """One per constant with a stated uncertainty."""
+    out = []
+    for path, u in sorted(hw.uncertainty.items()):
+        if not path.startswith("efficiency.") or u <= 0:
+            continue
+        name = path.split(".", 1)[1]
+        v = float(getattr(hw.efficiency, name))
+        lo, hi = v * (1 - u), v * (1 + u)
+        note = ""
+        if name in FRACTIONS and hi > 1.0:
+            hi, note = 1.0, "upper end held at 1 (a fraction of peak)"
+        if name in ("tbo_overlap_loss", "deepep_normal_sm_share") and hi >= 1.0:
+            hi, note = 0.99, "upper end held below 1 (a share)"
+        lo = max(lo, 1e-6) if name in FRACTIONS else max(lo, 0.0)
+        mk = lambda x, n=name: dataclasses.replace(hw, efficiency=dataclasses.replace(hw.efficiency, **{n: x}))
+        out.append(Perturbation(path, hw.constant_kind(path), u, mk(lo), mk(hi), note))
+    for model, p in sorted(hw.calibration.items()):
+        u = float(p.get("rel_uncertainty", 0.0) or 0.0)
+        if u <= 0:
+            continue
+        kind = "derived" if "derived_from" in p else "fitted"
+        mk = lambda f, m=model, q=p: dataclasses.replace(hw, calibration={**hw.calibration, m: _scale_model(q, f)})
+        out.append(Perturbation(f"calibration.{model}", kind, u, mk(1.0 / (1.0 + u)), mk(1.0 + u),
+                                "model times x 1/(1+u) and x (1+u)"))
+    return out
+
+
+def _probe(resolved, hw: HardwareProfile) -> tuple[float, ...]:
+    """Prices this scenario uses, at probe shapes: every group's prefill and decode step, and a
+    KV transfer; a perturbation that changes none of them cannot move the simulation."""
+    sc = resolved.scenario
+    out = []
+    for role, _i, g in sc.cluster.groups():
+        c = build_step_cost(sc.cost_model if sc.cost_model != "auto" else ("calibrated" if hw.calibration else "roofline"),
+                            hw, resolved.model, g, role, nic_gbit=sc.transfer.nic_gbit)
+        for b in (1, 64, 1024):
+            out.append(c.step_time(0, 0.0, 0, b * g.dp, b * g.dp * 2000.0))
+        out.append(c.step_time(4096 * g.dp, 4096 * 4096 / 2.0 * g.dp, g.dp, 0, 0.0))
+    if sc.cluster.disaggregated:
+        p = sc.cluster.prefill[0]
+        gpn = hw.gpus_per_node
+        calibrated = sc.cost_model != "roofline" and bool(hw.calibration)
+        plan = transfer_plan(resolved.model, hw, sc.transfer, 4096, p.world(gpn) // p.dp, p.engine.page_size,
+                             p.engine.kv_cache_dtype, calibrated)
+        out += [plan.fixed_s, plan.nbytes / flow_cap(hw, plan.senders, p.gpus_per_instance(gpn), sc.transfer.nic_gbit,
+                                                     sc.transfer.backend, calibrated)]
+    return tuple(out)
+
+
+def _headline(summary: dict) -> dict:
+    return {k: summary.get(k) for k in HEADLINE}
+
+
+def _rel(a, b) -> float:
+    if a is None or b is None or not math.isfinite(a) or a == 0:
+        return float("nan")
+    return (b - a) / a
+
+
+def sensitivity(resolved, only: list[str] | None = None,
+                progress: Callable[[str], None] | None = None) -> tuple[dict, list[dict]]:
+    """(baseline headline metrics, one row per constant with its low/high metrics and the
+    largest relative change), rows sorted by that change, largest first."""
+    from ..api import simulate
+
+    base_hw = resolved.hardware
+    base = _headline(simulate(resolved).summary())
+    probe0 = _probe(resolved, base_hw)
+    rows = []
+    for pert in perturbations(base_hw):
+        if only and not any(pert.constant.endswith(o) or pert.constant == o for o in only):
+            continue
+        if _probe(resolved, pert.low) == probe0 and _probe(resolved, pert.high) == probe0:
+            continue  # not a price this scenario uses
+        if progress:
+            progress(pert.constant)
+        lo = _headline(simulate(dataclasses.replace(resolved, hardware=pert.low)).summary())
+        hi = _headline(simulate(dataclasses.replace(resolved, hardware=pert.high)).summary())
+        swing = max((abs(x) for k in HEADLINE for x in (_rel(base[k], lo[k]), _rel(base[k], hi[k]))
+                     if math.isfinite(x)), default=0.0)
+        rows.append({"constant": pert.constant, "kind": pert.kind, "rel_uncertainty": pert.rel_uncertainty,
+                     "low": lo, "high": hi, "max_rel_change": swing, "note": pert.note})
+    rows.sort(key=lambda r: -r["max_rel_change"])
+    return base, rows
+
+
+def sensitivity_table(base: dict, rows: list[dict]) -> str:
+    names = {"mean_ttft_ms": "TTFT", "mean_itl_ms": "ITL", "output_throughput": "out tok/s", "request_goodput": "goodput"}
+    head = "  ".join(f"{names[k]:>17}" for k in HEADLINE)
+    lines = ["baseline: " + ", ".join(f"{names[k]} {base[k]:.4g}" for k in HEADLINE if base[k] is not None),
+             f"{'constant':<36} {'kind':<8} {'+-u':>5}  {head}   (change at the low / high end)"]
+    for r in rows:
+        cells = []
+        for k in HEADLINE:
+            lo, hi = _rel(base[k], r["low"][k]), _rel(base[k], r["high"][k])
+            cells.append(f"{lo:+7.1%} / {hi:+7.1%}" if math.isfinite(lo) and math.isfinite(hi) else f"{'-':>17}")
+        lines.append(f"{r['constant']:<36} {r['kind']:<8} {r['rel_uncertainty']:>5.0%}  " + "  ".join(cells)
+                     + (f"   [{r['note']}]" if r["note"] else ""))
+    return "\n".join(lines)

@@ -1,0 +1,164 @@
+"""The per-step arithmetic of the roofline step models, as one closure over per-instance constants.
+
+``make_coeffs(c)`` returns ``coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens, q)
+-> (parts, c_attn, c_ctx)``: the seconds of every component that does not depend on the
+attention work (``parts``, order of ``PARTS``, attention core holding only its kernel
+latencies), and the seconds per unit of ``prefill_attn`` and of ``decode_ctx``. The step time is
+``sum(parts) + c_attn x prefill_attn + c_ctx x decode_ctx``: exactly linear in the two
+attention arguments (base.py states the contract). ``c`` is the RooflineStepCost whose
+coefficients (roofline.py) are bound here as closure variables, because attribute lookups would
+cost more than the arithmetic.
+
+Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the instance):
+
+- attention projections: GEMM(M) over the rank's attention weights; TP all-reduce (attention
+  TP > 1) of M x hidden BF16;
+- attention core: linear in the work (prefill pairs, decode context tokens x query tokens);
+- dense MLP: GEMM(M) over the dense weights / attention TP (data-parallel dense layers under DP
+  attention, SGLang's large-EP setup) + its all-reduce;
+- MoE: routed experts on the busiest GPU (imbalance x mean assignments, moe_load.py), each
+  touched expert's rows padded to the GEMM tile; shared experts GEMM(M); DeepEP dispatch +
+  combine sized by the busiest sender or the hottest receiver; TP-sharded experts all-reduce;
+- two-batch overlap (TBO): two micro-batches of n/2 tokens. Each pays its own GEMM weight
+  reads, kernel latencies and launches (``C`` = compute of a micro-batch, computed at n/2); the
+  compute stream of one micro-batch overlaps the other's dispatch/combine (``D``), so an MoE
+  layer takes max(2C', 2D) plus ``tbo_overlap_loss`` x min(2C', 2D) for the overlap's
+  ordering losses, instead of C(n) + D(n). DeepEP's normal kernels (prefill) hold SMs while
+  they run (24 of 132 in DeepEP's benchmarks: ``deepep_normal_sm_share``), so the compute
+  they overlap runs on the rest: 2C' = 2C + min(2C, 2D) x share / (1 - share). Low-latency
+  kernels (decode) hold no SMs while in flight (LMSYS 2025-05-05), so their share is 0. At small batch C(n/2) ~ C(n) (weight reads dominate) and
+  TBO loses; at large batch it hides the communication. The attention core stays outside the
+  max (to keep the step linear in the attention work; this under-states TBO's gain when long
+  attention would hide the communication);
+- LM head GEMM over the sequences' logits; DP-attention synchronisation (one small collective
+  per step over the world); kernel launches (CUDA graph replay or eager); per-step overhead.
+"""
+from __future__ import annotations
+
+import math
+
+from .compute import soft_max_scalar
+
+PARTS = ("attn_proj", "attn_core", "mlp", "moe", "comm", "lm_head", "launch", "overhead")
+
+
+def _gemm(g):
+    """t(M) = lat + softmax(cf max(M, tile), wt) for a GEMM coefficient tuple
+    (cf, tile, wt, lat, sharp); cf = seconds per row, wt = seconds of the weight reads."""
+    cf, tile, wt, lat, sharp = g
+    hard = sharp >= 1e6
+
+    def t(m: float) -> float:
+        x = cf * (m if m > tile else tile)
+        if hard:
+            return lat + (x if x > wt else wt)
+        return lat + soft_max_scalar(x, wt, sharp)
+    return t
+
+
+def make_coeffs(c):
+    D, L, W = c.dp, c.layers, c.world
+    attn_proj = _gemm(c.c_attn)
+    dense_mlp = _gemm(c.c_dense)
+    lm = _gemm(c.c_lm)
+    pf_c, pf_lat = c.c_pf
+    dec_kv, dec_fl, dec_lat = c.c_dec
+    ar_a0, ar_a1 = c.c_ar_attn
+    ar_w0, ar_w1 = c.c_ar_world
+    sync = c.c_dp_sync
+    n_dense, n_moe = c.n_dense, c.n_moe
+    graph_bs, launch_graph, launch_eager = c.graph_bs, c.launch_graph, c.launch_eager
+    overhead = c.step_overhead
+    lm_on = c.lm_head_on
+    tbo, tbo_loss = c.tbo, c.tbo_loss
+    sm_share = c.sm_share_normal
+    h2 = c.hidden * 2.0
+    has_ar_attn = c.attn_tp > 1
+    if n_moe:
+        k, epg, ep = c.k, c.experts_per_gpu, c.ep > 1
+        load, distinct = c.expert_load, c.distinct
+        imb_a, imb_b = load.a, load.b
+        E = c.E
+        m_cf, m_tile, m_wb, m_lat, m_sharp = c.c_moe
+        m_hard = m_sharp >= 1e6
+        shared = _gemm(c.c_shared) if c.c_shared is not None else None
+        ll_dec, ll_pf = c.deepep_decode_ll, c.deepep_prefill_ll
+        a2a_ll, a2a_nm = c.a2a_ll, c.a2a_normal
+        sqrt = math.sqrt
+
+    def layer_costs(n_tok: float, m: float, prefill: bool):
+        """(attention-projection, dense-MLP, MoE-compute, MoE-comm, attention-TP all-reduce)
+        seconds of one layer of each kind for ``n_tok`` tokens (``m`` on the busiest rank)."""
+        ap = attn_proj(m)
+        ar = ar_a0 + ar_a1 * m * h2 if has_ar_attn else 0.0
+        dm = dense_mlp(m) if n_dense else 0.0
+        if not n_moe:
+            return ap, dm, 0.0, 0.0, ar
+        assign = n_tok * k
+        touched = distinct(n_tok)
+        if ep:  # experts split over the GPUs: the busiest GPU sets the pace
+            imb = imb_a + imb_b / sqrt(assign if assign > 1.0 else 1.0)
+            a_gpu = assign / W * imb
+            t_gpu = epg * touched / E
+            m_exp = a_gpu / (t_gpu if t_gpu > 1e-9 else 1e-9)
+            base, slope = a2a_ll if (ll_pf if prefill else ll_dec) else a2a_nm
+            mean_rank = n_tok / W
+            send = m / c.attn_tp
+            hot = mean_rank * imb
+            comm = base + slope * (send if send > hot else hot)
+        else:  # every GPU holds a 1/W slice of every expert: no imbalance
+            a_gpu = assign / W
+            t_gpu = touched / W
+            m_exp = assign / (touched if touched > 1e-9 else 1e-9)
+            comm = ar_w0 + ar_w1 * n_tok * h2 if W > 1 else 0.0
+        x = m_cf * a_gpu * (m_exp if m_exp > m_tile else m_tile) / (m_exp if m_exp > 1e-9 else 1e-9)
+        y = m_wb * t_gpu
+        routed = m_lat + ((x if x > y else y) if m_hard else soft_max_scalar(x, y, m_sharp))
+        if shared is not None:
+            routed += shared(m)
+        return ap, dm, routed, comm, ar
+
+    def coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens=None, q=1):
+        n_tok = prefill_tokens + decode_batch * q
+        if n_tok <= 0:
+            return (0.0,) * 8, 0.0, 0.0
+        m = rank_tokens if rank_tokens is not None else n_tok / D
+        prefill = prefill_tokens > 0
+        split = 2.0 if tbo else 1.0
+        # attention core: linear in the work; kernel latencies once per micro-batch
+        c_attn = L * pf_c if prefill else 0.0
+        core = 0.0
+        if prefill:
+            core = L * pf_lat * split
+        c_ctx = 0.0
+        if decode_batch:
+            fl = dec_fl * q
+            c_ctx = L * (dec_kv if dec_kv > fl else fl)
+            core += L * dec_lat * split
+        if tbo:
+            ap, dm, mo, cm, ar = layer_costs(n_tok / 2.0, m / 2.0, prefill)
+            proj = L * 2.0 * ap
+            mlp = n_dense * 2.0 * dm
+            moe = n_moe * 2.0 * mo
+            comm = (L * 2.0 * ar) if has_ar_attn else 0.0
+            if n_moe:  # one micro-batch's compute hides the other's dispatch/combine
+                comp, cmm = 2.0 * (ap + mo), 2.0 * cm
+                busy = comp
+                if ep and not (ll_pf if prefill else ll_dec):  # normal kernels take SMs from the compute
+                    busy += (cmm if cmm < comp else comp) * sm_share / (1.0 - sm_share)
+                layer = (busy if busy > cmm else cmm) + tbo_loss * (cmm if cmm < busy else busy)
+                comm += n_moe * (layer - comp)  # what the layer takes beyond its plain compute
+            if n_dense and has_ar_attn:
+                comm += n_dense * 2.0 * ar
+        else:
+            ap, dm, mo, cm, ar = layer_costs(n_tok, m, prefill)
+            proj, mlp, moe = L * ap, n_dense * dm, n_moe * mo
+            comm = L * ar + n_moe * cm + (n_dense * ar if n_dense else 0.0)
+        if D > 1:
+            comm += sync
+        logits = (decode_batch * q + prefill_seqs) / D
+        lm_head = lm(logits) if (lm_on and logits > 0) else 0.0
+        launch = launch_graph if (not prefill and m / q <= graph_bs) else launch_eager
+        return (proj, core, mlp, moe, comm, lm_head, launch * split, overhead), c_attn / D, c_ctx / D
+
+    return coeffs

@@ -1,0 +1,185 @@
+"""Specs of serving features the prices model beyond the plain engine step: expert load skew,
+speculative decoding (MTP / EAGLE), pipeline parallelism, weight quantisation, P/D fixed costs
+and heterogeneous clusters.
+
+Each is a frozen dataclass built strictly from YAML (``pdsim.specs._convert.build``), with
+SGLang's flag names where SGLang has one. The prices that read them live in pdsim/costs
+(speculative.py, pipeline.py, quant.py, pd_overheads.py, moe_load.py, transfer.py); the report
+of issue 12 says which scenario field holds each and what the world passes per step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ._convert import check
+
+# DeepSeek MTP acceptance, per draft position given the previous one accepted: from the accept
+# lengths SGLang measured on H20 with DeepSeek-R1 (LMSYS blog 2025-09-26): steps 1 -> 1.8-1.9,
+# steps 2 -> 2.4-2.7, steps 3 -> 2.9-3.3 (mid-points 1.85, 2.55, 3.1), i.e.
+# a1 = 0.85, a1 a2 = 0.70, a1 a2 a3 = 0.55. The DeepSeek-V3 report (arXiv:2412.19437 s5.4.3)
+# gives 85-90% for the second token.
+DEEPSEEK_MTP_ACCEPT = (0.85, 0.82, 0.79)
+
+
+@dataclass(frozen=True)
+class ExpertLoadSpec:
+    """Expert popularity of a workload (costs/moe_load.py): a Zipf law of exponent ``skew``
+    over the routed experts (0 = uniform routing). ``eplb``: EPLB rebalancing of the expert
+    placement, None = on when the engine has redundant experts (SGLang
+    ``--ep-num-redundant-experts`` with ``--enable-eplb``). ``seed`` fixes the random
+    placement used without EPLB."""
+
+    skew: float = 0.0
+    eplb: bool | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check(0.0 <= self.skew <= 3.0, f"must be in [0, 3] (a Zipf exponent), got {self.skew}", "skew")
+
+
+@dataclass(frozen=True)
+class SpeculativeSpec:
+    """Speculative decoding (SGLang ``--speculative-algorithm`` NEXTN/EAGLE/EAGLE3).
+
+    Per decode step a draft proposes ``num_steps`` tokens per sequence (``num_steps`` draft
+    forward passes of ``draft_layers`` layers: DeepSeek's MTP module is one decoder layer that
+    shares the target's embedding and LM head; EAGLE drafts name a ``draft_model``), then the
+    target verifies ``num_draft_tokens`` tokens per sequence in one forward pass. A sequence
+    advances by 1 + the number of drafts accepted; ``accept_rates[i]`` is the probability that
+    draft position i+1 is accepted given positions 1..i were (chain drafts, ``topk`` 1; for
+    trees, the accepted-path probabilities). None = DeepSeek MTP's measured rates
+    (``DEEPSEEK_MTP_ACCEPT``, up to 3 steps)."""
+
+    method: Literal["mtp", "eagle", "eagle3"] = "mtp"
+    num_steps: int = 1
+    topk: int = 1
+    num_draft_tokens: int = 2
+    accept_rates: tuple[float, ...] | None = None
+    draft_model: str | None = None
+    draft_layers: int = 1
+
+    def __post_init__(self) -> None:
+        check(self.num_steps >= 1, "must be >= 1", "num_steps")
+        check(self.topk >= 1, "must be >= 1", "topk")
+        check(self.draft_layers >= 1, "must be >= 1", "draft_layers")
+        if self.topk == 1:
+            check(self.num_draft_tokens == self.num_steps + 1,
+                  f"a chain draft (topk 1) verifies num_steps + 1 = {self.num_steps + 1} tokens, got "
+                  f"{self.num_draft_tokens}", "num_draft_tokens")
+        else:
+            check(self.num_draft_tokens >= self.num_steps + 1, f"must be >= num_steps + 1 = {self.num_steps + 1}",
+                  "num_draft_tokens")
+        if self.accept_rates is None:
+            check(self.num_steps <= len(DEEPSEEK_MTP_ACCEPT),
+                  f"the measured default covers {len(DEEPSEEK_MTP_ACCEPT)} draft steps; give accept_rates for "
+                  f"{self.num_steps}", "accept_rates")
+        else:
+            check(len(self.accept_rates) == self.num_steps,
+                  f"needs one rate per draft step ({self.num_steps}), got {len(self.accept_rates)}", "accept_rates")
+            check(all(0.0 <= a <= 1.0 for a in self.accept_rates), "each rate must be in [0, 1]", "accept_rates")
+        check(self.method != "mtp" or self.draft_model is None, "MTP drafts with the model's own MTP layer; "
+              "draft_model is for eagle/eagle3", "draft_model")
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        return self.accept_rates if self.accept_rates is not None else DEEPSEEK_MTP_ACCEPT[: self.num_steps]
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """Pipeline parallelism (SGLang ``--pp-size``): the layers split into ``pp_size`` stages,
+    each on its own GPUs (an instance then spans pp_size x its TP world). ``microbatches``
+    batches are in flight (default pp_size, SGLang's ``--pp-max-micro-batch-size`` aside)."""
+
+    pp_size: int = 1
+    microbatches: int | None = None
+
+    def __post_init__(self) -> None:
+        check(self.pp_size >= 1, "must be >= 1", "pp_size")
+        check(self.microbatches is None or self.microbatches >= 1, "must be >= 1", "microbatches")
+
+    @property
+    def in_flight(self) -> int:
+        return self.microbatches or self.pp_size
+
+
+QuantMethod = Literal["none", "fp8", "fp8_block", "w8a8_int8", "w8a8_fp8", "gptq", "awq"]
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """Weight (and activation) quantisation of a checkpoint (HF ``quantization_config``).
+
+    - ``fp8`` / ``w8a8_fp8``: FP8 weights and activations, per-tensor/channel scales;
+      ``fp8_block``: DeepSeek's 128x128 block-scaled FP8 (DeepGEMM);
+    - ``w8a8_int8``: INT8 weights and activations (INT8 tensor cores);
+    - ``gptq`` / ``awq``: weight-only ``bits``-bit integers (W4A16), dequantised to BF16 inside
+      the GEMM (Marlin-style kernels), one FP16 scale (and for AWQ a zero point) per
+      ``group_size`` weights."""
+
+    method: QuantMethod = "none"
+    bits: int = 16
+    group_size: int = 128
+
+    def __post_init__(self) -> None:
+        want = {"none": (16,), "fp8": (8,), "fp8_block": (8,), "w8a8_int8": (8,), "w8a8_fp8": (8,),
+                "gptq": (4, 8), "awq": (4,)}[self.method]
+        check(self.bits in want, f"{self.method} stores {' or '.join(map(str, want))}-bit weights, got {self.bits}",
+              "bits")
+        check(self.group_size >= 1, "must be >= 1", "group_size")
+
+    @property
+    def weight_only(self) -> bool:
+        return self.method in ("gptq", "awq")
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Stored bytes per weight, scales included (FP16 scale per group; AWQ adds a packed
+        zero point of ``bits`` per group; block FP8 one FP32 scale per 128 x 128 block)."""
+        if self.method == "none":
+            return 2.0
+        if self.method == "fp8_block":
+            return 1.0 + 4.0 / (128 * 128)
+        if self.method in ("fp8", "w8a8_fp8", "w8a8_int8"):
+            return 1.0  # per-channel scales: negligible per weight
+        zero = self.bits / 8 if self.method == "awq" else 0.0
+        return self.bits / 8 + (2.0 + zero) / self.group_size
+
+    @property
+    def gemm_dtype(self) -> str:
+        """Tensor-core dtype the GEMMs run in ('bf16', 'fp8' or 'int8')."""
+        if self.method in ("fp8", "fp8_block", "w8a8_fp8"):
+            return "fp8"
+        if self.method == "w8a8_int8":
+            return "int8"
+        return "bf16"
+
+
+@dataclass(frozen=True)
+class PDOverheadSpec:
+    """Fixed costs of a P/D request outside the engines (costs/pd_overheads.py), milliseconds.
+
+    ``router_ms``: the load balancer / HTTP proxy path, once on the way in (request to P and
+    D) and added to the first token's trip out; ``bootstrap_ms``: D's bootstrap handshake with
+    P per request (room allocation, KV page indices sent to P); ``connect_ms``: the first
+    handshake of a (P, D) pair (transfer-engine connection setup, RDMA queue pairs), once per
+    pair. None = the defaults in pd_overheads.py, which are assumptions with stated
+    uncertainty (no public measurement isolates them)."""
+
+    router_ms: float | None = None
+    bootstrap_ms: float | None = None
+    connect_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for f in ("router_ms", "bootstrap_ms", "connect_ms"):
+            v = getattr(self, f)
+            check(v is None or v >= 0, f"must be >= 0 or null, got {v}", f)
+
+
+@dataclass(frozen=True)
+class GroupHardwareSpec:
+    """Heterogeneous clusters: the hardware profile one instance group runs on (P on H800, D
+    on H20: ``cluster.prefill[0].hardware: h800``). None = the scenario's ``hardware``."""
+
+    hardware: str | None = None
