@@ -13,10 +13,14 @@ the thread count vLLM's CPU worker uses for serving (it logs "Reducing Torch thr
      -> attention.csv rows
    - loopback TCP bandwidth (one stream, 64 MiB) -> ``node.nic_gbit``
    - total memory (/proc/meminfo) -> ``gpu.hbm_gib`` / ``node.host_dram_gib``
-2. ``overhead`` (pdsim's replay client, system python): a dedicated single-request run against the
-   real server (32 prompt tokens, 512 output tokens, 3 requests one after another): the median
-   ITL is one decode step of batch 1; minus the step's priced compute (the fitted kernels
-   below), the rest is the per-step framework overhead -> ``efficiency.step_overhead_us``.
+2. ``overhead`` (pdsim's replay client, system python): dedicated runs against the real server,
+   never the validation workloads: B = 1, 2, 4, ..., 32 requests started together (32 prompt /
+   256 output tokens), so the median ITL is one decode step of batch B; the median ITL minus the
+   step's priced compute (the fitted kernels below) is the host overhead, fitted as a + b B ->
+   ``efficiency.step_overhead_us`` (a) and ``efficiency.seq_overhead_us`` (b); and the idle TTFT
+   of a 32-token prompt minus one priced prefill step -> the request path outside the engine
+   (HTTP server, input processing, streaming), ``request_path_ms`` in ``host_overheads.json``,
+   for the scenario's ``overheads.router_ms``.
 3. ``profile`` (system python, pandas): fits the GEMM and attention forms of pdsim/costs/compute.py
    to the rows (pdsim.calibrate.fit_compute, held-out errors) and writes the YAML with sources.
 
@@ -249,24 +253,42 @@ def fits(out: Path, facts: dict, name: str) -> dict:
     return cal
 
 
+BATCHES = (1, 2, 4, 8, 16, 32)  # vLLM --max-num-seqs 32 in the validation engine
+
+
+def _median_itl_us(rec) -> float:
+    import numpy as np
+
+    gaps = np.diff(rec.tokens.times)
+    own = np.repeat(np.arange(len(rec.tokens.offsets) - 1), np.diff(rec.tokens.offsets))
+    return float(np.median(gaps[own[1:] == own[:-1]]) * 1e6)
+
+
 def overhead(args) -> None:
-    """Per-step framework overhead from a dedicated single-request run (see the module doc)."""
+    """Host overheads from dedicated runs (see the module doc): decode ITL at each concurrency
+    in BATCHES (B requests started together, 32 prompt / 256 output tokens, so every step but
+    the first and last decodes all B), and the idle TTFT of a 32-token prompt."""
     import numpy as np
 
     from pdsim.replay import ReplayConfig, replay
     from pdsim.workload.table import RequestTable
 
     out = Path(args.out)
-    n = 3
-    table = RequestTable(np.zeros(n), np.full(n, 32), np.full(n, 512), max_concurrency=1, source="single-request")
-    rec = replay(table, ReplayConfig(args.endpoint, max_concurrency=1), name="overhead-calibration")
-    gaps = np.diff(rec.tokens.times)
-    own = np.repeat(np.arange(n), np.diff(rec.tokens.offsets))
-    gaps = gaps[own[1:] == own[:-1]]
-    info = {"endpoint": args.endpoint, "server_version": rec.meta.get("server_version"), "requests": n,
-            "input_tokens": 32, "output_tokens": 512, "median_itl_us": float(np.median(gaps) * 1e6),
-            "mean_itl_us": float(gaps.mean() * 1e6), "date": dt.date.today().isoformat(),
-            "mean_context": 32 + 256}
+    rows = []
+    rec = None
+    for b in BATCHES:
+        n = 2 * b
+        table = RequestTable(np.zeros(n), np.full(n, 32), np.full(n, 256), max_concurrency=b, source="overhead")
+        rec = replay(table, ReplayConfig(args.endpoint, max_concurrency=b), name=f"overhead-b{b}")
+        rows.append({"batch": b, "requests": n, "median_itl_us": _median_itl_us(rec), "mean_context": 32 + 128})
+        print(rows[-1])
+    idle = RequestTable(np.arange(5) * 0.5, np.full(5, 32), np.full(5, 2), max_concurrency=1, source="idle-ttft")
+    r = replay(idle, ReplayConfig(args.endpoint, max_concurrency=1), name="idle-ttft")
+    ttft = (r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6
+    info = {"endpoint": args.endpoint, "server_version": (rec.meta if rec else {}).get("server_version"),
+            "prompt_tokens": 32, "output_tokens": 256, "itl_by_batch": rows,
+            "idle_ttft_us": float(np.median(ttft)), "idle_ttft_prompt_tokens": 32,
+            "date": dt.date.today().isoformat()}
     (out / "overhead.json").write_text(json.dumps(info, indent=2) + "\n")
     print(json.dumps(info, indent=2))
 
@@ -285,20 +307,38 @@ def profile(args) -> None:
     hw0 = type(hw0)(hw0.name, hw0.description, hw0.gpu, hw0.node, hw0.efficiency, hw0.sources, cal)
     group = GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0))
     cost = CalibratedStepCost(hw0, model, group, "colocated")
-    parts = cost.breakdown(0, 0.0, 0, 1, float(ov["mean_context"]))
-    compute_us = (sum(parts.values()) - parts["overhead"]) * 1e6
-    step_overhead_us = ov["median_itl_us"] - compute_us
+    # host overhead = measured ITL - priced compute at each concurrency B; a + b B by least squares
+    rows = ov["itl_by_batch"]
+    xs, ys = [], []
+    for r in rows:
+        b = r["batch"]
+        parts = cost.breakdown(0, 0.0, 0, b, float(b * r["mean_context"]))
+        compute_us = (sum(parts.values()) - parts["overhead"]) * 1e6
+        xs.append(b)
+        ys.append(r["median_itl_us"] - compute_us)
+        r["priced_compute_us"] = round(compute_us, 1)
+    n, sx, sy = len(xs), sum(xs), sum(ys)
+    sxx, sxy = sum(x * x for x in xs), sum(x * y for x, y in zip(xs, ys))
+    seq_overhead_us = max(0.0, (n * sxy - sx * sy) / (n * sxx - sx * sx))
+    step_overhead_us = (sy - seq_overhead_us * sx) / n
+    # the request path outside the engine: idle TTFT minus one priced prefill step of the prompt
+    p = ov["idle_ttft_prompt_tokens"]
+    parts = cost.breakdown(p, p * p / 2.0, 1, 0, 0.0)
+    prefill_us = (sum(parts.values()) - parts["overhead"]) * 1e6 + step_overhead_us + seq_overhead_us
+    path_ms = max(0.0, (ov["idle_ttft_us"] - prefill_us) / 1e3)
+    fit_lines = "; ".join(f"B={r['batch']}: ITL {r['median_itl_us']:.0f} us, compute {r['priced_compute_us']:.0f} us"
+                          for r in rows)
     gb = facts["copy_bytes_per_s"] / 1e9
     doc = {
         "name": args.name,
         "description": f"{facts['cpu']}, {facts['threads']} torch thread (vLLM CPU worker), measured {facts['date']}",
         "gpu": {"name": facts["cpu"], "bf16_tflops": round(facts["peak_bf16_flops"] / 1e12, 5), "fp8_tflops": 0,
                 "hbm_gib": round(facts["mem_gib"], 2), "hbm_gbps": round(gb, 3), "nvlink_gbps": round(gb, 3),
-                "pcie_gen": 4, "pcie_gbps": round(gb, 3)},
+                "pcie_gen": 4, "pcie_gbps": round(gb, 3), "arch": "cpu"},
         "node": {"gpus_per_node": 1, "nics_per_node": 1, "nic_gbit": round(facts["loopback_gbit"], 3),
                  "host_dram_gib": round(facts["mem_gib"], 2)},
-        "efficiency": {"layer_launch_us": 0.0, "graph_launch_us": 0.0, "nic": 1.0,
-                       "step_overhead_us": round(step_overhead_us, 2)},
+        "efficiency": {"layer_launch_us": 0.0, "graph_launch_us": 0.0, "nic": 1.0, "gemm_m_tile": 1.0,
+                       "step_overhead_us": round(step_overhead_us, 2), "seq_overhead_us": round(seq_overhead_us, 2)},
         "sources": {
             "gpu.name": f"/proc/cpuinfo model name; the 'device' is {facts['threads']} core(s) of this CPU",
             "gpu.bf16_tflops": f"measured: {facts['peak_gemm']} ({facts['torch']}, {facts['threads']} thread)",
@@ -317,24 +357,37 @@ def profile(args) -> None:
                                           "step_overhead_us)",
             "efficiency.graph_launch_us": "no CUDA graphs on CPU: 0",
             "efficiency.nic": "loopback figure is already achieved bandwidth: 1.0",
+            "efficiency.gemm_m_tile": "measured: CPU GEMMs (oneDNN / torch) have no tensor-core row tile; the "
+                                      "fitted GEMM form runs per row: 1",
             "efficiency.step_overhead_us": (
-                f"measured: dedicated single-request run against vLLM {ov.get('server_version')} at {ov['endpoint']} "
-                f"({ov['requests']} requests of {ov['input_tokens']} prompt / {ov['output_tokens']} output tokens, one "
-                f"at a time): median ITL {ov['median_itl_us']:.1f} us minus the priced batch-1 decode compute "
-                f"{compute_us:.1f} us ({ov['date']}); never fitted to the validation runs"),
+                f"measured: intercept of (median decode ITL - priced compute) vs concurrency B in dedicated runs "
+                f"against vLLM {ov.get('server_version')} at {ov['endpoint']} ({fit_lines}; {ov['date']}); never "
+                "fitted to the validation runs"),
+            "efficiency.seq_overhead_us": (
+                "measured: slope per sequence of the same least-squares line (per-sequence host work: input "
+                "preparation, sampling, output processing and streaming, on the 2 shared cores)"),
+            **{f"efficiency.{f}": "unused: no price of a single CPU device at tp=1 reads it (no tensor cores, "
+                                  "FP8, MLA, NVLink, collectives or two-batch overlap); default kept"
+               for f in ("gemm", "fp8_m_tile", "attention", "mla_decode", "mla_decode_hbm", "hbm", "nvlink", "pcie",
+                         "mem_latency_us", "p2p_latency_us", "allreduce_base_us", "allreduce_hop_us",
+                         "tbo_overlap_loss", "deepep_normal_sm_share")},
             "calibration": f"pdsim.calibrate.fit_compute on the rows in {out} (gemm.csv, attention.csv: "
                            "vLLM's CPU attention kernel)",
             "provenance": f"{facts['cpu']}; {facts['torch']}; Python {facts['python']}; {facts['date']}; "
                           f"command: {facts['command']}",
         },
         "calibration": cal,
+        "uncertainty": {"efficiency.step_overhead_us": 0.15, "efficiency.seq_overhead_us": 0.25},
     }
+    (out / "host_overheads.json").write_text(json.dumps(
+        {"step_overhead_us": step_overhead_us, "seq_overhead_us": seq_overhead_us, "request_path_ms": path_ms,
+         "rows": rows, "idle_ttft_us": ov["idle_ttft_us"], "priced_idle_prefill_us": prefill_us}, indent=2) + "\n")
     Path(args.yaml).write_text(f"# Hardware profile of this machine's CPU, written by calibration/microbench/"
                                f"cpu_profile.py ({dt.date.today().isoformat()}).\n# Units as in every profile: "
                                "*_tflops 1e12 FLOP/s, *_gbps 1e9 B/s, nic_gbit 1e9 bit/s, *_gib 2^30 B, *_us "
                                "microseconds.\n" + yaml.safe_dump(doc, sort_keys=False, width=110))
-    print(f"wrote {args.yaml}: step_overhead_us {step_overhead_us:.1f} (ITL {ov['median_itl_us']:.1f} - compute "
-          f"{compute_us:.1f}); parts {', '.join(f'{k} {v * 1e6:.1f}' for k, v in parts.items())}")
+    print(f"wrote {args.yaml}: step_overhead_us {step_overhead_us:.1f}, seq_overhead_us {seq_overhead_us:.1f}, "
+          f"request path {path_ms:.2f} ms ({fit_lines})")
 
 
 def main() -> None:

@@ -38,7 +38,8 @@ COMPUTE = ("gemm_bf16", "gemm_fp8", "gemm_fp8_block", "moe_bf16", "moe_fp8_block
            "attention_decode", "mla_prefill", "mla_decode")
 DEEPEP = ("deepep_ll_dispatch", "deepep_ll_combine", "deepep_normal_dispatch", "deepep_normal_combine")
 MODELS = COMPUTE + DEEPEP + ("allreduce", "mooncake")
-ARCH_DONORS = {"hopper": ("hopper",), "ampere": ("ampere",), "ada": ("ampere", "hopper"), "blackwell": ("hopper",)}
+ARCH_DONORS = {"hopper": ("hopper",), "ampere": ("ampere",), "ada": ("ampere", "hopper"), "blackwell": ("hopper",),
+               "cpu": ()}  # a CPU 'device' borrows no GPU's constants
 DERIVED_MIN_UNCERTAINTY = 0.25
 FILE_OF = {"gemm": "gemm", "moe": "moe", "attention": "attention", "mla": "mla"}
 
@@ -233,6 +234,8 @@ def _system(k: str, hws: dict, d: dict, measured: dict) -> dict:
             out[model] = p
     if hw.gpu.fp8_tflops == 0:  # no FP8 tensor cores (Ampere): no FP8 kernels
         out = {m: v for m, v in out.items() if "fp8" not in m}
+    if hw.gpu.arch == "cpu":  # no collectives or RDMA engines: only its own measured kernels
+        out = {m: v for m, v in out.items() if m in measured[k] and m in COMPUTE}
     if hw.gpu.arch != "hopper":  # DeepEP runs on Hopper (SM90) NVLink + RDMA only
         out = {m: v for m, v in out.items() if not m.startswith("deepep")}
     for p in out.values():

@@ -109,6 +109,7 @@ class RooflineStepCost:
         self.launch_eager = e.layer_launch_us * 1e-6 * L
         self.launch_graph = e.graph_launch_us * 1e-6 * L
         self.step_overhead = e.step_overhead_us * 1e-6 if with_overhead else 0.0
+        self.seq_overhead = e.seq_overhead_us * 1e-6 if with_overhead else 0.0
         mode = eng.deepep_mode
         self.deepep_prefill_ll = mode == "low_latency"
         self.deepep_decode_ll = mode != "normal"

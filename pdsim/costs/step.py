@@ -31,7 +31,8 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   max (to keep the step linear in the attention work; this under-states TBO's gain when long
   attention would hide the communication);
 - LM head GEMM over the sequences' logits; DP-attention synchronisation (one small collective
-  per step over the world); kernel launches (CUDA graph replay or eager); per-step overhead.
+  per step over the world); kernel launches (CUDA graph replay or eager); per-step host overhead
+plus a per-sequence share (input preparation, sampling, output processing: ``seq_overhead_us``).
 """
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def make_coeffs(c):
     sync = c.c_dp_sync
     n_dense, n_moe = c.n_dense, c.n_moe
     graph_bs, launch_graph, launch_eager = c.graph_bs, c.launch_graph, c.launch_eager
-    overhead = c.step_overhead
+    overhead, seq_overhead = c.step_overhead, c.seq_overhead
     lm_on = c.lm_head_on
     tbo, tbo_loss = c.tbo, c.tbo_loss
     sm_share = c.sm_share_normal
@@ -159,6 +160,7 @@ def make_coeffs(c):
         logits = (decode_batch * q + prefill_seqs) / D
         lm_head = lm(logits) if (lm_on and logits > 0) else 0.0
         launch = launch_graph if (not prefill and m / q <= graph_bs) else launch_eager
-        return (proj, core, mlp, moe, comm, lm_head, launch * split, overhead), c_attn / D, c_ctx / D
+        host = overhead + seq_overhead * (decode_batch + prefill_seqs) if seq_overhead else overhead
+        return (proj, core, mlp, moe, comm, lm_head, launch * split, host), c_attn / D, c_ctx / D
 
     return coeffs

@@ -21,7 +21,7 @@ from ._convert import check, load_spec
 
 GIB = 2**30
 
-Arch = Literal["ampere", "ada", "hopper", "blackwell"]
+Arch = Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,7 @@ class Efficiency:
     layer_launch_us: float = 25.0  # eager per-layer launch + framework overhead
     graph_launch_us: float = 5.0  # per-layer cost when replaying a CUDA graph
     step_overhead_us: float = 2000.0  # per-step scheduler/sampling CPU overhead
+    seq_overhead_us: float = 0.0  # per-sequence per-step host work (inputs, sampling, output processing)
     tbo_overlap_loss: float = 0.1  # two-batch overlap: share of the hidden time lost to contention
     deepep_normal_sm_share: float = 0.18  # SMs DeepEP normal kernels hold while overlapped (24 of 132)
 
@@ -136,12 +137,12 @@ class Efficiency:
                 check(0 < v <= 1, f"a fraction of peak must be in (0, 1], got {v}", f.name)
         check(self.gemm_m_tile >= 1, "must be >= 1 (rows)", "gemm_m_tile")
         check(self.fp8_m_tile >= 1, "must be >= 1 (rows)", "fp8_m_tile")
+        for f in SHARES:
+            check(getattr(self, f) < 1, f"must be in [0, 1), got {getattr(self, f)}", f)
 
     def m_tile(self, dtype: str) -> float:
         """GEMM M granularity of kernels in ``dtype`` (FP8 kernels have their own)."""
         return self.fp8_m_tile if dtype.startswith("fp8") else self.gemm_m_tile
-        for f in SHARES:
-            check(getattr(self, f) < 1, f"must be in [0, 1), got {getattr(self, f)}", f)
 
 
 @dataclass(frozen=True)
@@ -179,10 +180,13 @@ class HardwareProfile:
         return self.node.nic_bytes_per_s * self.node.nics_per_node / self.node.gpus_per_node
 
     def constant_kind(self, path: str) -> str:
-        """'measured', 'fitted', 'derived' or 'assumed' for ``efficiency.<name>`` from its
-        source text (a source starting with 'assum' or 'prior' is an assumption, with
-        'derived' a derivation, with 'fit' a fit)."""
+        """'measured', 'fitted', 'derived', 'assumed' or 'unused' for ``efficiency.<name>`` from
+        its source text (a source starting with 'assum' or 'prior' is an assumption, with
+        'derived' a derivation, with 'fit' a fit, with 'unused' a constant no price of this
+        device reads)."""
         src = self.sources.get(path, "").strip().lower()
+        if src.startswith("unused"):
+            return "unused"
         if not src or src.startswith(("assum", "prior")):
             return "assumed"
         if src.startswith("derived"):
