@@ -36,14 +36,21 @@ def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | No
     base = base_dir or Path(".")
     hw = load_hardware_ref(sc.hardware, base, source, trust)
     model = load_model_ref(sc.model, base, source, trust)
-    validate_against(sc, hw, model, source)
+    group_hw = {}
+    for role, i, g in sc.cluster.groups():
+        if g.hardware is not None:
+            try:
+                group_hw[(role, i)] = load_hardware_ref(g.hardware, base, source, trust)
+            except SpecError as err:
+                raise SpecError(err.message, source=source, field=f"cluster.{role}[{i}].hardware") from None
+    validate_against(sc, hw, model, source, group_hw)
     try:  # plug-ins and files are checked at load, so a typo fails before any simulation
         plugins = resolve_plugins(sc, trust)
         if sc.workload.trace is not None:
             trust.check_path(resolve_trace_path(sc.workload.trace, base), source, "workload.trace.path")
     except SpecError as err:
         raise err.at(source=source) from None
-    return ResolvedScenario(sc, hw, model, source, base, plugins, trust)
+    return ResolvedScenario(sc, hw, model, source, base, plugins, trust, group_hw)
 
 
 def resolve_plugins(sc: Scenario, trust: Trust | None = None) -> dict[str, PluginRef]:

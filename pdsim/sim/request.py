@@ -26,8 +26,9 @@ class Request:
         "recomputes", "recompute_tokens", "kv_load_s", "transfer_bytes", "d_load_s", "loaded_tokens",
         # prefill scheduler: tokens of the prompt done, its DP rank, whether it holds KV
         "prefilled", "dp_rank", "pf_admitted",
-        # decode batch: context at admission, admission step, step of its last token
-        "ctx0", "admit_step", "finish_step",
+        # decode batch: context at admission, admission step, step of its last token, tokens it
+        # still owed at admission, tokens produced by decode steps so far
+        "ctx0", "admit_step", "finish_step", "remaining", "decoded",
         # KV manager: pages owned on P and on D, cached blocks referenced and their pages
         "p_pages", "d_pages", "cache_keys", "shared_pages",
         # transport: handshake flags and where a pushed KV waits on D ('gpu' / 'host')
@@ -60,6 +61,8 @@ class Request:
         self.ctx0 = 0
         self.admit_step = -1
         self.finish_step = -1
+        self.remaining = 0
+        self.decoded = 0
         self.p_pages = 0
         self.d_pages = 0
         self.cache_keys: list = []
@@ -74,10 +77,7 @@ class Request:
 
     def tokens_out(self) -> int:
         """Tokens produced so far: the first one, then every decode step it took part in."""
-        n = 1 if not math.isnan(self.first_token) else 0
-        for _iid, a, b in self.segments:
-            n += b - a + 1
-        return n
+        return (1 if not math.isnan(self.first_token) else 0) + self.decoded
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Request({self.rid}, in={self.input_len}, out={self.output_len}, finish={self.finish})"

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from ..costs.pd_overheads import pd_fixed_costs
 from ..specs.scenario import ResolvedScenario
 from ..workload.table import RequestTable
 from .build import Builder, group_plans, pair_plan
@@ -65,6 +66,9 @@ class World:
         self.in_flight = 0
         self._cc_waiting: deque[int] = deque()
         self._held: list[Request] = []  # requests the router holds until membership changes
+        fixed = pd_fixed_costs(sc.overheads) if sc.overheads is not None else None
+        self.ingress_s = fixed.ingress_s if fixed else 0.0  # arrival -> the router has routed it
+        self.egress_s = fixed.egress_s if fixed else 0.0  # a token leaves an engine -> the client has it
         plugins = resolved.plugins if "schedulers" in resolved.plugins else default_plugins(resolved)
         self.transport = plugins["transport"].create(spec=sc.transfer)
         self.plans = group_plans(resolved, self.transport)
@@ -72,21 +76,25 @@ class World:
         self.instances: list[Instance] = builder.instances(self.plans, self.transport)
         self.builder = builder
         self.fabric = Fabric(self.env, builder.topology.graph)
+        for key, tier in builder.shared_tiers.items():
+            if tier.device.kind == "remote":
+                tier.net = (self.fabric, f"storage.{key}")
         self.members = Membership()
         self.members.disaggregated = self.disaggregated = sc.cluster.disaggregated
         for inst in self.instances:
             self.members.register(inst)
         self._pairs: dict[tuple[int, int], object] = {}
         self.transport.bind(TransportContext(env=self.env, fabric=self.fabric, pair=self._pair,
-                                             instance=self.instances.__getitem__, ports=self))
+                                             instance=self.instances.__getitem__, ports=self,
+                                             overheads=sc.overheads))
         self.router = plugins["router"].create(rng=self.rng)
         self.env.process(self._client())
 
     def _pair(self, p: Instance, d: Instance):
-        key = (id(p.plan), id(d.plan))
+        key = (p.iid, d.iid)
         plan = self._pairs.get(key)
         if plan is None:
-            plan = self._pairs[key] = pair_plan(p.plan, d.plan, self.resolved)
+            plan = self._pairs[key] = pair_plan(p, d, self.resolved)
         return plan
 
     # ---- arrivals ------------------------------------------------------------------------
@@ -112,6 +120,12 @@ class World:
         if req.input_len + req.output_len > self.model.max_context:
             self.dropped(req, "exceeds_model_max_context")
             return
+        if self.ingress_s > 0:  # the request path to the router and the engines (HTTP, proxy)
+            self.env.timeout(self.ingress_s).callbacks.append(lambda _e, r=req: self._routed(r))
+            return
+        self._routed(req)
+
+    def _routed(self, req: Request) -> None:
         req.routed = self.env.now
         self._route(req)
 
@@ -259,11 +273,14 @@ class World:
         order = np.argsort(cols["request_id"], kind="stable")
         if not np.array_equal(order, np.arange(n)):
             cols = {k: v[order] for k, v in cols.items()}
+        if self.egress_s:  # every token reaches the client egress_s after its engine emits it
+            for c in ("first_token_s", "finish_s"):
+                cols[c] = cols[c] + self.egress_s
         seg = [(r.rid, iid, a, b) for r in reqs for iid, a, b in r.segments]
         seg.sort(key=lambda x: x[0])  # stable: a request's stretches stay in the order they ran
         sa = np.asarray(seg, dtype=np.int64).reshape(-1, 4)
         tokens = StepTokens(sa[:, 0], sa[:, 1], sa[:, 2], sa[:, 3],
-                            [np.asarray(i.batch.step_end, dtype=np.float64) for i in self.instances])
+                            [np.asarray(i.batch.step_end, dtype=np.float64) + self.egress_s for i in self.instances])
         infos = [InstanceInfo(i.name, i.role, i.gpus, i.pool.capacity, i.pool.peak, i.busy_time, i.tokens_out,
                               i.retractions) for i in self.instances]
         steps = [{"time_s": np.asarray(i.log_t, dtype=np.float64), "step_s": np.asarray(i.log_dur, dtype=np.float64),

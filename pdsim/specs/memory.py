@@ -155,3 +155,15 @@ def instance_memory(hw: HardwareProfile, model: ModelSpec, group, role: str = "d
     if eng.max_total_tokens is not None:
         tokens = min(tokens, eng.max_total_tokens)
     return InstanceMemory(w, avail, per_tok, tokens, eng.min_kv_reserve_tokens, world, runtime)
+
+
+def group_memory(hw: HardwareProfile, model: ModelSpec, group, role: str) -> InstanceMemory:
+    """Memory budget of one instance of ``group`` in ``role``: with pipeline parallelism each GPU
+    holds one stage's layers (the first, the largest, sets the pool); a decode-capable instance
+    running MTP also holds the draft layers."""
+    from .model import stage_model
+
+    m = stage_model(model, group.pp, 0) if group.pp > 1 else model
+    spec = group.engine.speculative if role != "prefill" else None
+    draft = spec.draft_layers if spec is not None and spec.method == "mtp" else 0
+    return instance_memory(hw, m, group, role=role, draft_layers=draft)

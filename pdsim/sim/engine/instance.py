@@ -26,6 +26,7 @@ import simpy
 from ..kv.manager import KVManager
 from ..kv.pool import pages_for
 from ..request import Request
+from ...costs.speculative import tokens_per_step
 from .decode_batch import DecodeBatch
 
 STARTING, UP, DRAINING, DOWN = "starting", "up", "draining", "down"
@@ -45,7 +46,9 @@ class Instance:
         self.group = plan.group
         self.executor = executor
         self.ports = ports
-        self.nic_node = nic_node  # endpoint in the fabric graph
+        self.nic_node = nic_node  # endpoint in the fabric graph (its NICs)
+        self.nvl_node: str | None = None  # its NVLink endpoint, when it shares a node with peers
+        self.nodes: tuple[str, ...] = ()  # the nodes it occupies (build.Placement)
         self.scheduler = scheduler
         self.kv = kv
         self.pool = kv.pool
@@ -68,7 +71,11 @@ class Instance:
         # decode side
         self.prealloc_q: deque[Request] = deque()
         self.ready_q: deque[Request] = deque()
-        self.batch = DecodeBatch(self.page)
+        spec = eng.speculative if role != "prefill" else None
+        # speculative decoding: every decode step advances a sequence by the expected accept length
+        self.q = tokens_per_step(spec) if spec is not None else 1.0
+        self.batch = DecodeBatch(self.page, self.q)
+        self.rank_max = 0
         self.ratio = eng.init_new_token_ratio
         self.ratio_min = eng.min_new_token_ratio
         self.ratio_decay = (eng.init_new_token_ratio - eng.min_new_token_ratio) / eng.new_token_ratio_decay_steps
@@ -86,6 +93,10 @@ class Instance:
         self.sending = 0
         self._sent = None
         self.load_until = 0.0  # KV loads (offload tiers, host pool) hold the engine until then
+        self.remote_loads = 0  # loads from remote storage in flight (fabric flows)
+        self._remote_start: dict[int, float] = {}
+        self._remote_reqs: list = []
+        self._loads_in = None
         self.tokens_out = 0
         self.retractions = 0
         self.busy_time = 0.0
@@ -199,7 +210,7 @@ class Instance:
         q = self.prealloc_q
         while q:
             req = q[0]
-            need = pages_for(req.input_len, self.page)
+            need = pages_for(req.input_len + self._reserve_extra(req), self.page)
             if self.pool.free - self._reserve_pages() < need or not self.pool.alloc(need):
                 break
             q.popleft()
@@ -212,7 +223,7 @@ class Instance:
         while q and self.batch.n < self.max_running:
             req = q[0]
             if req.buffer_where is not None:  # P2P NCCL put: KV waits in the receive buffer
-                need = pages_for(req.ctx0, self.page)
+                need = pages_for(req.ctx0 + self._reserve_extra(req), self.page)
                 if self.pool.free - self._reserve_pages() < need:
                     self._admit_holding_pages()
                     break
@@ -255,6 +266,14 @@ class Instance:
             self._finish(req)
             return
         self.batch.join(req, ctx, remaining)
+
+    def _reserve_extra(self, req: Request) -> int:
+        """Tokens of growth reserved with a request's KV: its whole remaining output under
+        speculative decoding (drafts land several tokens a step, so page borders are not known
+        in advance; SGLang reserves draft slots per step), else none."""
+        if self.q == 1.0:
+            return 0
+        return max(0, req.output_len - req.tokens_out())
 
     def _leave(self, req: Request, last_step: int) -> int:
         steps = last_step - req.admit_step + 1
@@ -306,7 +325,8 @@ class Instance:
         # reserve; without it a retracted request re-admitted at once is retracted again
         headroom = self._reserve_pages() + self.batch.n if self.role != "prefill" else 0
         now = self.env.now
-        g = self.kv.admit_prompt(req, plen, recompute, headroom, now, self._recompute_price)
+        extra = self._reserve_extra(req) if self.role != "prefill" else 0
+        g = self.kv.admit_prompt(req, plen, recompute, headroom, now, self._recompute_price, extra, self._remote_loaded)
         if g is None:
             return False
         if self.role == "prefill":
@@ -317,6 +337,10 @@ class Instance:
             if g.loaded_tokens:
                 req.kv_load_s += g.load_s
                 req.loaded_tokens = g.loaded_tokens
+                if g.remote_loads:  # the next step waits for these flows (see _loop)
+                    self.remote_loads += g.remote_loads
+                    self._remote_start[req.rid] = now
+                    self._remote_reqs.append(req)
                 if now + g.load_s > self.load_until:
                     self.load_until = now + g.load_s
             req.cached_tokens = g.cached_tokens
@@ -326,6 +350,17 @@ class Instance:
             req.prefill_start = now
         req.pf_admitted = True
         return True
+
+    def _remote_loaded(self) -> None:
+        """A load from remote storage arrived; when the last one is in, the engine steps on."""
+        self.remote_loads -= 1
+        if self.remote_loads == 0:
+            now = self.env.now
+            for r in self._remote_reqs:  # the wait is the requests' KV load time
+                r.kv_load_s += now - self._remote_start.pop(r.rid)
+            self._remote_reqs.clear()
+            if self._loads_in is not None and not self._loads_in.triggered:
+                self._loads_in.succeed()
 
     def _recompute_price(self, tokens: int, cached: int) -> float:
         return self.executor.step_time(tokens, tokens * (cached + tokens / 2.0), 1, 0, 0)
@@ -339,9 +374,11 @@ class Instance:
         per_rank_budget = min(self.rank_budget, token_budget) if self.dp == 1 else self.rank_budget
         order = self.scheduler.order
         cache = self.cache
+        rank_max = 0
         for q in self.pq:
             budget = per_rank_budget
             attn = 0.0
+            before = tokens
             for req in order(q, cache):
                 if budget <= 0 or slots <= 0:
                     break
@@ -360,6 +397,9 @@ class Instance:
                     break  # the chunked request holds the rest of this rank's step
             if attn > attn_max:
                 attn_max = attn
+            if tokens - before > rank_max:
+                rank_max = tokens - before
+        self.rank_max = rank_max  # prefill tokens of the busiest DP rank (it sets the step)
         return batch, tokens, attn_max * self.dp, len(batch)
 
     # ---- the engine loop -----------------------------------------------------------------
@@ -395,6 +435,13 @@ class Instance:
                     batch, pf_tokens, pf_attn, pf_seqs = self._form_prefill(budget, slots)
                 if pf_tokens and role == "colocated" and not self.mixed:
                     run_decode = False  # SGLang default: a prefill batch pauses decoding
+            if self.remote_loads:
+                # KV the step needs is still coming in from remote storage: wait for it, then form
+                # the step again (admitted prompts keep their pages; nothing else was taken yet)
+                self._loads_in = env.event()
+                yield self._loads_in
+                self._loads_in = None
+                continue
             n = b.n if run_decode else 0
             if n:
                 need = b.bucket[(-b.step) % page]  # b.pages_needed(), inlined: every decode step
@@ -413,8 +460,12 @@ class Instance:
                 self._wake = env.event()
                 yield self._wake
                 continue
-            ctx = b.sum_ctx + n if n else 0
-            dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
+            ctx = (b.sum_ctx + (n if self.q == 1.0 else n * self.q)) if n else 0
+            if self.dp > 1 and pf_tokens:
+                # DP attention: every rank steps together, the one with the most prefill sets it
+                dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx, rank_tokens=self.rank_max + n * self.q / self.dp)
+            else:
+                dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
             start = env.now
             if self.load_until > start:
                 dur += self.load_until - start  # synchronous KV loads hold this step

@@ -30,6 +30,7 @@ class TransportContext:
     pair: Callable[[Any, Any], Any]  # (p instance, d instance) -> build.PairPlan
     instance: Callable[[int], Any]  # instance id -> instance
     ports: Any
+    overheads: Any = None  # specs.features.PDOverheadSpec, or None (no fixed costs)
 
 
 class Transfer:
@@ -92,9 +93,12 @@ class Transport(Plugin):
             if not t.cancelled:
                 done()
 
+        link = self.ctx.pair(p, d).link
+        src, dst = (p.nvl_node, d.nvl_node) if link == "nvlink" else (p.nic_node, d.nic_node)
+
         def start(_ev=None):
             if not t.cancelled:
-                t.flow = self.fabric.send(p.nic_node, d.nic_node, nbytes, cap, on_flow_end)
+                t.flow = self.fabric.send(src, dst, nbytes, cap, on_flow_end)
 
         if fixed_s > 0:
             self.env.timeout(fixed_s).callbacks.append(start)
