@@ -8,6 +8,9 @@ from .metrics.results import Results
 from .sim.world import World
 from .costs.registry import COST_MODELS
 from .plugins import PluginRef
+from .sim.control.autoscaler import AUTOSCALERS
+from .sim.control.faults import FAULTS
+from .sim.experts import expert_service_check
 from .sim.control.router import ROUTERS
 from .sim.engine.scheduler import SCHEDULERS
 from .sim.kv.tiers import EVICTION
@@ -44,6 +47,13 @@ def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | No
             except SpecError as err:
                 raise SpecError(err.message, source=source, field=f"cluster.{role}[{i}].hardware") from None
     validate_against(sc, hw, model, source, group_hw)
+    if sc.experts is not None:
+        shw = load_hardware_ref(sc.experts.hardware, base, source, trust) if sc.experts.hardware else hw
+        if sc.experts.hardware:
+            group_hw[("experts", 0)] = shw
+        why = expert_service_check(model, sc.experts, shw)
+        if why:
+            raise SpecError(why, source=source, field="experts.servers")
     try:  # plug-ins and files are checked at load, so a typo fails before any simulation
         plugins = resolve_plugins(sc, trust)
         if sc.workload.trace is not None:
@@ -63,6 +73,13 @@ def resolve_plugins(sc: Scenario, trust: Trust | None = None) -> dict[str, Plugi
            "schedulers": {(role, gi): SCHEDULERS.resolve(g.engine.schedule_policy, None,
                                                          f"cluster.{role}[{gi}].engine.schedule_policy", trust)
                           for role, gi, g in sc.cluster.groups()}}
+    if sc.autoscaler is not None:
+        out["autoscaler"] = AUTOSCALERS.resolve(sc.autoscaler.policy, sc.autoscaler.params, "autoscaler.policy", trust,
+                                                params_field="autoscaler.params")
+    if sc.faults is not None:
+        out["faults"] = [FAULTS.resolve(f.policy, f.params, f"faults.plugins[{i}].policy", trust,
+                                        params_field=f"faults.plugins[{i}].params")
+                         for i, f in enumerate(sc.faults.plugins)]
     if sc.kv_offload is not None:
         out["eviction"] = EVICTION.resolve(sc.kv_offload.eviction, None, "kv_offload.eviction", trust)
     if sc.cost_model not in ("auto", *COST_MODELS):

@@ -25,6 +25,7 @@ from ..specs.memory import InstanceMemory, group_memory, kv_dtype
 from ..specs.model import ModelSpec
 from ..specs.scenario import GroupSpec, ResolvedScenario
 from .engine.executor import LocalExecutor
+from .experts import RemoteExpertExecutor
 from .engine.instance import Instance
 from .engine.scheduler import SCHEDULERS
 from .kv.manager import KVManager
@@ -208,42 +209,45 @@ class Builder:
         self.plugins = plugins
         net = self.sc.network
         self.topology = Topology(net.topology, net.nodes_per_leaf, net.oversubscription)
+        self.experts = None  # the expert service, when the scenario has one (sim/experts.py)
         self.shared_tiers: dict[str, Tier] = {}
         self.tier_stacks: list[TierStack] = []
 
     def instances(self, plans: list[GroupPlan], transport) -> list[Instance]:
         out: list[Instance] = []
-        sc = self.sc
-        placement = Placement()
-        nvlink = sc.cluster.disaggregated and sc.transfer.link != "rdma"
+        self.placement = Placement()
+        self.transport = transport
+        names = iter(self.sc.cluster.instance_names())
         for plan in plans:
-            g, role = plan.group, plan.role
-            for k in range(g.count):
-                iid = len(out)
-                label = g.name or f"{role[0].upper()}{plan.index}"
-                name = f"{label}.{k}" if g.count > 1 or len(getattr(sc.cluster, role)) > 1 else f"{label}"
-                node = f"inst{iid}"
-                nodes = placement.place(plan.hw, plan.gpus)
-                self.topology.attach(node, f"{name}.nic", instance_nic_capacity(plan.hw, plan.gpus, sc.transfer.nic_gbit),
-                                     nodes[0])
-                pool = KVPool(plan.kv_tokens, g.engine.page_size)
-                kv = KVManager(pool)
-                scheduler = self.plugins["schedulers"][(role, plan.index)].create()
-                inst = Instance(self.env, iid, name, role, plan, LocalExecutor(plan.cost), kv, self.ports, node,
-                                scheduler)
-                inst.nodes = nodes
-                if nvlink and len(nodes) == 1 and plan.gpus < plan.hw.gpus_per_node:
-                    inst.nvl_node = f"{node}.nvl"
-                    hw = plan.hw
-                    self.topology.attach_nvlink(inst.nvl_node, nodes[0],
-                                                plan.gpus * hw.gpu.peer_bytes_per_s * hw.efficiency.nvlink)
-                if role == "decode":
-                    transport.setup_decode(inst, plan)
-                if role == "prefill":
-                    transport.setup_prefill(inst)
-                self._attach_cache(inst, plan, kv)
-                out.append(inst)
+            for _k in range(plan.group.count):
+                out.append(self.instance(plan, len(out), next(names)[3]))
         return out
+
+    def instance(self, plan: GroupPlan, iid: int, name: str) -> Instance:
+        """One instance of ``plan``'s group (also called while the world runs: scaling up)."""
+        sc = self.sc
+        g, role = plan.group, plan.role
+        node = f"inst{iid}"
+        nodes = self.placement.place(plan.hw, plan.gpus)
+        self.topology.attach(node, f"{name}.nic", instance_nic_capacity(plan.hw, plan.gpus, sc.transfer.nic_gbit),
+                             nodes[0])
+        kv = KVManager(KVPool(plan.kv_tokens, g.engine.page_size))
+        scheduler = self.plugins["schedulers"][(role, plan.index)].create()
+        executor = (RemoteExpertExecutor(plan.cost, self.experts, iid, plan) if g.expert_service
+                    else LocalExecutor(plan.cost))
+        inst = Instance(self.env, iid, name, role, plan, executor, kv, self.ports, node, scheduler)
+        inst.nodes = nodes
+        nvlink = sc.cluster.disaggregated and sc.transfer.link != "rdma"
+        if nvlink and len(nodes) == 1 and plan.gpus < plan.hw.gpus_per_node:
+            inst.nvl_node = f"{node}.nvl"
+            hw = plan.hw
+            self.topology.attach_nvlink(inst.nvl_node, nodes[0], plan.gpus * hw.gpu.peer_bytes_per_s * hw.efficiency.nvlink)
+        if role == "decode":
+            self.transport.setup_decode(inst, plan)
+        if role == "prefill":
+            self.transport.setup_prefill(inst)
+        self._attach_cache(inst, plan, kv)
+        return inst
 
     # ---- KV memory hierarchy ---------------------------------------------------------------
     def _attach_cache(self, inst: Instance, plan: GroupPlan, kv: KVManager) -> None:

@@ -23,7 +23,7 @@ class Request:
         "routed", "prefill_start", "prefill_end", "transfer_start", "transfer_end",
         "d_alloc", "decode_admit", "first_token", "finish", "drop_reason",
         "p_inst", "d_inst", "segments", "cached_tokens", "preemptions",
-        "recomputes", "recompute_tokens", "kv_load_s", "transfer_bytes", "d_load_s", "loaded_tokens",
+        "recomputes", "recompute_tokens", "kv_load_s", "transfer_bytes", "d_load_s", "loaded_tokens", "retries",
         # prefill scheduler: tokens of the prompt done, its DP rank, whether it holds KV
         "prefilled", "dp_rank", "pf_admitted",
         # decode batch: context at admission, admission step, step of its last token, tokens it
@@ -55,6 +55,7 @@ class Request:
         self.transfer_bytes = 0.0
         self.d_load_s = 0.0  # D-side KV read from the host pool at admission
         self.loaded_tokens = 0  # prompt tokens loaded from offload tiers
+        self.retries = 0  # times the client sent it again after an instance lost it
         self.prefilled = 0  # prompt tokens prefilled so far (cached tokens count as done)
         self.dp_rank = 0
         self.pf_admitted = False  # its prompt holds KV on the instance prefilling it
@@ -70,6 +71,29 @@ class Request:
         self.prefill_ready = False
         self.d_ready = False
         self.buffer_where: str | None = None
+
+    def reset_for_retry(self) -> None:
+        """The client sends it again from scratch (its arrival stays: latencies count from the
+        first send). Tokens streamed before the failure are discarded."""
+        self.routed = self.prefill_start = self.prefill_end = NAN
+        self.transfer_start = self.transfer_end = self.d_alloc = NAN
+        self.decode_admit = self.first_token = self.finish = NAN
+        self.p_inst = self.d_inst = -1
+        self.segments = []
+        self.cached_tokens = 0
+        self.kv_load_s = self.d_load_s = 0.0
+        self.transfer_bytes = 0.0
+        self.loaded_tokens = 0
+        self.prefilled = 0
+        self.pf_admitted = False
+        self.ctx0 = 0
+        self.admit_step = self.finish_step = -1
+        self.remaining = self.decoded = 0
+        self.p_pages = self.d_pages = self.shared_pages = 0
+        self.cache_keys = []
+        self.prefill_ready = self.d_ready = False
+        self.buffer_where = None
+        self.retries += 1
 
     @property
     def done(self) -> bool:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from ._convert import build, check, read_yaml, replace_path
 from .errors import SpecError
+from .faults import AutoscalerSpec, ExpertServiceSpec, FaultSpec
 from .features import PDOverheadSpec, PipelineSpec, SpeculativeSpec
 from .limits import check_at_most, max_gpus, max_instances
 from .yamlio import excerpt, parse_yaml_text
@@ -90,6 +91,7 @@ class GroupSpec:
     name: str | None = None
     hardware: str | None = None  # this group's hardware profile (heterogeneous clusters); None = the scenario's
     pipeline: PipelineSpec | None = None  # pipeline parallelism: nodes/gpus/tp describe one stage
+    expert_service: bool = False  # MoE layers served by the scenario's expert service (experts:)
 
     def __post_init__(self) -> None:
         check(self.count >= 1, "must be >= 1", "count")
@@ -138,6 +140,17 @@ class ClusterSpec:
     @property
     def disaggregated(self) -> bool:
         return bool(self.prefill)
+
+    def instance_names(self) -> list[tuple[str, int, int, str]]:
+        """(role, group index, instance index, name) of every instance, in build order: a
+        group's ``name`` or ``P0``/``D1``/``C0``, with ``.k`` when it has several instances."""
+        out = []
+        for role, gi, g in self.groups():
+            label = g.name or f"{role[0].upper()}{gi}"
+            many = g.count > 1 or len(getattr(self, role)) > 1
+            for k in range(g.count):
+                out.append((role, gi, k, f"{label}.{k}" if many else label))
+        return out
 
     def groups(self) -> list[tuple[str, int, GroupSpec]]:
         """(role, index, group) for every group, in declaration order."""
@@ -238,6 +251,9 @@ class Scenario:
     description: str = ""
     duration_limit_s: float | None = None  # stop simulated time here; unfinished requests get a drop reason
     overheads: PDOverheadSpec | None = None  # fixed costs outside the engines (router/HTTP path; P/D handshakes)
+    faults: FaultSpec | None = None  # failures, detection, retries, restarts (specs/faults.py)
+    autoscaler: AutoscalerSpec | None = None  # elastic scaling (specs/faults.py)
+    experts: ExpertServiceSpec | None = None  # expert-as-a-service (specs/faults.py)
     network: NetworkSpec = field(default_factory=lambda: NetworkSpec())
 
     def __post_init__(self) -> None:
@@ -353,6 +369,22 @@ def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: Mo
     for role, i, g in groups:
         ghw = group_hw.get((role, i), hw)
         _validate_group(resolved_scenario, role, i, g, ghw, model, source, group_memory(ghw, model, g, role))
+    clients = [(r, i) for r, i, g in groups if g.expert_service]
+    if clients and resolved_scenario.experts is None:
+        raise SpecError("expert_service: true needs an experts: block (the expert servers)", source=source,
+                        field=f"cluster.{clients[0][0]}[{clients[0][1]}].expert_service")
+    if clients and model.moe is None:
+        raise SpecError(f"expert_service on dense model {model.name}", source=source,
+                        field=f"cluster.{clients[0][0]}[{clients[0][1]}].expert_service")
+    if resolved_scenario.experts is not None and not clients:
+        raise SpecError("an experts: service without clients: set expert_service: true on the attention groups",
+                        source=source, field="experts")
+    if resolved_scenario.faults is not None:
+        names = {n for *_x, n in resolved_scenario.cluster.instance_names()}
+        for j, ev in enumerate(resolved_scenario.faults.events):
+            if ev.instance is not None and ev.instance not in names:
+                raise SpecError(f"no instance {ev.instance!r}; instances are {', '.join(sorted(names))}",
+                                source=source, field=f"faults.events[{j}].instance")
     if resolved_scenario.kv_offload is not None:
         from .catalog import load_storage
 
@@ -399,6 +431,9 @@ def _validate_group(sc: Scenario, role: str, i: int, g: GroupSpec, hw: HardwareP
         if slots % g.ep:
             raise SpecError(f"{model.moe.num_experts} experts + {g.engine.ep_num_redundant_experts} redundant "
                             f"do not divide over ep {g.ep}", source=source, field=f"{where}.ep")
+    if g.expert_service and g.ep > 1:
+        raise SpecError("an expert-service client runs attention only: ep must be 1", source=source,
+                        field=f"{where}.ep")
     if g.pp > model.num_layers:
         raise SpecError(f"pp_size {g.pp} exceeds the model's {model.num_layers} layers", source=source,
                         field=f"{where}.pipeline.pp_size")

@@ -24,11 +24,14 @@ class Mooncake(Transport):
             self._contacted.add((p.iid, d.iid))
             boot = pd_fixed_costs(self.ctx.overheads, first_contact=first).bootstrap_s
             if boot > 0:
-                self.env.timeout(boot).callbacks.append(lambda _e: self._d_ready(req))
+                attempt = req.retries
+                self.env.timeout(boot).callbacks.append(lambda _e: self._d_ready(req, attempt))
                 return
-        self._d_ready(req)
+        self._d_ready(req, req.retries)
 
-    def _d_ready(self, req) -> None:
+    def _d_ready(self, req, attempt: int) -> None:
+        if req.retries != attempt or req.done:
+            return  # given up meanwhile (a failure)
         req.d_ready = True
         if req.prefill_ready:
             self.start(req)

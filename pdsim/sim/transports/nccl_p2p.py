@@ -60,10 +60,23 @@ class P2PNccl(Mooncake):
         plan = self.plan(req, pair)
         req.transfer_bytes = plan.nbytes
         cap = pair.flow_cap(plan.senders)
+        if d.state == "down":  # nobody to push to: the request is lost with D until detection
+            p.release_prefill_kv(req)
+            d.kv_arrived(req)
+            return
         # P pushes into D's receive buffer: GPU buffer, else host pool, else it is lost
         req.buffer_where = d.buffer.reserve(plan.nbytes)
         p.send_started()
         self.send(req, p, d, plan.nbytes, plan.fixed_s, cap, lambda: self.pushed(req, p, d))
+
+    def _release_peer(self, req, p, d, dead) -> None:
+        if not self.push:
+            return
+        if req.buffer_where is not None:  # its reservation in D's receive buffer goes too
+            d.buffer.cancel(req.transfer_bytes, req.buffer_where)
+        req.buffer_where = None
+        if p is not dead:
+            p.send_finished()
 
     def pushed(self, req, p, d) -> None:
         req.transfer_end = self.env.now
