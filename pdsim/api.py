@@ -5,16 +5,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .metrics.results import Results
+from . import ingest  # noqa: F401 - registers the real-run file formats with the trace readers
+from .sim.resolve import resolve_plugins
 from .sim.world import World
-from .costs.registry import COST_MODELS
-from .plugins import PluginRef
-from .sim.control.autoscaler import AUTOSCALERS
-from .sim.control.faults import FAULTS
 from .sim.experts import expert_service_check
-from .sim.control.router import ROUTERS
-from .sim.engine.scheduler import SCHEDULERS
-from .sim.kv.tiers import EVICTION
-from .sim.transports import TRANSPORTS
 from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
 from .specs.errors import SpecError
 from .specs.scenario import (ResolvedScenario, Scenario, apply_overrides, normalize_cluster, override_keys,
@@ -61,31 +55,6 @@ def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | No
     except SpecError as err:
         raise err.at(source=source) from None
     return ResolvedScenario(sc, hw, model, source, base, plugins, trust, group_hw)
-
-
-def resolve_plugins(sc: Scenario, trust: Trust | None = None) -> dict[str, PluginRef]:
-    """The scenario's plug-ins (class + typed parameters), checked against ``trust``."""
-    trust = trust or Trust()
-    out = {"router": ROUTERS.resolve(sc.router.policy, sc.router.params, "router.policy", trust,
-                                     params_field="router.params"),
-           "transport": TRANSPORTS.resolve(sc.transfer.backend, sc.transfer.params, "transfer.backend", trust,
-                                           params_field="transfer.params"),
-           "schedulers": {(role, gi): SCHEDULERS.resolve(g.engine.schedule_policy, None,
-                                                         f"cluster.{role}[{gi}].engine.schedule_policy", trust)
-                          for role, gi, g in sc.cluster.groups()}}
-    if sc.autoscaler is not None:
-        out["autoscaler"] = AUTOSCALERS.resolve(sc.autoscaler.policy, sc.autoscaler.params, "autoscaler.policy", trust,
-                                                params_field="autoscaler.params")
-    if sc.faults is not None:
-        out["faults"] = [FAULTS.resolve(f.policy, f.params, f"faults.plugins[{i}].policy", trust,
-                                        params_field=f"faults.plugins[{i}].params")
-                         for i, f in enumerate(sc.faults.plugins)]
-    if sc.kv_offload is not None:
-        out["eviction"] = EVICTION.resolve(sc.kv_offload.eviction, None, "kv_offload.eviction", trust)
-    if sc.cost_model not in ("auto", *COST_MODELS):
-        raise SpecError(f"unknown cost model {excerpt(sc.cost_model)}; expected auto, {', '.join(COST_MODELS)}",
-                        field="cost_model")
-    return out
 
 
 def load_scenario_data(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> tuple[dict, Path]:

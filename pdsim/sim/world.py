@@ -30,6 +30,7 @@ from .engine.instance import Instance
 from .net.fabric import Fabric
 from .record import REQUEST_FLOAT, REQUEST_INT, InstanceInfo, RunRecord, StepTokens, empty_requests
 from .request import Request
+from .resolve import resolve_plugins
 from .transports.base import TransportContext
 
 # RunRecord request column -> Request attribute
@@ -47,8 +48,6 @@ _REQUEST_ATTR = {
 
 def default_plugins(resolved: ResolvedScenario) -> dict:
     """Plug-ins of a scenario resolved without them (registry keys only)."""
-    from ..api import resolve_plugins  # the one place plug-ins are resolved
-
     return resolve_plugins(resolved.scenario, resolved.trust)
 
 

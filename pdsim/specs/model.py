@@ -226,12 +226,3 @@ def stage_model(model: ModelSpec, pp: int, stage: int) -> ModelSpec:
     dense = max(0, min(model.n_dense_layers - first, n))
     return dataclasses.replace(model, name=f"{model.name}-pp{stage}", num_layers=n,
                                num_dense_layers=dense if model.moe else None)
-
-
-def load_model(path: str | Path) -> ModelSpec:
-    """A model YAML, or a Hugging Face ``config.json`` (specs/hf_config.py)."""
-    if str(path).endswith(".json"):
-        from .hf_config import load_hf_config
-
-        return load_hf_config(path)
-    return load_spec(ModelSpec, path)
