@@ -80,8 +80,7 @@ class InstanceView:
     @property
     def recent_step_s(self) -> float:
         """Duration of the last engine step, seconds (0 before the first)."""
-        d = self._i.log_dur
-        return d[-1] if d else 0.0
+        return self._i.steps.last_step_s
 
     @property
     def in_flight_sends(self) -> int:
