@@ -88,6 +88,82 @@ class InstanceView:
         """KV transfers this instance is pushing now (P2P NCCL put modes)."""
         return self._i.sending
 
+    # ---- what a predictor needs (control/predict.py): queued work and the group's prices ----
+    @property
+    def queued_prefill_tokens(self) -> int:
+        """Prompt tokens waiting for prefill or in progress (cached tokens leave it when a
+        prompt is admitted and its cache hit is known)."""
+        return self._i.pq_tokens
+
+    @property
+    def queued_prompts(self) -> int:
+        """Requests in the prefill queues (waiting or being prefilled, recomputes included)."""
+        return self._i.pq_count
+
+    @property
+    def decode_queued(self) -> int:
+        """Requests waiting on this instance for KV pre-allocation or for decode admission."""
+        i = self._i
+        return len(i.prealloc_q) + len(i.ready_q)
+
+    @property
+    def decode_ctx_tokens(self) -> int:
+        """Context tokens of the running decode batch."""
+        return self._i.batch.sum_ctx
+
+    @property
+    def dp(self) -> int:
+        """Attention data-parallel ranks of the instance."""
+        return self._i.dp
+
+    @property
+    def rank_prefill_tokens(self) -> int:
+        """Tokens one DP rank prefills per step (its share of ``chunked_prefill_size``)."""
+        return self._i.rank_budget
+
+    @property
+    def max_running(self) -> int:
+        """The cap on requests decoding at once (``max_running_requests``; huge when unset)."""
+        return self._i.max_running
+
+    @property
+    def page_size(self) -> int:
+        return self._i.page
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        pool = self._i.pool
+        return pool.capacity * pool.page_size
+
+    @property
+    def step_cost(self):
+        """The group's step-cost model (pdsim.costs.StepCost). Its methods are pure prices of
+        a batch shape: calling them changes nothing in the world."""
+        return self._i.plan.cost
+
+    @property
+    def model(self):
+        """The served model (frozen ModelSpec)."""
+        return self._i.plan.model
+
+    @property
+    def hardware(self):
+        """The group's hardware profile (frozen HardwareProfile)."""
+        return self._i.plan.hw
+
+    @property
+    def attn_tp(self) -> int:
+        return self._i.plan.attn_tp
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        return self._i.plan.kv_cache_dtype
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether fitted transfer constants apply (they follow the step-cost choice)."""
+        return self._i.plan.calibrated
+
     def __repr__(self) -> str:  # pragma: no cover
         return f"InstanceView({self.name})"
 

@@ -1,0 +1,105 @@
+"""Mooncake's Conductor: KV-cache-centric P/D selection with early rejection
+(``mooncake_conductor``).
+
+Source: R. Qin et al., "Mooncake: A KVCache-centric Disaggregated Architecture for LLM
+Serving", FAST'25 (arXiv:2407.00079, https://arxiv.org/abs/2407.00079): Sec. 5 Algorithm 1
+(KVCache-centric scheduling) and Sec. 7 (overload-oriented scheduling, early rejection and
+prediction-based early rejection).
+
+Per request:
+1. for every prefill instance, predicted TTFT = its queue time + the prefill time of the
+   prompt's uncached part there (its prefix-cache hit) — Algorithm 1's ``T_queue +
+   T_prefill``; the instance with the smallest wins (ties: the first registered);
+2. the decode instance with the smallest predicted time between tokens once the request
+   joins it (Algorithm 1's ``SelectDecodingInstance``: a TBT-driven load balance);
+3. the P->D KV transfer of the prompt is added to the TTFT;
+4. early rejection: if the predicted TTFT exceeds ``ttft_slo_ms`` x (1 + ``margin``), or the
+   predicted TBT exceeds ``tbt_slo_ms`` x (1 + ``margin``), the request is rejected before any
+   work is spent on it (dropped as ``rejected_ttft_slo`` / ``rejected_tbt_slo``). The decode
+   prediction counts the requests already sent to the decode instance (queued and holding
+   KV), which is the paper's point in predicting the decode load at the time the request will
+   reach it rather than rejecting on the instantaneous load.
+
+Predictions use pdsim's own prices (control/predict.py) on the views' load signals.
+
+Not modelled: Algorithm 1's ``kvcache_balancing_threshold`` branch, which copies a long
+cached prefix from another prefill instance (or the DRAM/SSD pool) before prefilling — pdsim
+has no P->P KV copy — so a prefill instance is judged on its own cache only; and the
+paper's hot-block replication.
+
+SLOs and the transfer backend are parameters because a router does not see the scenario:
+set ``ttft_slo_ms``/``tbt_slo_ms`` to the scenario's ``slo`` (null: never reject on it) and
+``transfer`` to its ``transfer`` block when it is not the default Mooncake batched engine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ....specs._convert import check
+from ....specs.scenario import TransferSpec
+from ..predict import cached_tokens, decode_step_s, prefill_time_s, queue_time_s, transfer_time_s
+from ..router import ROUTERS, Hold, Reject, Route, Router
+
+
+@ROUTERS.register("mooncake_conductor")
+class MooncakeConductor(Router):
+    """See the module docstring."""
+
+    @dataclass(frozen=True)
+    class Params:
+        ttft_slo_ms: float | None = None  # reject above this predicted TTFT (x (1 + margin))
+        tbt_slo_ms: float | None = None  # reject above this predicted time between tokens
+        margin: float = 0.0  # tolerated excess over the SLO before rejecting (0.2 = 20 %)
+        transfer: TransferSpec = field(default_factory=TransferSpec)  # the scenario's transfer block
+
+        def __post_init__(self) -> None:
+            check(self.ttft_slo_ms is None or self.ttft_slo_ms > 0, "must be > 0 or null", "ttft_slo_ms")
+            check(self.tbt_slo_ms is None or self.tbt_slo_ms > 0, "must be > 0 or null", "tbt_slo_ms")
+            check(self.margin >= 0, "must be >= 0", "margin")
+
+    def __init__(self, params=None, rng=None):
+        super().__init__(params, rng)
+        self.last = None  # the last decision's prediction (ttft_s, tbt_s), for tests and traces
+
+    def best_prefill(self, req, instances):
+        """(instance, queue_s + prefill_s) minimising predicted TTFT before the transfer."""
+        best, best_t = None, None
+        for v in instances:
+            hit = cached_tokens(v, req)
+            t = queue_time_s(v) + prefill_time_s(v, req.input_len - hit, hit)
+            if best_t is None or t < best_t:
+                best, best_t = v, t
+        return best, best_t
+
+    @staticmethod
+    def best_decode(req, instances):
+        """(instance, predicted TBT s) minimising the predicted decode step."""
+        best, best_t = None, None
+        for v in instances:
+            t = decode_step_s(v, req.input_len)
+            if best_t is None or t < best_t:
+                best, best_t = v, t
+        return best, best_t
+
+    def route(self, req, members):
+        if members.disaggregated:
+            ps, ds = members.views("prefill"), members.views("decode")
+            if not ps or not ds:
+                return Hold()
+            p, t_p = self.best_prefill(req, ps)
+            d, tbt = self.best_decode(req, ds)
+            ttft = t_p + transfer_time_s(p, d, req.input_len, self.params.transfer)
+        else:
+            cs = members.views("colocated")
+            if not cs:
+                return Hold()
+            # one instance runs both phases: TTFT and TBT are judged on the same choice
+            p, ttft = self.best_prefill(req, cs)
+            d, tbt = p, decode_step_s(p, req.input_len)
+        self.last = (ttft, tbt)
+        prm = self.params
+        if prm.ttft_slo_ms is not None and ttft * 1e3 > prm.ttft_slo_ms * (1 + prm.margin):
+            return Reject("ttft_slo")
+        if prm.tbt_slo_ms is not None and tbt * 1e3 > prm.tbt_slo_ms * (1 + prm.margin):
+            return Reject("tbt_slo")
+        return Route(p, d)
