@@ -15,7 +15,8 @@ so a prediction is only as wrong as the load summary it starts from:
   chunk attending to the cached prefix and the chunks before it (one DP rank holds the
   request, as SGLang's DP controller places it).
 - ``transfer_time_s``: moving the prompt's KV P -> D unloaded: the transport's fixed overhead
-  plus the bytes at the pair's flow cap (``transfer_plan`` and ``flow_cap``); contention with
+  plus the bytes at the pair's flow cap or the slower end's NICs (``transfer_plan``,
+  ``flow_cap``, ``instance_nic_capacity``); contention with
   other transfers on the same NICs is not predicted.
 - ``decode_step_s``: the decode step (time between tokens) of an instance once this request
   joins: every request it runs or has queued, with the context its KV pool holds.
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...costs.transfer import flow_cap, transfer_plan
+from ...costs.transfer import flow_cap, instance_nic_capacity, transfer_plan
 from ...specs.scenario import TransferSpec
 
 
@@ -104,7 +105,10 @@ def transfer_time_s(src, dst, tokens: int, spec: TransferSpec | None = None) -> 
     other = dst.hardware if dst.hardware is not src.hardware else None
     cap = flow_cap(src.hardware, plan.senders, min(src.gpus, dst.gpus), spec.nic_gbit, spec.backend, src.calibrated,
                    dst_hw=other, dst_gpus=dst.gpus)
-    return plan.fixed_s + plan.nbytes / cap
+    # alone on the fabric, a flow runs at its own cap or the slower end's NICs
+    rate = min(cap, instance_nic_capacity(src.hardware, src.gpus, spec.nic_gbit),
+               instance_nic_capacity(dst.hardware, dst.gpus, spec.nic_gbit))
+    return plan.fixed_s + plan.nbytes / rate
 
 
 def decode_step_s(view, input_tokens: int = 0) -> float:
