@@ -72,6 +72,20 @@ class InstanceView:
             return 0
         return cache.match(hash_ids, len(hash_ids) if limit is None else limit)
 
+    def offload_match(self, hash_ids) -> int:
+        """Leading prompt blocks of ``hash_ids`` this instance could reuse without computing
+        them: resident in HBM, then found in its KV offload tiers (host DRAM, SSD, remote
+        store) — what a router fed by cache events from every tier sees. Loading the tier
+        blocks still costs time (kv/tiers.py); this only counts them."""
+        cache = self._i.cache
+        if cache is None or hash_ids is None:
+            return 0
+        n = len(hash_ids)
+        m = cache.match(hash_ids, n)
+        if cache.tiers is not None and m < n:
+            m += len(cache.tiers.lookup(hash_ids, m, n))
+        return m
+
     @property
     def block_tokens(self) -> int:
         cache = self._i.cache
@@ -110,6 +124,35 @@ class InstanceView:
     def decode_ctx_tokens(self) -> int:
         """Context tokens of the running decode batch."""
         return self._i.batch.sum_ctx
+
+    @property
+    def decode_remaining_tokens(self) -> int:
+        """Tokens the running decode batch still owes its requests (sum of remaining outputs)."""
+        return self._i.batch.rem_out
+
+    @property
+    def kv_reserved_pages(self) -> int:
+        """Free pages a decode-capable instance keeps for its running requests' next tokens
+        (SGLang's new-token-ratio reserve); admission needs free minus these."""
+        return self._i._reserve_pages()
+
+    def decode_release_schedule(self) -> list[tuple[int, int]]:
+        """For every running decode request, soonest first: (decode steps from now until its
+        last token, KV tokens it frees then). From the engine's own bookkeeping of each
+        request's remaining ``max_new_tokens`` (SGLang's scheduler knows them too); exact here,
+        where a request's output length is its max_new_tokens."""
+        b = self._i.batch
+        running = b.running
+        now = b.step
+        out = [(fstep - now + 1, req.ctx0 + fstep - req.admit_step + 1)
+               for fstep, rid, req in b.heap if req.finish_step == fstep and rid in running]
+        out.sort()
+        return out
+
+    @property
+    def prealloc_tokens(self) -> int:
+        """Prompt tokens of the requests waiting for KV pre-allocation (first in, first served)."""
+        return sum(r.input_len for r in self._i.prealloc_q)
 
     @property
     def dp(self) -> int:

@@ -20,6 +20,9 @@ so a prediction is only as wrong as the load summary it starts from:
   other transfers on the same NICs is not predicted.
 - ``decode_step_s``: the decode step (time between tokens) of an instance once this request
   joins: every request it runs or has queued, with the context its KV pool holds.
+- ``decode_wait_s``: how long a decode instance whose KV pool is full keeps a new request
+  waiting for pre-allocation (the KV the prompts ahead of it and its own need, freed at the
+  rate the running batch finishes).
 
 All times are seconds. Nothing here changes the world or draws random numbers.
 """
@@ -121,18 +124,51 @@ def decode_step_s(view, input_tokens: int = 0) -> float:
     return view.step_cost.step_time(0, 0.0, 0, n, ctx)
 
 
-def cached_tokens(view, req) -> int:
-    """Prompt tokens of ``req`` resident in ``view``'s HBM prefix cache (whole blocks; at
-    least one prompt token is always computed, as an engine samples from the last one)."""
+def decode_wait_s(view, input_tokens: int) -> float:
+    """Seconds until ``view``'s decode instance can allocate KV for a prompt of
+    ``input_tokens`` behind the prompts already waiting for pre-allocation (first in, first
+    served). Zero while its free pool (less the reserve it keeps for the running requests'
+    growth) holds them all; else the running requests are walked in the order they will
+    finish (``decode_release_schedule``), each returning its KV, while the ones still running
+    grow by a token per step, until the missing tokens are free; steps take the current
+    predicted decode step. Requests that join the batch meanwhile are not foreseen."""
+    need = view.prealloc_tokens + input_tokens
+    free = (view.kv_free_pages - view.kv_reserved_pages) * view.page_size
+    if need <= free:
+        return 0.0
+    schedule = view.decode_release_schedule()
+    if not schedule:
+        return 0.0  # nothing running to wait for: the queue ahead is served as its KV arrives
+    n = len(schedule)
+    step = view.step_cost.step_time(0, 0.0, 0, n, float(view.decode_ctx_tokens))
+    missing = need - free
+    net, prev = 0, 0
+    for k, (steps, tokens) in enumerate(schedule):
+        net += tokens - (steps - prev) * (n - k)  # its KV back, minus the others' growth meanwhile
+        prev = steps
+        if net >= missing:
+            return steps * step
+    return prev * step  # the whole batch drained; the rest waits on requests not running yet
+
+
+def cached_tokens(view, req, offload: bool = False) -> int:
+    """Prompt tokens of ``req`` resident in ``view``'s HBM prefix cache, or with ``offload``
+    also in its offload tiers (whole blocks; at least one prompt token is always computed, as
+    an engine samples from the last one). Blocks in a tier are counted as free: loading them
+    is priced by the engine when the prompt is admitted, not predicted here."""
     hids = getattr(req, "hash_ids", None)
     if hids is None or not view.has_prefix_cache:
         return 0
-    hit = view.prefix_match(hids) * view.block_tokens
-    return max(0, min(hit, req.input_len - 1))
+    blocks = view.offload_match(hids) if offload else view.prefix_match(hids)
+    return max(0, min(blocks * view.block_tokens, req.input_len - 1))
 
 
-def predict_ttft(p, d, req, spec: TransferSpec | None = None) -> TTFTPrediction:
-    """Queue + prefill of the uncached part on ``p`` + the KV transfer to ``d`` (0 when P is D)."""
-    hit = cached_tokens(p, req)
-    return TTFTPrediction(queue_time_s(p), prefill_time_s(p, req.input_len - hit, hit),
-                          transfer_time_s(p, d, req.input_len, spec))
+def predict_ttft(p, d, req, spec: TransferSpec | None = None, offload: bool = False) -> TTFTPrediction:
+    """Queue + prefill of the uncached part on ``p``, or D's wait for KV if longer (D
+    pre-allocates while P prefills), + the KV transfer to ``d`` (0 when P is D)."""
+    hit = cached_tokens(p, req, offload)
+    queue = queue_time_s(p)
+    prefill = prefill_time_s(p, req.input_len - hit, hit)
+    if d is not p:
+        queue = max(queue, decode_wait_s(d, req.input_len) - prefill)
+    return TTFTPrediction(queue, prefill, transfer_time_s(p, d, req.input_len, spec))

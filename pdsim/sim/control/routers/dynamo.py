@@ -19,8 +19,9 @@ probability proportional to exp(-scaled / temperature) — Dynamo's softmax samp
 the world's seeded generator, so a run is reproducible.
 
 pdsim's version: overlap blocks come from the instance's HBM prefix cache (Dynamo's default:
-KV events from the engines), or with ``kv_events: false`` from the router's own routing
-history (``--no-kv-events``, approx_index.py). Active blocks are the instance's outstanding
+KV events from the engines; with ``offloaded_overlap`` also blocks in its offload tiers, as
+Dynamo's KV block manager reports host and disk tiers), or with ``kv_events: false`` from the
+router's own routing history (``--no-kv-events``, approx_index.py). Active blocks are the instance's outstanding
 tokens (queued prompts + running contexts) / block size. Decode workers (PD mode) are
 chosen by the same cost with overlap weight 0 — Dynamo's decode router runs with
 ``--kv-overlap-score-weight 0`` (pure load balance) in its disaggregated examples.
@@ -69,6 +70,7 @@ class DynamoKV(Router):
         kv_events: bool = True  # false: overlap from routing history (--no-kv-events)
         block_tokens: int = 0  # --kv-cache-block-size; 0: the prefix cache's block, else 64
         approx_capacity_blocks: int = 1_000_000  # --no-kv-events: blocks remembered per worker
+        offloaded_overlap: bool = False  # KV events also from the offload tiers (host DRAM, disk)
 
         def __post_init__(self) -> None:
             check(self.overlap_score_weight >= 0, "must be >= 0", "overlap_score_weight")
@@ -93,6 +95,8 @@ class DynamoKV(Router):
             return 0
         if self.approx is not None:
             return self.approx.match(v.iid, req.hash_ids)
+        if self.params.offloaded_overlap:
+            return v.offload_match(req.hash_ids)
         return v.prefix_match(req.hash_ids)
 
     def costs(self, req, instances, weight: float) -> list[float]:

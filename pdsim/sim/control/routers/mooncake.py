@@ -8,11 +8,14 @@ prediction-based early rejection).
 
 Per request:
 1. for every prefill instance, predicted TTFT = its queue time + the prefill time of the
-   prompt's uncached part there (its prefix-cache hit) — Algorithm 1's ``T_queue +
+   prompt's uncached part there (its prefix-cache hit, in HBM and, with ``use_offload``, in
+   its KV offload tiers: Mooncake's DRAM/SSD cache pool) — Algorithm 1's ``T_queue +
    T_prefill``; the instance with the smallest wins (ties: the first registered);
-2. the decode instance with the smallest predicted time between tokens once the request
-   joins it (Algorithm 1's ``SelectDecodingInstance``: a TBT-driven load balance);
-3. the P->D KV transfer of the prompt is added to the TTFT;
+2. the decode instance that can take the request's KV soonest (a full KV pool keeps it
+   waiting until running requests finish), then with the smallest predicted time between
+   tokens once it joins (Algorithm 1's ``SelectDecodingInstance``: a TBT-driven load balance);
+3. TTFT = max(P's queue + prefill, D's wait for KV) — D pre-allocates while P prefills —
+   plus the P->D KV transfer of the prompt;
 4. early rejection: if the predicted TTFT exceeds ``ttft_slo_ms`` x (1 + ``margin``), or the
    predicted TBT exceeds ``tbt_slo_ms`` x (1 + ``margin``), the request is rejected before any
    work is spent on it (dropped as ``rejected_ttft_slo`` / ``rejected_tbt_slo``). The decode
@@ -37,7 +40,7 @@ from dataclasses import dataclass, field
 
 from ....specs._convert import check
 from ....specs.scenario import TransferSpec
-from ..predict import cached_tokens, decode_step_s, prefill_time_s, queue_time_s, transfer_time_s
+from ..predict import cached_tokens, decode_step_s, decode_wait_s, prefill_time_s, queue_time_s, transfer_time_s
 from ..router import ROUTERS, Hold, Reject, Route, Router
 
 
@@ -51,6 +54,7 @@ class MooncakeConductor(Router):
         tbt_slo_ms: float | None = None  # reject above this predicted time between tokens
         margin: float = 0.0  # tolerated excess over the SLO before rejecting (0.2 = 20 %)
         transfer: TransferSpec = field(default_factory=TransferSpec)  # the scenario's transfer block
+        use_offload: bool = True  # count prefix blocks in the offload tiers (Mooncake's DRAM/SSD pool)
 
         def __post_init__(self) -> None:
             check(self.ttft_slo_ms is None or self.ttft_slo_ms > 0, "must be > 0 or null", "ttft_slo_ms")
@@ -65,7 +69,7 @@ class MooncakeConductor(Router):
         """(instance, queue_s + prefill_s) minimising predicted TTFT before the transfer."""
         best, best_t = None, None
         for v in instances:
-            hit = cached_tokens(v, req)
+            hit = cached_tokens(v, req, self.params.use_offload)
             t = queue_time_s(v) + prefill_time_s(v, req.input_len - hit, hit)
             if best_t is None or t < best_t:
                 best, best_t = v, t
@@ -73,13 +77,14 @@ class MooncakeConductor(Router):
 
     @staticmethod
     def best_decode(req, instances):
-        """(instance, predicted TBT s) minimising the predicted decode step."""
-        best, best_t = None, None
+        """(instance, its KV wait s, predicted TBT s): the shortest wait for KV, then the
+        smallest predicted decode step."""
+        best, best_key = None, None
         for v in instances:
-            t = decode_step_s(v, req.input_len)
-            if best_t is None or t < best_t:
-                best, best_t = v, t
-        return best, best_t
+            key = (decode_wait_s(v, req.input_len), decode_step_s(v, req.input_len))
+            if best_key is None or key < best_key:
+                best, best_key = v, key
+        return best, best_key[0], best_key[1]
 
     def route(self, req, members):
         if members.disaggregated:
@@ -87,8 +92,9 @@ class MooncakeConductor(Router):
             if not ps or not ds:
                 return Hold()
             p, t_p = self.best_prefill(req, ps)
-            d, tbt = self.best_decode(req, ds)
-            ttft = t_p + transfer_time_s(p, d, req.input_len, self.params.transfer)
+            d, wait, tbt = self.best_decode(req, ds)
+            # D pre-allocates while P prefills: the transfer starts when both are done
+            ttft = max(t_p, wait) + transfer_time_s(p, d, req.input_len, self.params.transfer)
         else:
             cs = members.views("colocated")
             if not cs:
