@@ -1,0 +1,1 @@
+"""Examples that run against pdsim (importable as ``examples.*`` from the repository root)."""
