@@ -14,7 +14,8 @@ def register(sub) -> None:
                                     "random numbers: every policy of a replicate sees the same requests), cache each "
                                     "run (a rerun resumes), and write means with confidence intervals, paired tests "
                                     "against the baseline, tables and a report.")
-    ex.add_argument("experiment", help="experiment YAML path (see workloads/experiments/)")
+    ex.add_argument("experiment", help="experiment YAML path, or a bundled experiment's name (mooncake-routing, "
+                                       "mooncake-routing-quick)")
     ex.add_argument("--out", required=True, metavar="DIR", help="output folder (tables, report, cache)")
     ex.add_argument("--workers", type=positive_int, metavar="N",
                     help="simulate N runs in parallel (default: CPU count)")

@@ -36,7 +36,7 @@ from .evaluate import RUN_METRICS, check_metrics  # noqa: F401 - check_metrics r
 from .plan import ExperimentPlan, build_plan
 from .report import experiment_report
 from .runner import run_jobs
-from .spec import load_experiment
+from .spec import experiment_path, load_experiment
 
 
 @dataclass
@@ -54,7 +54,7 @@ class ExperimentResult:
 def plan_experiment(path: str | Path, trust: Trust | None = None) -> ExperimentPlan:
     """Load and validate an experiment file and list its runs; simulates nothing."""
     spec, exp_dir = load_experiment(path)
-    return build_plan(spec, exp_dir, str(path), trust)
+    return build_plan(spec, exp_dir, str(experiment_path(path)), trust)
 
 
 def _write_configs(plan: ExperimentPlan, out: Path) -> None:

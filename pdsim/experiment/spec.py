@@ -111,11 +111,37 @@ class ExperimentSpec:
         return len(self.policies) * len(self.workloads) * len(self.deployments) * len(self.seeds)
 
 
+def experiments_dir() -> Path:
+    """The bundled experiments (workloads/experiments, shipped as package data)."""
+    from ..specs.catalog import workloads_dir
+
+    return workloads_dir() / "experiments"
+
+
+def experiment_path(ref: str | Path) -> Path:
+    """An experiment file, or the key of a bundled one (``mooncake-routing``)."""
+    p = Path(ref)
+    if p.is_file():
+        return p
+    cand = experiments_dir() / f"{ref}.yaml"
+    if cand.is_file():
+        return cand
+    keys = sorted(f.stem for f in experiments_dir().glob("*.yaml") if _is_experiment(f))
+    raise SpecError(f"experiment file not found; bundled experiments: {', '.join(keys) or 'none'}", source=str(ref))
+
+
+def _is_experiment(path: Path) -> bool:
+    try:
+        data = read_yaml(path)
+    except SpecError:
+        return False
+    return isinstance(data, dict) and "policies" in data
+
+
 def load_experiment(path: str | Path) -> tuple[ExperimentSpec, Path]:
-    """(spec, folder of the experiment file); errors name the file and field."""
-    p = Path(path)
-    if not p.is_file():
-        raise SpecError("experiment file not found", source=str(path))
+    """(spec, folder of the experiment file) of a path or bundled key; errors name the file
+    and field."""
+    p = experiment_path(path)
     data = read_yaml(p)
     if not isinstance(data, dict):
         raise SpecError("expected a mapping at the top level", source=str(p))
