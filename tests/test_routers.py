@@ -275,7 +275,8 @@ def test_conductor_rejects_only_above_the_slo_with_margin(monkeypatch):
     monkeypatch.setattr(mc, "prefill_time_s", lambda v, new, hit: new * 1e-4)
     monkeypatch.setattr(mc, "transfer_time_s", lambda p, d, n, spec: 0.05)
     monkeypatch.setattr(mc, "decode_step_s", lambda v, n: 0.02 + 0.01 * v.running)
-    monkeypatch.setattr(mc, "cached_tokens", lambda v, req: 0)
+    monkeypatch.setattr(mc, "cached_tokens", lambda v, req, offload: 0)
+    monkeypatch.setattr(mc, "decode_wait_s", lambda v, n: 0.0)
     m = Members([View(0), View(1)], [View(10, running=3), View(11, running=1)])
     req = Req(0, 5000)  # TTFT = 1 + 0.5 + 0.05 = 1.55 s on P0; TBT 30 ms on D11
     d = make("mooncake_conductor").route(req, m)

@@ -11,7 +11,7 @@ import pytest
 
 import pdsim
 from pdsim.metrics import Results
-from pdsim.sim.control.predict import (decode_step_s, predict_ttft, prefill_time_s, queue_time_s,
+from pdsim.sim.control.predict import (decode_step_s, decode_wait_s, predict_ttft, prefill_time_s, queue_time_s,
                                        transfer_time_s)
 from pdsim.sim.world import World
 from pdsim.workload import RequestTable
@@ -153,3 +153,39 @@ def test_early_rejection_keeps_goodput_under_overload():
     assert (admitted["ttft_s"] <= 1.5 * 1.05).mean() > 0.95
     assert s1["request_goodput"] > 1.5 * s0["request_goodput"]
     assert s1["completed"] < s0["completed"]  # it did turn work away
+
+
+def test_release_schedule_is_when_running_requests_finish_and_what_they_free():
+    rng = np.random.default_rng(3)
+    n = 10
+    w = _world(scenario_dict(), RequestTable(np.zeros(n), rng.integers(500, 2000, n), rng.integers(20, 200, n)))
+    env, dv, d = w.env, w.members.views("decode")[0], w.instances[1]
+    while dv.running < n:
+        env.step()
+    schedule, at = dv.decode_release_schedule(), d.batch.step
+    w.run()
+    finished = sorted((r.finish_step - at + 1, r.input_len + r.output_len - 1) for r in w.requests)
+    assert schedule == finished
+
+
+def test_predicted_wait_for_decode_kv_follows_the_world():
+    d = scenario_dict()
+    d["cluster"]["decode"][0]["engine"].update({"max_total_tokens": 40000, "min_kv_reserve_tokens": 1024})
+    rng = np.random.default_rng(0)
+    n = 120  # more than the decode pool holds: requests queue for pre-allocation
+    table = RequestTable(np.sort(rng.uniform(0, 8, n)), rng.integers(2000, 6000, n), rng.integers(50, 400, n))
+    w = _world(d, table)
+    env, dv, inst = w.env, w.members.views("decode")[0], w.instances[1]
+    snaps, seen = [], set()
+    while env.peek() < float("inf"):
+        env.step()
+        q = inst.prealloc_q
+        if q and q[-1].rid not in seen:  # a request just joined the queue: predict its wait
+            seen.add(q[-1].rid)
+            snaps.append((q[-1].rid, env.now, decode_wait_s(dv, 0)))
+    actual = np.array([w.requests[rid].d_alloc - now for rid, now, _p in snaps])
+    predicted = np.array([p for *_x, p in snaps])
+    waited = actual > 0.2
+    assert waited.sum() > 50
+    assert np.median(np.abs(predicted[waited] - actual[waited]) / actual[waited]) < 0.3
+    assert np.corrcoef(predicted, actual)[0, 1] > 0.9

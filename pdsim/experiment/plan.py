@@ -102,7 +102,8 @@ def build_plan(spec: ExperimentSpec, exp_dir: Path, source: str, trust: Trust | 
                 for r, seed in enumerate(spec.seeds):
                     rep = {"seed": seed, **{k: v[r] for k, v in spec.replicate_set.items()}}
                     data = absolutize(_apply(copy.deepcopy(with_p), rep, source, f"replicate_set[{r}]"), dirs)
-                    sc = _checked(data, base_dir, trust, source, f"replicate_set[{r}]" if spec.replicate_set else "seeds")
+                    blame = f"replicate_set[{r}]" if spec.replicate_set else "seeds"
+                    sc = _checked(data, base_dir, trust, source, blame)
                     runs.append(Run(len(runs), d.name, w.name, p.name, r, seed, w.load, data, config_id(data),
                                     cache_key(data, sc, base_dir, EVALUATION, memo)))
     return ExperimentPlan(spec, source, base_dir, runs, trust)

@@ -74,9 +74,13 @@ def run_ray(jobs: list[Job], on_done: OnDone, address: str | None = None, worker
         if address:
             _check_reachable(address)
         try:
-            ray.init(address=address, **kwargs) if address else ray.init(num_cpus=workers or default_workers(), **kwargs)
+            if address:
+                ray.init(address=address, **kwargs)
+            else:
+                ray.init(num_cpus=workers or default_workers(), **kwargs)
         except Exception as err:  # noqa: BLE001 - connection problems are user input problems here
-            raise SpecError(f"cannot start or reach Ray: {err}", field="--ray-address" if address else "--ray") from None
+            where = "--ray-address" if address else "--ray"
+            raise SpecError(f"cannot start or reach Ray: {err}", field=where) from None
         started = True
     bar = _bar(len(jobs), progress, "experiment (ray)")
     pending: dict = {}

@@ -4,8 +4,9 @@ Student's t distribution with ``df`` degrees of freedom:
 - CDF through the regularized incomplete beta function: for t >= 0,
   F(t) = 1 - I_x(df/2, 1/2) / 2 with x = df / (df + t^2) (Abramowitz & Stegun 26.7.1 with
   26.5.27), or near the centre (t^2 < df) the same probability as 1/2 + I_y(1/2, df/2) / 2
-  with y = t^2 / (df + t^2), which avoids cancelling 1 - ~1/2; I_x(a, b) by its continued fraction, evaluated with the modified Lentz method
-  (Press et al., Numerical Recipes, 3rd ed., Sec. 6.4), swapping to 1 - I_{1-x}(b, a) where
+  with y = t^2 / (df + t^2), which avoids cancelling 1 - ~1/2; I_x(a, b) by its continued
+  fraction, evaluated with the modified Lentz method (Press et al., Numerical Recipes, 3rd
+  ed., Sec. 6.4), swapping to 1 - I_{1-x}(b, a) where
   x > (a + 1) / (a + b + 2) so the fraction converges fast.
 - quantile: the CDF inverted by bisection on a bracket that is widened until it holds the
   answer (monotone, so it converges; 200 halvings reach double precision).

@@ -127,28 +127,43 @@ def decode_step_s(view, input_tokens: int = 0) -> float:
 def decode_wait_s(view, input_tokens: int) -> float:
     """Seconds until ``view``'s decode instance can allocate KV for a prompt of
     ``input_tokens`` behind the prompts already waiting for pre-allocation (first in, first
-    served). Zero while its free pool (less the reserve it keeps for the running requests'
-    growth) holds them all; else the running requests are walked in the order they will
-    finish (``decode_release_schedule``), each returning its KV, while the ones still running
-    grow by a token per step, until the missing tokens are free; steps take the current
-    predicted decode step. Requests that join the batch meanwhile are not foreseen."""
+    served). Zero while its free pool, less the reserve it keeps for the running requests'
+    next tokens, holds them all. Otherwise the running requests are walked in the order they
+    will finish (``decode_release_schedule``): each returns its KV, the ones still running grow
+    by a token per step, and the reserve shrinks with the tokens still owed (SGLang's reserve
+    is a ratio of them), until the missing tokens are free. Steps take the current predicted
+    decode step. If the whole batch frees too little, the rest is assumed to free at the rate
+    the batch freed its own (a stationary turnover of the pool): the requests that will run
+    next are not visible one by one."""
+    page = view.page_size
     need = view.prealloc_tokens + input_tokens
-    free = (view.kv_free_pages - view.kv_reserved_pages) * view.page_size
-    if need <= free:
+    reserve = view.kv_reserved_pages * page
+    free = view.kv_free_pages * page
+    if need <= free - reserve:
         return 0.0
     schedule = view.decode_release_schedule()
     if not schedule:
         return 0.0  # nothing running to wait for: the queue ahead is served as its KV arrives
     n = len(schedule)
+    owed = [0] * (n + 1)  # owed[k]: steps the requests finishing after the k-th still owe
+    for k in range(n - 1, -1, -1):
+        owed[k] = owed[k + 1] + schedule[k][0]
+    owed0 = owed[0]
     step = view.step_cost.step_time(0, 0.0, 0, n, float(view.decode_ctx_tokens))
-    missing = need - free
     net, prev = 0, 0
     for k, (steps, tokens) in enumerate(schedule):
         net += tokens - (steps - prev) * (n - k)  # its KV back, minus the others' growth meanwhile
         prev = steps
-        if net >= missing:
+        left = owed[k + 1] - steps * (n - k - 1)  # tokens the requests still running owe then
+        if free + net - reserve * left / owed0 >= need:
             return steps * step
-    return prev * step  # the whole batch drained; the rest waits on requests not running yet
+    # the running batch drained and it was not enough: the KV of requests that have not
+    # started decoding yet (pre-allocated, or queued ahead) frees later; assume it turns over
+    # at the rate this batch freed its own
+    drained = prev * step
+    freed = sum(tokens for _s, tokens in schedule)
+    missing = need - (free + net)
+    return drained + missing * drained / freed if freed > 0 and drained > 0 else drained
 
 
 def cached_tokens(view, req, offload: bool = False) -> int:

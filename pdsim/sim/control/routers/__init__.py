@@ -2,7 +2,7 @@
 
 | key | source | module |
 |---|---|---|
-| ``round_robin``, ``random``, ``least_loaded``, ``cache_aware`` | SGLang mini load balancer; pdsim | ``control/router.py`` |
+| ``round_robin``, ``random``, ``least_loaded``, ``cache_aware`` | SGLang mini LB; pdsim | ``control/router.py`` |
 | ``sglang_cache_aware`` | SGLang router, cache-aware policy | ``sglang.py`` |
 | ``dynamo_kv`` | NVIDIA Dynamo KV router | ``dynamo.py`` |
 | ``llmd`` | llm-d inference scheduler (prefix + load scorers) | ``llmd.py`` |
