@@ -1,1 +1,0 @@
-"""Examples that run against pdsim (importable as ``examples.*`` from the repository root)."""
