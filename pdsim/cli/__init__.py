@@ -1,4 +1,4 @@
-"""Command line: ``pdsim run | list | sweep | compare | calibrate | sensitivity | workload | dashboard``.
+"""Command line: ``pdsim run | list | sweep | experiment | compare | calibrate | sensitivity | workload | dashboard``.
 
 One module per command under ``pdsim/cli/``; each defines ``register(sub)`` (its argparse
 sub-parser, cheap to import) and imports its heavy machinery only when run, so ``pdsim --help``
@@ -14,8 +14,8 @@ import sys
 from ..specs.errors import SpecError
 
 # order of appearance in `pdsim --help`
-COMMANDS = ("run", "list", "sweep", "compare", "calibrate", "sensitivity", "workload", "replay", "validate",
-            "dashboard")
+COMMANDS = ("run", "list", "sweep", "experiment", "compare", "calibrate", "sensitivity", "workload", "replay",
+            "validate", "dashboard")
 
 
 def build_parser() -> argparse.ArgumentParser:
