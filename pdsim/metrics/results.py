@@ -9,7 +9,8 @@ import pandas as pd
 
 from ..sim.record import RunRecord
 from .summary import meets_slo, summarize
-from .tables import itl_samples, request_frame, timeline_frame
+from ..sim.record import GapHistogram
+from .tables import itl_histogram, request_frame, timeline_frame
 
 
 class SLO:
@@ -39,13 +40,19 @@ class Results:
         return SLO(self.record.slo)
 
     @cached_property
-    def _itl(self) -> tuple[np.ndarray, np.ndarray]:
-        return itl_samples(self.record)
+    def _itl(self) -> tuple[GapHistogram, np.ndarray]:
+        return itl_histogram(self.record)
+
+    @property
+    def itl_hist(self) -> GapHistogram:
+        """Every inter-token latency of every finished request (s), as value/count pairs."""
+        return self._itl[0]
 
     @property
     def itls(self) -> np.ndarray:
-        """Every inter-token latency of every finished request, seconds."""
-        return self._itl[0]
+        """Every inter-token latency of every finished request, seconds, one float per gap
+        (sorted; a large run's gaps take 8 bytes per token: prefer ``itl_hist``)."""
+        return self._itl[0].expand()
 
     @cached_property
     def requests(self) -> pd.DataFrame:
@@ -70,7 +77,7 @@ class Results:
     def summary(self) -> dict:
         rec = self.record
         df = self.requests
-        out = summarize(df, self.itls, df["meets_slo"].to_numpy(), self.nodes, self.gpus)
+        out = summarize(df, self.itl_hist, df["meets_slo"].to_numpy(), self.nodes, self.gpus)
         out["scenario"] = rec.name
         out["gpus"] = self.gpus
         out["nodes"] = self.nodes

@@ -10,10 +10,25 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..sim.record import GapHistogram
 from ..specs.scenario import SLOSpec
 
 
-def _stats(prefix: str, values_s: np.ndarray, out: dict) -> None:
+def _stats(prefix: str, values_s, out: dict) -> None:
+    """mean/median/std/p90/p99 in ms of ``values_s`` (seconds: an array, or a GapHistogram of
+    value/count pairs, whose statistics equal the expanded array's)."""
+    if isinstance(values_s, GapHistogram):
+        h = values_s.finite()
+        if h.n == 0:
+            for k in ("mean", "median", "std", "p90", "p99"):
+                out[f"{k}_{prefix}_ms"] = None
+            return
+        out[f"mean_{prefix}_ms"] = h.mean() * 1e3
+        out[f"median_{prefix}_ms"] = h.percentile(50) * 1e3
+        out[f"std_{prefix}_ms"] = h.std() * 1e3
+        out[f"p90_{prefix}_ms"] = h.percentile(90) * 1e3
+        out[f"p99_{prefix}_ms"] = h.percentile(99) * 1e3
+        return
     v = np.asarray(values_s, dtype=np.float64)
     v = v[~np.isnan(v)] * 1e3
     if v.size == 0:

@@ -5,10 +5,12 @@ token times (decode-step ends for simulated runs, measured times for real ones).
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 import pandas as pd
 
-from ..sim.record import REQUEST_COLUMNS, STEP_COLUMNS, RunRecord
+from ..sim.record import REQUEST_COLUMNS, STEP_COLUMNS, GapHistogram, RunRecord
 
 
 def request_frame(rec: RunRecord) -> pd.DataFrame:
@@ -37,42 +39,78 @@ def request_frame(rec: RunRecord) -> pd.DataFrame:
     return df
 
 
-def itl_samples(rec: RunRecord) -> tuple[np.ndarray, np.ndarray]:
-    """(all ITLs in seconds, per-request max ITL in seconds; NaN for requests with < 2 tokens)."""
+def itl_histogram(rec: RunRecord) -> tuple[GapHistogram, np.ndarray]:
+    """(every ITL of the finished requests as a GapHistogram (s), per-request max ITL in
+    seconds; NaN for requests with < 2 tokens). Memory in engine steps, not tokens."""
     finished = pd.isna(rec.requests["drop_reason"]) & ~np.isnan(rec.requests["finish_s"])
-    return rec.tokens.itl_samples(rec.requests["first_token_s"], np.asarray(finished, dtype=bool))
+    return rec.tokens.itl_histogram(rec.requests["first_token_s"], np.asarray(finished, dtype=bool))
 
 
-def timeline_frame(rec: RunRecord) -> pd.DataFrame:
-    """Long table: one row per engine step per instance, per tier change and per link-rate change."""
-    parts = []
+def itl_samples(rec: RunRecord) -> tuple[np.ndarray, np.ndarray]:
+    """(all ITLs in seconds, one float per gap; per-request max ITL in seconds)."""
+    h, req_max = itl_histogram(rec)
+    return h.expand(), req_max
+
+
+# the timeline table's columns; a row fills the ones of its kind (instance step, tier change,
+# link-rate change), the others are NaN
+TIMELINE_COLUMNS = ("time_s", "entity", "kind", "role", "step_s", "prefill_tokens", "running_batch", "queue_depth",
+                    "kv_used_frac", "tier_used_bytes", "tier_used_frac", "link_bytes_per_s", "flows", "link_util")
+_TEXT = ("entity", "kind", "role")
+
+
+def _part(n: int, **cols) -> pd.DataFrame:
+    out = {}
+    for c in TIMELINE_COLUMNS:
+        v = cols.get(c)
+        if c in _TEXT:
+            out[c] = pd.Series(np.full(n, v, dtype=object) if isinstance(v, str) or v is None else v, dtype=object)
+        else:
+            out[c] = np.full(n, np.nan) if v is None else np.asarray(v, dtype=np.float64)
+    return pd.DataFrame(out)
+
+
+def timeline_parts(rec: RunRecord, max_rows: int = 1 << 20) -> Iterator[pd.DataFrame]:
+    """The timeline as frames of at most ``max_rows`` rows with the same columns
+    (TIMELINE_COLUMNS): each instance's steps, then each tier's changes, then the links'
+    rate changes, each in time order. Writing them one at a time keeps a long run's timeline
+    out of memory."""
     for inst, steps in zip(rec.instances, rec.steps):
-        if not len(steps.get("time_s", ())):
-            continue
+        n = len(steps.get("time_s", ()))
         cap = max(inst.kv_capacity_pages, 1)
-        parts.append(pd.DataFrame({
-            "time_s": steps["time_s"], "entity": inst.name, "kind": "instance", "role": inst.role,
-            "step_s": steps["step_s"], "prefill_tokens": steps["prefill_tokens"].astype(np.int64),
-            "running_batch": steps["running_batch"].astype(np.int64),
-            "queue_depth": steps["queue_depth"].astype(np.int64),
-            "kv_used_frac": steps["kv_used"] / cap,
-        }))
+        for lo in range(0, n, max_rows):
+            sl = slice(lo, min(lo + max_rows, n))
+            yield _part(sl.stop - sl.start, time_s=steps["time_s"][sl], entity=inst.name, kind="instance",
+                        role=inst.role, step_s=steps["step_s"][sl], prefill_tokens=steps["prefill_tokens"][sl],
+                        running_batch=steps["running_batch"][sl], queue_depth=steps["queue_depth"][sl],
+                        kv_used_frac=steps["kv_used"][sl] / cap)
     for name, cap, t, used in rec.tier_usage:
-        parts.append(pd.DataFrame({"time_s": t, "entity": name, "kind": "tier", "role": "tier",
-                                   "tier_used_bytes": used, "tier_used_frac": used / cap}))
+        for lo in range(0, len(t), max_rows):
+            sl = slice(lo, min(lo + max_rows, len(t)))
+            yield _part(sl.stop - sl.start, time_s=t[sl], entity=name, kind="tier", role="tier",
+                        tier_used_bytes=used[sl], tier_used_frac=used[sl] / cap)
     lu = rec.link_usage
     if lu and len(lu["time_s"]):
         names = np.asarray(rec.link_names, dtype=object)
-        df = pd.DataFrame({"time_s": lu["time_s"], "entity": names[lu["link"]],
-                           "link_bytes_per_s": lu["bytes_per_s"], "flows": lu["flows"]})
-        df["kind"] = "link"
-        df["role"] = "link"
-        df["link_util"] = df["link_bytes_per_s"] / df["entity"].map(rec.link_capacity)
-        parts.append(df)
+        caps = np.asarray([rec.link_capacity.get(k, np.nan) for k in rec.link_names], dtype=np.float64)
+        n = len(lu["time_s"])
+        for lo in range(0, n, max_rows):
+            sl = slice(lo, min(lo + max_rows, n))
+            code = lu["link"][sl]
+            yield _part(sl.stop - sl.start, time_s=lu["time_s"][sl], entity=names[code], kind="link", role="link",
+                        link_bytes_per_s=lu["bytes_per_s"][sl], flows=lu["flows"][sl],
+                        link_util=lu["bytes_per_s"][sl] / caps[code])
+
+
+def timeline_frame(rec: RunRecord) -> pd.DataFrame:
+    """Long table: one row per engine step per instance, per tier change and per link-rate
+    change, sorted by time then entity (in memory: for large runs write timeline_parts)."""
+    parts = list(timeline_parts(rec))
     if not parts:
-        return pd.DataFrame(columns=["time_s", "entity", "kind"])
+        return pd.DataFrame({c: pd.Series(dtype=object if c in _TEXT else np.float64) for c in TIMELINE_COLUMNS})
     df = pd.concat(parts, ignore_index=True, sort=False)
     return df.sort_values(["time_s", "entity"], kind="stable").reset_index(drop=True)
 
 
-__all__ = ["request_frame", "itl_samples", "timeline_frame", "STEP_COLUMNS"]
+__all__ = ["request_frame", "itl_histogram", "itl_samples", "timeline_frame", "timeline_parts", "TIMELINE_COLUMNS",
+           "STEP_COLUMNS"]

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..metrics.results import Results
+from ..sim.record import GapHistogram
 
 RunSet = Mapping[str, Results]
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
@@ -24,7 +25,14 @@ def _runs(res: Results | RunSet) -> dict[str, Results]:
     return {res.name: res} if isinstance(res, Results) else dict(res)
 
 
-def _cdf(values: np.ndarray, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+def _cdf(values, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """(quantiles, fractions) of ``values``: an array, or a GapHistogram (not expanded)."""
+    if isinstance(values, GapHistogram):
+        h = values.finite()
+        if h.n == 0:
+            return np.empty(0), np.empty(0)
+        q = np.linspace(0, 1, min(max_points, h.n))
+        return h.quantiles(q), q
     v = np.sort(values[~np.isnan(values)])
     if v.size == 0:
         return v, v
@@ -66,9 +74,10 @@ def latency_cdf_figure(res: Results | RunSet, log_x: bool | None = None) -> go.F
     medians: list[list[float]] = [[], [], [], []]
     for k, (name, r) in enumerate(runs.items()):
         df = r.requests[r.requests["finished"]]
-        series = [df["ttft_s"].to_numpy(), r.itls, df["tpot_s"].to_numpy(), df["e2e_s"].to_numpy()]
+        ms = GapHistogram(r.itl_hist.values * 1e3, r.itl_hist.counts)
+        series = [df["ttft_s"].to_numpy() * 1e3, ms, df["tpot_s"].to_numpy() * 1e3, df["e2e_s"].to_numpy() * 1e3]
         for j, vals in enumerate(series):
-            x, y = _cdf(np.asarray(vals, dtype=float) * 1e3)
+            x, y = _cdf(vals if isinstance(vals, GapHistogram) else np.asarray(vals, dtype=float))
             if x.size:
                 medians[j].append(float(np.median(x)))
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=name, legendgroup=name, showlegend=j == 0,
@@ -87,33 +96,46 @@ def latency_cdf_figure(res: Results | RunSet, log_x: bool | None = None) -> go.F
     return fig
 
 
-def _bin_instance(tl: pd.DataFrame, column: str, bins: int, how: str) -> pd.DataFrame:
-    inst = tl[tl["kind"] == "instance"]
-    if inst.empty:
-        return inst
-    t0, t1 = float(tl["time_s"].min()), float(tl["time_s"].max())
-    edges = np.linspace(t0, t1 + 1e-9, bins + 1)
-    out = []
-    for name, g in inst.groupby("entity", sort=False):
-        idx = np.clip(np.searchsorted(edges, g["time_s"].to_numpy(), side="right") - 1, 0, bins - 1)
-        s = pd.Series(g[column].to_numpy(), index=idx).groupby(level=0).agg(how)
-        out.append(pd.DataFrame({"time_s": edges[s.index], "entity": name, column: s.to_numpy()}))
-    return pd.concat(out, ignore_index=True)
+def _instances(res: Results):
+    """(name, role, KV capacity pages, step columns) of every instance with steps: the record's
+    arrays, never a long table (a long run has tens of millions of steps)."""
+    rec = res.record
+    for inst, steps in zip(rec.instances, rec.steps or []):
+        if len(steps.get("time_s", ())):
+            yield inst.name, inst.role, max(inst.kv_capacity_pages, 1), steps
+
+
+def _span(res: Results) -> tuple[float, float]:
+    """First and last step start over all instances (s)."""
+    lo = [float(st["time_s"][0]) for *_x, st in _instances(res)]
+    hi = [float(st["time_s"][-1]) for *_x, st in _instances(res)]
+    return (min(lo), max(hi)) if lo else (0.0, 0.0)
+
+
+def _binned_max(t: np.ndarray, v: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bin start times, max of ``v`` per bin) over the bins that hold a step."""
+    bins = len(edges) - 1
+    idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
+    out = np.full(bins, -np.inf)
+    np.maximum.at(out, idx, v)
+    keep = np.isfinite(out)
+    return edges[:-1][keep], out[keep]
 
 
 def throughput_timeline_figure(res: Results | RunSet, bins: int = 300) -> go.Figure:
     """Output tokens/s (decode) and prefill tokens/s over time, summed over instances."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("output tokens/s", "prefill tokens/s"))
     for k, (name, r) in enumerate(_runs(res).items()):
-        tl = r.timeline
-        inst = tl[tl["kind"] == "instance"]
-        if inst.empty:
+        insts = list(_instances(r))
+        if not insts:
             continue
-        t = inst["time_s"].to_numpy()
-        edges = np.linspace(t.min(), t.max() + 1e-9, bins + 1)
+        t0, t1 = _span(r)
+        edges = np.linspace(t0, t1 + 1e-9, bins + 1)
         width = edges[1] - edges[0]
         for j, col in enumerate(["running_batch", "prefill_tokens"]):
-            h, _ = np.histogram(t, bins=edges, weights=inst[col].to_numpy())
+            h = np.zeros(bins)
+            for *_x, st in insts:
+                h += np.histogram(st["time_s"], bins=edges, weights=st[col])[0]
             fig.add_trace(go.Scatter(x=edges[:-1], y=h / width, mode="lines", name=name, legendgroup=name,
                                      showlegend=j == 0, line=dict(color=PALETTE[k % len(PALETTE)])), row=1, col=j + 1)
     fig.update_xaxes(title_text="time (s)")
@@ -123,13 +145,15 @@ def throughput_timeline_figure(res: Results | RunSet, bins: int = 300) -> go.Fig
 
 def instance_timeline_figure(res: Results, bins: int = 300) -> go.Figure:
     """Per instance: queue depth, running batch and KV pool use over time (binned max)."""
-    tl = res.timeline
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True,
                         subplot_titles=("queue depth (requests)", "running batch (requests)", "KV pool used (fraction)"))
-    for j, col in enumerate(["queue_depth", "running_batch", "kv_used_frac"]):
-        binned = _bin_instance(tl, col, bins, "max")
-        for k, (name, g) in enumerate(binned.groupby("entity", sort=False) if not binned.empty else []):
-            fig.add_trace(go.Scatter(x=g["time_s"], y=g[col], mode="lines", name=name, legendgroup=name,
+    t0, t1 = _span(res)
+    edges = np.linspace(t0, t1 + 1e-9, bins + 1)
+    for k, (name, _role, cap, st) in enumerate(_instances(res)):
+        for j, col in enumerate(["queue_depth", "running_batch", "kv_used"]):
+            v = st[col] / cap if col == "kv_used" else st[col]
+            x, y = _binned_max(st["time_s"], v.astype(np.float64), edges)
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=name, legendgroup=name,
                                      showlegend=j == 0, line=dict(color=PALETTE[k % len(PALETTE)])), row=j + 1, col=1)
     fig.update_xaxes(title_text="time (s)", row=3, col=1)
     fig.update_layout(title="Instances over time", height=650, margin=dict(t=70, l=50, r=20, b=40))
@@ -145,29 +169,38 @@ def link_timeline_figure(res: Results, bins: int = 300) -> go.Figure:
     """Bandwidth in use per link (Gbit/s), time-weighted within each bin, with each link's
     capacity (one dotted line per distinct capacity, named with its links) so utilisation can
     be read off."""
-    tl = res.timeline
-    links = tl[tl["kind"] == "link"]
+    rec = res.record
+    lu = rec.link_usage
     fig = go.Figure()
-    if not links.empty:
-        t_end = float(tl["time_s"].max())
-        t0 = float(tl["time_s"].min())
+    if has_links(res):
+        t_all = lu["time_s"]
+        s0, s1 = _span(res)
+        t0 = min(float(t_all.min()), s0) if len(t_all) else s0
+        t_end = max(float(t_all.max()), s1)
         edges = np.linspace(t0, t_end + 1e-9, bins + 1)
-        for k, (name, g) in enumerate(links.groupby("entity", sort=False)):
-            t = g["time_s"].to_numpy()
-            rate = g["link_bytes_per_s"].to_numpy()
+        names = np.asarray(rec.link_names, dtype=object)
+        order = np.argsort(lu["link"], kind="stable")  # each link's changes, in time order
+        codes, starts = np.unique(lu["link"][order], return_index=True)
+        shown_links = []
+        for k, (code, lo, hi) in enumerate(zip(codes, starts, list(starts[1:]) + [len(order)])):
+            sel = order[lo:hi]
+            t = t_all[sel]
+            rate = lu["bytes_per_s"][sel]
             # integrate the step function: bytes moved per bin / bin width
             cum = np.concatenate([[0.0], np.cumsum(rate[:-1] * np.diff(t))])
             moved = np.interp(edges, t, cum, left=0.0, right=cum[-1])
             gbps = np.diff(moved) / np.diff(edges) * 8 / 1e9
+            name = str(names[code])
+            shown_links.append(name)
             fig.add_trace(go.Scatter(x=edges[:-1], y=gbps, mode="lines", name=name,
                                      line=dict(color=PALETTE[k % len(PALETTE)])))
         caps: dict[float, list[str]] = {}
-        for name in links["entity"].unique():
-            cap = res.record.link_capacity.get(name)
+        for name in shown_links:
+            cap = rec.link_capacity.get(name)
             if cap:
-                caps.setdefault(round(float(cap) * 8 / 1e9, 3), []).append(str(name))
-        for gbit, names in sorted(caps.items()):
-            shown = ", ".join(names[:4]) + (f" +{len(names) - 4} more" if len(names) > 4 else "")
+                caps.setdefault(round(float(cap) * 8 / 1e9, 3), []).append(name)
+        for gbit, names_ in sorted(caps.items()):
+            shown = ", ".join(names_[:4]) + (f" +{len(names_) - 4} more" if len(names_) > 4 else "")
             label = f"capacity {gbit:,.0f} Gbit/s ({shown})"
             fig.add_trace(go.Scatter(x=[t0, t_end], y=[gbit, gbit], mode="lines", name=label, legendgroup="capacity",
                                      line=dict(color="black", dash="dot", width=1.5),
@@ -370,11 +403,10 @@ def events_figure(res: Results, bins: int = 300) -> go.Figure:
             g = [p[1] for p in pts] + [pts[-1][1]]
             fig.add_trace(go.Scatter(x=t, y=g, mode="lines", line_shape="hv", name=f"GPUs {name}",
                                      line=dict(dash=dash)), row=1, col=1)
-    tl = res.timeline
-    inst = tl[(tl["kind"] == "instance") & (tl["role"] != "prefill")]
-    if not inst.empty:
+    decoding = [st for _n, role, _c, st in _instances(res) if role != "prefill"]
+    if decoding:
         edges = np.linspace(0.0, max(end, 1e-6), bins + 1)
-        h, _ = np.histogram(inst["time_s"], bins=edges, weights=inst["running_batch"])
+        h = sum(np.histogram(st["time_s"], bins=edges, weights=st["running_batch"])[0] for st in decoding)
         fig.add_trace(go.Scatter(x=edges[:-1], y=h / (edges[1] - edges[0]), mode="lines", name="output tokens/s",
                                  line=dict(color="#444")), row=2, col=1)
     for kind in dict.fromkeys(e["kind"] for e in st.get("events", [])):

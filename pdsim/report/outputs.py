@@ -9,9 +9,42 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from ..metrics.results import Results
+from ..metrics.tables import TIMELINE_COLUMNS, timeline_parts
 
 BENCH_JSON = "bench.json"
+ROWS = 1 << 18  # rows converted and written at a time (a long run never holds its tables twice)
+
+
+def _write_parts(parts, path: Path, fmt: str, empty=None) -> None:
+    """Write frames with the same columns one after another into one Parquet file (row groups)
+    or CSV file; ``empty`` (a frame with no rows) is written when ``parts`` yields nothing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer = None
+    first = True
+    try:
+        for df in parts:
+            if fmt == "parquet":
+                if writer is None:
+                    schema = pa.Schema.from_pandas(df, preserve_index=False)
+                    # a text column that is all None in the first part (drop reasons, errors) is
+                    # still text in the next ones
+                    schema = pa.schema([pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f
+                                        for f in schema], metadata=schema.metadata)
+                    writer = pq.ParquetWriter(path, schema)
+                writer.write_table(pa.Table.from_pandas(df, preserve_index=False, schema=writer.schema))
+            else:
+                df.to_csv(path, index=False, mode="w" if first else "a", header=first)
+            first = False
+    finally:
+        if writer is not None:
+            writer.close()
+    if first and empty is not None:
+        empty.to_parquet(path, index=False) if fmt == "parquet" else empty.to_csv(path, index=False)
 
 
 def write_run_outputs(res: Results, out: str | Path, fmt: str = "parquet", report: bool = True,
@@ -25,14 +58,11 @@ def write_run_outputs(res: Results, out: str | Path, fmt: str = "parquet", repor
     s = res.summary()
     with open(out / "summary.json", "w") as f:
         json.dump(s, f, indent=2, default=float)
-    req, tl = res.requests, res.timeline
-    if fmt == "parquet":
-        # object columns of a real run (error text) stay strings; NaN-free for pyarrow
-        req.to_parquet(out / "requests.parquet", index=False)
-        tl.to_parquet(out / "timeline.parquet", index=False)
-    else:
-        req.to_csv(out / "requests.csv", index=False)
-        tl.to_csv(out / "timeline.csv", index=False)
+    req = res.requests
+    _write_parts((req.iloc[i:i + ROWS] for i in range(0, max(len(req), 1), ROWS)), out / f"requests.{fmt}", fmt)
+    _write_parts(timeline_parts(res.record, ROWS), out / f"timeline.{fmt}", fmt,
+                 empty=pd.DataFrame({c: pd.Series(dtype=object if c in ("entity", "kind", "role") else float)
+                                     for c in TIMELINE_COLUMNS}))
     written += [f"requests.{fmt}", f"timeline.{fmt}"]
     if report:
         from ..report.figures import report_html

@@ -54,8 +54,78 @@ def empty_requests(n: int) -> dict[str, np.ndarray]:
     return cols
 
 
+@dataclass
+class GapHistogram:
+    """A multiset of inter-token gaps (seconds): ``values[i]`` occurs ``counts[i]`` times.
+
+    Simulated runs produce it without expanding a gap per token (every request in a decode
+    step shares the step's gap), so a run's ITL statistics cost memory in engine steps, not in
+    tokens. Statistics equal NumPy's on the expanded array: quantiles use the same linear
+    interpolation (bit for bit); the mean and standard deviation are the weighted sums (equal
+    up to float summation order)."""
+
+    values: np.ndarray  # float64
+    counts: np.ndarray  # int64, > 0
+
+    @classmethod
+    def of(cls, samples: np.ndarray) -> "GapHistogram":
+        v = np.asarray(samples, dtype=np.float64)
+        return cls(v, np.ones(len(v), dtype=np.int64))
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+    def expand(self) -> np.ndarray:
+        """Every gap (sorted by value), as an array."""
+        order = np.argsort(self.values, kind="stable")
+        return np.repeat(self.values[order], self.counts[order])
+
+    def sample(self, k: int, seed: int = 0) -> np.ndarray:
+        """``k`` gaps drawn without replacement (all of them, expanded, when there are fewer):
+        for figures of very large runs."""
+        n = self.n
+        if n <= k:
+            return self.expand()
+        pos = np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
+        order = np.argsort(self.values, kind="stable")
+        ends = np.cumsum(self.counts[order])
+        return self.values[order][np.searchsorted(ends, pos, side="right")]
+
+    def finite(self) -> "GapHistogram":
+        keep = ~np.isnan(self.values)
+        return GapHistogram(self.values[keep], self.counts[keep])
+
+    def mean(self) -> float:
+        return float(np.dot(self.values, self.counts) / self.n)
+
+    def std(self) -> float:
+        m = self.mean()
+        return float(np.sqrt(np.dot((self.values - m) ** 2, self.counts) / self.n))
+
+    def percentile(self, q: float) -> float:
+        """``np.percentile(expanded, q)`` (linear method) without expanding."""
+        return float(self.quantiles(np.asarray([q / 100.0]))[0])
+
+    def quantiles(self, q: np.ndarray) -> np.ndarray:
+        """``np.quantile(expanded, q)`` (linear method) for fractions ``q`` in [0, 1]."""
+        order = np.argsort(self.values, kind="stable")
+        v, c = self.values[order], np.cumsum(self.counts[order])
+        n = int(c[-1])
+        h = (n - 1) * np.asarray(q, dtype=np.float64)
+        lo = np.floor(h)
+        t = h - lo
+        lo = lo.astype(np.int64)
+        hi = np.minimum(lo + 1, n - 1)
+        a = v[np.searchsorted(c, lo, side="right")]
+        b = v[np.searchsorted(c, hi, side="right")]
+        d = b - a
+        # NumPy's _lerp: from the nearer end, so an interpolation at t = 1 returns b exactly
+        return np.where(t >= 0.5, b - d * (1.0 - t), a + d * t)
+
+
 class TokenTimes(Protocol):
-    def itl_samples(self, first_token_s: np.ndarray, finished: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def itl_histogram(self, first_token_s: np.ndarray, finished: np.ndarray) -> tuple[GapHistogram, np.ndarray]:
         """(every inter-token gap of finished requests, per-request worst gap; NaN for < 2 tokens), seconds."""
         ...
 
@@ -74,6 +144,10 @@ class ExplicitTokens:
         np.cumsum(lens, out=offsets[1:])
         times = np.fromiter((x for t in per_request for x in t), dtype=np.float64, count=int(offsets[-1]))
         return cls(offsets, times)
+
+    def itl_histogram(self, first_token_s: np.ndarray, finished: np.ndarray) -> tuple[GapHistogram, np.ndarray]:
+        g, req_max = self.itl_samples(first_token_s, finished)
+        return GapHistogram.of(g), req_max
 
     def itl_samples(self, first_token_s: np.ndarray, finished: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = len(self.offsets) - 1
@@ -101,43 +175,77 @@ class StepTokens:
     seg_last: np.ndarray  # int64, last decode-step index (inclusive)
     step_end: list[np.ndarray]
 
-    def itl_samples(self, first_token_s: np.ndarray, finished: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    #: gaps expanded at a time while finding each request's worst gap (bounds the memory)
+    CHUNK_GAPS = 1 << 22
+
+    def itl_histogram(self, first_token_s: np.ndarray, finished: np.ndarray) -> tuple[GapHistogram, np.ndarray]:
+        """Every gap of the finished requests as a histogram over decode steps (the gap of
+        step s of instance i counts once per finished request that decoded in it and in step
+        s - 1), plus each stretch's first gap (from the request's previous token); each
+        request's worst gap. Memory: engine steps + stretches, never tokens."""
         n = len(first_token_s)
         req_max = np.full(n, np.nan)
         keep = finished[self.seg_request] if len(self.seg_request) else np.zeros(0, dtype=bool)
         rid, inst = self.seg_request[keep], self.seg_instance[keep]
         a, b = self.seg_first[keep], self.seg_last[keep]
         if not len(rid):
-            return np.empty(0), req_max
+            return GapHistogram(np.empty(0), np.empty(0, dtype=np.int64)), req_max
         # the token before each stretch: the first token, or the previous stretch's last step end
-        prev = np.empty(len(rid))
         base = np.zeros(len(self.step_end) + 1, dtype=np.int64)
         np.cumsum([len(e) for e in self.step_end], out=base[1:])
-        all_ends = np.concatenate(self.step_end) if self.step_end else np.empty(0)
-        last_end = all_ends[base[inst] + b]
+        last_end = np.empty(len(rid))
+        for i in np.unique(inst).tolist():
+            m = inst == i
+            last_end[m] = self.step_end[i][b[m]]
+        prev = np.empty(len(rid))
         new_req = np.ones(len(rid), dtype=bool)
         new_req[1:] = rid[1:] != rid[:-1]
         prev[new_req] = first_token_s[rid[new_req]]
         prev[~new_req] = last_end[np.flatnonzero(~new_req) - 1]
-        chunks = []
+        values, counts = [], []
         for i in np.unique(inst).tolist():
             m = inst == i
             end = self.step_end[i]
-            r_i, a_i, b_i, p_i = rid[m], a[m], b[m], prev[m]
-            head = end[a_i] - p_i  # gap from the previous token to the stretch's first decode token
-            chunks.append(head)
+            r_i, a_i, b_i = rid[m], a[m], b[m]
+            head = end[a_i] - prev[m]  # gap from the previous token to the stretch's first decode token
+            values.append(head)
+            counts.append(np.ones(len(head), dtype=np.int64))
             np.fmax.at(req_max, r_i, head)
-            lengths = b_i - a_i
-            mm = lengths > 0
-            if mm.any():
-                d_end = np.diff(end, prepend=np.nan)
-                L = lengths[mm]
-                starts = np.cumsum(L) - L
-                idx = np.arange(L.sum()) - np.repeat(starts, L) + np.repeat(a_i[mm] + 1, L)
-                vals = d_end[idx]
-                chunks.append(vals)
-                np.fmax.at(req_max, r_i[mm], np.maximum.reduceat(vals, starts))
-        return (np.concatenate(chunks) if chunks else np.empty(0)), req_max
+            inner = b_i > a_i
+            if not inner.any():
+                continue
+            d_end = np.diff(end, prepend=np.nan)
+            # how many finished stretches cover step s beyond their first step: a difference array
+            cover = np.zeros(len(end) + 1, dtype=np.int64)
+            np.add.at(cover, a_i[inner] + 1, 1)
+            np.add.at(cover, b_i[inner] + 1, -1)
+            cover = np.cumsum(cover[:-1])
+            used = cover > 0
+            values.append(d_end[used])
+            counts.append(cover[used])
+            self._worst_inner(d_end, r_i[inner], a_i[inner], b_i[inner], req_max)
+        return GapHistogram(np.concatenate(values), np.concatenate(counts)), req_max
+
+    def _worst_inner(self, d_end: np.ndarray, rid: np.ndarray, a: np.ndarray, b: np.ndarray,
+                     req_max: np.ndarray) -> None:
+        """req_max[r] = max(req_max[r], max(d_end[a+1 : b+1])) per stretch, a chunk of
+        stretches at a time."""
+        lengths = b - a  # all >= 1
+        cum = np.cumsum(lengths)
+        lo, n = 0, len(rid)
+        while lo < n:
+            done = int(cum[lo - 1]) if lo else 0
+            hi = max(int(np.searchsorted(cum, done + self.CHUNK_GAPS, side="right")), lo + 1)
+            L = lengths[lo:hi]
+            starts = np.cumsum(L) - L
+            idx = np.arange(int(L.sum())) - np.repeat(starts, L) + np.repeat(a[lo:hi] + 1, L)
+            np.fmax.at(req_max, rid[lo:hi], np.maximum.reduceat(d_end[idx], starts))
+            lo = hi
+
+    def itl_samples(self, first_token_s: np.ndarray, finished: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every gap expanded (one float per token: small runs, tests); see itl_histogram."""
+        h, req_max = self.itl_histogram(first_token_s, finished)
+        return h.expand(), req_max
 
 
 @dataclass(frozen=True)

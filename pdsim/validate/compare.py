@@ -57,6 +57,7 @@ def _err(real, sim) -> float | None:
 def _values(res: Results, fam: str) -> np.ndarray:
     df = res.requests[res.requests["finished"]]
     col = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e_latency": "e2e_s"}.get(fam)
+    # a replayed run is small: its gaps are expanded for the KS distance
     return np.asarray(res.itls if fam == "itl" else df[col].to_numpy(dtype=float)) * 1e3
 
 
