@@ -15,7 +15,7 @@ from ..specs.errors import SpecError
 
 # order of appearance in `pdsim --help`
 COMMANDS = ("run", "list", "sweep", "compare", "calibrate", "sensitivity", "workload", "replay", "validate",
-            "dashboard")
+            "schema", "dashboard")
 
 
 def build_parser() -> argparse.ArgumentParser:
