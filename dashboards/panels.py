@@ -13,7 +13,7 @@ from typing import Any, Callable
 from dash import dcc, html
 
 from pdsim.metrics.results import Results
-from pdsim.report.figures import (has_links, instance_timeline_figure, latency_cdf_figure, link_timeline_figure,
+from pdsim.report.figures import (events_figure, has_events, has_links, instance_timeline_figure, latency_cdf_figure, link_timeline_figure,
                                   request_gantt_figure, throughput_timeline_figure, ttft_breakdown_figure)
 
 from . import views
@@ -80,6 +80,8 @@ RUN_SECTIONS: list[Section] = [
     Section("timelines", "Instances over time",
             lambda v: dcc.Graph(id="g-instances", figure=instance_timeline_figure(v.res))),
     Section("links", "KV transfer links", _links),
+    Section("events", "Failures and scaling",
+            lambda v: dcc.Graph(id="g-events", figure=events_figure(v.res)) if has_events(v.res) else None),
     Section("lives", "Request lives", _lives),
 ]
 

@@ -5,13 +5,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .metrics.results import Results
+from . import ingest  # noqa: F401 - registers the real-run file formats with the trace readers
+from .sim.resolve import resolve_plugins
 from .sim.world import World
-from .costs.registry import COST_MODELS
-from .plugins import PluginRef
-from .sim.control.router import ROUTERS
-from .sim.engine.scheduler import SCHEDULERS
-from .sim.kv.tiers import EVICTION
-from .sim.transports import TRANSPORTS
+from .sim.experts import expert_service_check
 from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
 from .specs.errors import SpecError
 from .specs.scenario import (ResolvedScenario, Scenario, apply_overrides, normalize_cluster, override_keys,
@@ -36,32 +33,28 @@ def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | No
     base = base_dir or Path(".")
     hw = load_hardware_ref(sc.hardware, base, source, trust)
     model = load_model_ref(sc.model, base, source, trust)
-    validate_against(sc, hw, model, source)
+    group_hw = {}
+    for role, i, g in sc.cluster.groups():
+        if g.hardware is not None:
+            try:
+                group_hw[(role, i)] = load_hardware_ref(g.hardware, base, source, trust)
+            except SpecError as err:
+                raise SpecError(err.message, source=source, field=f"cluster.{role}[{i}].hardware") from None
+    validate_against(sc, hw, model, source, group_hw)
+    if sc.experts is not None:
+        shw = load_hardware_ref(sc.experts.hardware, base, source, trust) if sc.experts.hardware else hw
+        if sc.experts.hardware:
+            group_hw[("experts", 0)] = shw
+        why = expert_service_check(model, sc.experts, shw)
+        if why:
+            raise SpecError(why, source=source, field="experts.servers")
     try:  # plug-ins and files are checked at load, so a typo fails before any simulation
         plugins = resolve_plugins(sc, trust)
         if sc.workload.trace is not None:
             trust.check_path(resolve_trace_path(sc.workload.trace, base), source, "workload.trace.path")
     except SpecError as err:
         raise err.at(source=source) from None
-    return ResolvedScenario(sc, hw, model, source, base, plugins, trust)
-
-
-def resolve_plugins(sc: Scenario, trust: Trust | None = None) -> dict[str, PluginRef]:
-    """The scenario's plug-ins (class + typed parameters), checked against ``trust``."""
-    trust = trust or Trust()
-    out = {"router": ROUTERS.resolve(sc.router.policy, sc.router.params, "router.policy", trust,
-                                     params_field="router.params"),
-           "transport": TRANSPORTS.resolve(sc.transfer.backend, sc.transfer.params, "transfer.backend", trust,
-                                           params_field="transfer.params"),
-           "schedulers": {(role, gi): SCHEDULERS.resolve(g.engine.schedule_policy, None,
-                                                         f"cluster.{role}[{gi}].engine.schedule_policy", trust)
-                          for role, gi, g in sc.cluster.groups()}}
-    if sc.kv_offload is not None:
-        out["eviction"] = EVICTION.resolve(sc.kv_offload.eviction, None, "kv_offload.eviction", trust)
-    if sc.cost_model not in ("auto", *COST_MODELS):
-        raise SpecError(f"unknown cost model {excerpt(sc.cost_model)}; expected auto, {', '.join(COST_MODELS)}",
-                        field="cost_model")
-    return out
+    return ResolvedScenario(sc, hw, model, source, base, plugins, trust, group_hw)
 
 
 def load_scenario_data(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> tuple[dict, Path]:

@@ -69,7 +69,34 @@ def scenarios(draw, allow_moe: bool = True):
                                "eviction": draw(st.sampled_from(["lru", "fifo"]))}
     if draw(st.integers(0, 5)) == 0:
         d["duration_limit_s"] = draw(st.sampled_from([0.5, 3.0, 30.0]))
+    if draw(st.integers(0, 3)) == 0:  # failures: instances killed mid-run, some come back
+        names = _names(d)
+        events = []
+        for _ in range(draw(st.integers(1, 3))):
+            kind = draw(st.sampled_from(["gpu", "gpu", "nic", "node"]))
+            ev = {"at_s": draw(st.sampled_from([0.0, 0.05, 0.5, 2.0])), "kill": kind,
+                  "recover_after_s": draw(st.sampled_from([None, 0.0, 1.0, 5.0]))}
+            if kind == "node":
+                ev["node"] = draw(st.integers(0, 1))
+            else:
+                ev["instance"] = draw(st.sampled_from(names))
+            events.append(ev)
+        d["faults"] = {"events": events,
+                       "detection": {"heartbeat_s": draw(st.sampled_from([0.1, 1.0])), "misses": 2},
+                       "retry": {"policy": draw(st.sampled_from(["restart", "drop"])),
+                                 "max_retries": draw(st.integers(0, 2))},
+                       "restart": {"process_s": 0.5, "weight_load_gbps": 100.0, "comm_init_s": 0.1,
+                                   "graph_capture_s": 0.5},
+                       "request_timeout_s": draw(st.sampled_from([None, 5.0, 60.0]))}
     return d
+
+
+def _names(d: dict) -> list[str]:
+    import pdsim.specs.scenario as S
+    from pdsim.specs._convert import build
+
+    return [n for *_x, n in build(S.ClusterSpec, S.normalize_cluster({"cluster": d["cluster"]})["cluster"])
+            .instance_names()]
 
 
 def timestamps_in_order(df) -> list[str]:

@@ -196,3 +196,12 @@ def test_mooncake_rejects_put_modes():
         assert "transfer.mode" in str(err)
     else:  # pragma: no cover
         raise AssertionError("expected a SpecError")
+
+
+def test_get_is_a_pull_and_mooncake_preallocates():
+    """GET: D allocates a request's pages only after P has prefilled it (D asks P when it has
+    room); Mooncake/SGLang: D pre-allocates while P prefills."""
+    get = run_table(nccl("get"), two_requests(out=20)).requests
+    assert (get["decode_alloc_s"] >= get["prefill_end_s"]).all()
+    moon = run_table(scenario_dict(), two_requests(out=20)).requests
+    assert (moon["decode_alloc_s"] < moon["prefill_end_s"]).all()

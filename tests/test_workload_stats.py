@@ -13,7 +13,7 @@ from pdsim.report.workload_figures import workload_figure, write_workload_html
 from pdsim.specs import SpecError
 from pdsim.specs.catalog import traces_dir, workloads_dir
 from pdsim.workload import RequestTable, prefix_hit_tokens, prefix_reuse_ratio, read_trace, workload_stats
-from pdsim.workload.cli import stats_command
+from pdsim.cli.workload_stats import stats_command
 
 TRACES = traces_dir()
 PUBLISHED = json.loads("""{"conv": {"rows": 12031, "mean_rps": 3.4014711341450763, "blocks": 288500, "unique": 182790,

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report.outputs import write_run_outputs
     from ..replay.session import replay
     from ..specs.errors import SpecError
-    from ..workload.cli import load_target
+    from .workload_stats import load_target
     from ..workload.shaping import arrivals, with_arrivals
 
     try:

@@ -29,6 +29,6 @@ def seed_arg(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..workload.cli import stats_command
+    from .workload_stats import stats_command
 
     return stats_command(args.target, args.html, args.skip_bad_rows, args.format, args.seed)

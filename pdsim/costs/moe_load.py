@@ -57,7 +57,7 @@ def eplb_rank_shares(p: np.ndarray, ranks: int, redundant: int) -> np.ndarray:
     """Rank shares after EPLB: ``redundant`` extra replicas for the heaviest experts (by load
     per replica), then replicas packed onto ``ranks`` ranks of equal slot counts by load."""
     slots = len(p) + redundant
-    per_rank = slots // ranks
+    per_rank = -(-slots // ranks)  # ranks hold whole slots: some one more when they do not divide
     replicas = np.ones(len(p), int)
     heap = [(-float(x), i) for i, x in enumerate(p)]
     heapq.heapify(heap)

@@ -20,24 +20,8 @@ import dataclasses
 
 from ..specs.features import PipelineSpec
 from ..specs.hardware import HardwareProfile
-from ..specs.model import ModelSpec
+from ..specs.model import ModelSpec, stage_layers, stage_model  # noqa: F401 - re-exported
 from .registry import build_step_cost
-
-
-def stage_layers(num_layers: int, pp: int) -> list[int]:
-    """Layers per stage: the first ``num_layers % pp`` stages take one extra."""
-    base, extra = divmod(num_layers, pp)
-    return [base + (1 if i < extra else 0) for i in range(pp)]
-
-
-def stage_model(model: ModelSpec, pp: int, stage: int) -> ModelSpec:
-    """The slice of ``model`` one pipeline stage runs (dense layers first, as in the model)."""
-    sizes = stage_layers(model.num_layers, pp)
-    first = sum(sizes[:stage])
-    n = sizes[stage]
-    dense = max(0, min(model.n_dense_layers - first, n))
-    return dataclasses.replace(model, name=f"{model.name}-pp{stage}", num_layers=n,
-                               num_dense_layers=dense if model.moe else None)
 
 
 def handoff_s(tokens: float, hidden: int, hw: HardwareProfile, same_node: bool, senders: int = 1) -> float:
@@ -81,3 +65,40 @@ class PipelineStepCost:
         tokens = prefill_tokens + decode_batch * q
         hops = (self.spec.pp_size - 1) * handoff_s(tokens, self.model.hidden, self.hw, self.same_node, self.senders)
         return sum(self.stage_times(prefill_tokens, prefill_attn, prefill_seqs, decode_batch, decode_ctx, **kw)) + hops
+
+
+class PipelineRound:
+    """The engine step of a pipelined instance as the world runs it: one round in which every
+    running sequence advances one token (a prefill chunk, its chunk).
+
+    The batch splits into ``m`` micro-batches (``PipelineSpec.in_flight``); in steady state the
+    slowest stage serves the m micro-batches one after another, and a micro-batch cannot start
+    its next token before its previous one has left the last stage, so a round takes
+
+        max(m x max_i stage_i(B / m),  sum_i stage_i(B / m) + (pp - 1) x hand-off)
+
+    seconds (the first term bounds throughput, the second latency). Not linear in the context
+    arguments (a max): the world does not memoise it (``linear = False``)."""
+
+    linear = False
+
+    def __init__(self, pipe: PipelineStepCost):
+        self.pipe = pipe
+        self.m = float(pipe.spec.in_flight)
+        self.name = pipe.name
+
+    def step_time(self, prefill_tokens, prefill_attn, prefill_seqs, decode_batch, decode_ctx, **kw) -> float:
+        m = self.m
+        args = (prefill_tokens / m, prefill_attn / m, prefill_seqs / m, decode_batch / m, decode_ctx / m)
+        if "rank_tokens" in kw and kw["rank_tokens"] is not None:
+            kw = dict(kw, rank_tokens=kw["rank_tokens"] / m)
+        stages = self.pipe.stage_times(*args, **kw)
+        tokens = args[0] + args[3] * kw.get("decode_tokens_per_seq", 1)
+        p = self.pipe
+        hops = (p.spec.pp_size - 1) * handoff_s(tokens, p.model.hidden, p.hw, p.same_node, p.senders)
+        through = m * max(stages)
+        latency = sum(stages) + hops
+        return through if through > latency else latency
+
+    def breakdown(self, *args, **kw) -> dict[str, float]:
+        return {"pipeline_round": self.step_time(*args, **kw)}

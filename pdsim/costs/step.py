@@ -85,7 +85,8 @@ def make_coeffs(c):
         shared = _gemm(c.c_shared) if c.c_shared is not None else None
         ll_dec, ll_pf = c.deepep_decode_ll, c.deepep_prefill_ll
         a2a_ll, a2a_nm = c.a2a_ll, c.a2a_normal
-        sqrt = math.sqrt
+        sqrt, exp = math.sqrt, math.exp
+        log_stay = math.log(1.0 - 1.0 / epg) if epg > 1.0 else 0.0  # P(an assignment misses one expert)
 
     def layer_costs(n_tok: float, m: float, prefill: bool):
         """(attention-projection, dense-MLP, MoE-compute, MoE-comm, attention-TP all-reduce)
@@ -100,7 +101,12 @@ def make_coeffs(c):
         if ep:  # experts split over the GPUs: the busiest GPU sets the pace
             imb = imb_a + imb_b / sqrt(assign if assign > 1.0 else 1.0)
             a_gpu = assign / W * imb
+            # weights read on the busiest GPU: the experts its own assignments touch (its a_gpu
+            # assignments over its epg experts), at least the average GPU's share of the batch's
             t_gpu = epg * touched / E
+            t_hot = epg * (1.0 - exp(a_gpu * log_stay)) if epg > 1.0 else 1.0
+            if t_hot > t_gpu:
+                t_gpu = t_hot
             m_exp = a_gpu / (t_gpu if t_gpu > 1e-9 else 1e-9)
             base, slope = a2a_ll if (ll_pf if prefill else ll_dec) else a2a_nm
             mean_rank = n_tok / W

@@ -46,7 +46,7 @@ def compare(paths: list[str], out_dir: str | Path | None = None,
                 data.pop(k, None)
         resolved.append(resolve_scenario(data, str(path), path.parent, trust))
     if out_dir is not None:
-        from .sweep import check_out_dir
+        from .outdir import check_out_dir
 
         check_out_dir(out_dir)  # a bad --out fails before anything is simulated
     results: dict[str, Any] = {}

@@ -28,6 +28,7 @@ import yaml
 from ..specs.errors import SpecError
 from ..specs.trust import Trust
 from .compare import compare  # noqa: F401 - the top-level pair: run_sweep, compare
+from .outdir import check_out_dir
 from .plan import Plan, build_plan, config_id  # noqa: F401 - config_id re-exported
 from .runner import Cache, run_jobs
 from .select import best_per_objective, frontier_table, mark, workload_fields
@@ -67,21 +68,6 @@ def _write_configs(plan: Plan, out: Path) -> None:
             tmp = d / f".{cfg.config_id}.yaml.tmp"
             tmp.write_text(text)
             os.replace(tmp, p)
-
-
-def check_out_dir(out_dir: str | Path) -> Path:
-    """The output folder, created if missing and checked writable before anything is simulated."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise SpecError(f"{out} is a file; expected a folder (created if missing)", field="--out")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".pdsim-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise SpecError(f"cannot write to {out}: {err.strerror or err}", field="--out") from None
-    return out
 
 
 def check_workers(workers: int | None) -> None:

@@ -79,4 +79,13 @@ def read_workload(path: str | Path, fmt: str = "auto"):
     return read_run(p, fmt).table
 
 
+def _register() -> None:
+    from ..workload.traces import register_file_format
+    from .workload import ingested_table
+
+    register_file_format(FORMATS, detect, ingested_table)
+
+
+_register()
+
 __all__ = ["Ingested", "detect", "read_run", "read_workload", "FORMATS", "RUN_FORMATS", "WORKLOAD_FORMATS"]

@@ -327,6 +327,8 @@ def report_html(res: Results, path: str | Path, standalone: bool = False) -> Non
             instance_timeline_figure(res)]
     if has_links(res):
         figs.append(link_timeline_figure(res))
+    if has_events(res):
+        figs.append(events_figure(res))
     figs.append(request_gantt_figure(res))
     parts = [f.to_html(full_html=False, include_plotlyjs=False) for f in figs]
     if not standalone:
@@ -345,3 +347,46 @@ def report_html(res: Results, path: str | Path, standalone: bool = False) -> Non
            + "</body></html>")
     with open(path, "w", encoding="utf-8") as f:
         f.write(doc)
+
+
+def has_events(res: Results) -> bool:
+    return bool(res.record.stats.get("events"))
+
+
+EVENT_COLORS = {"failed": "#d62728", "detected": "#ff7f0e", "up": "#2ca02c", "restarting": "#bcbd22",
+                "starting": "#17becf", "draining": "#9467bd", "removed": "#8c564b", "stalled": "#e377c2",
+                "nic_failed": "#d62728", "nic_recovered": "#2ca02c"}
+
+
+def events_figure(res: Results, bins: int = 300) -> go.Figure:
+    """Capacity and throughput around the run's events (failures, detection, restarts, scaling):
+    serving and allocated GPUs over time, output tokens/s, and one marker per event."""
+    st = res.record.stats
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.45, 0.55], vertical_spacing=0.08,
+                        subplot_titles=("GPUs serving / allocated", "output tokens/s"))
+    end = res.record.end_s
+    for key, name, dash in (("capacity_gpus", "serving", None), ("allocated_gpus", "allocated", "dot")):
+        pts = st.get(key) or []
+        if pts:
+            t = [p[0] for p in pts] + [end]
+            g = [p[1] for p in pts] + [pts[-1][1]]
+            fig.add_trace(go.Scatter(x=t, y=g, mode="lines", line_shape="hv", name=f"GPUs {name}",
+                                     line=dict(dash=dash)), row=1, col=1)
+    tl = res.timeline
+    inst = tl[(tl["kind"] == "instance") & (tl["role"] != "prefill")]
+    if not inst.empty:
+        edges = np.linspace(0.0, max(end, 1e-6), bins + 1)
+        h, _ = np.histogram(inst["time_s"], bins=edges, weights=inst["running_batch"])
+        fig.add_trace(go.Scatter(x=edges[:-1], y=h / (edges[1] - edges[0]), mode="lines", name="output tokens/s",
+                                 line=dict(color="#444")), row=2, col=1)
+    for kind in dict.fromkeys(e["kind"] for e in st.get("events", [])):
+        evs = [e for e in st["events"] if e["kind"] == kind]
+        fig.add_trace(go.Scatter(x=[e["time_s"] for e in evs], y=[0] * len(evs), mode="markers",
+                                 marker=dict(symbol="triangle-up", size=11, color=EVENT_COLORS.get(kind, "#333")),
+                                 name=kind, text=[f"{e['what']}: {e['detail']}" for e in evs],
+                                 hovertemplate="%{x:.1f} s: %{text}<extra>" + kind + "</extra>"), row=2, col=1)
+    fig.update_xaxes(title_text="time (s)", row=2, col=1)
+    fig.update_yaxes(title_text="GPUs", row=1, col=1)
+    fig.update_yaxes(title_text="tokens/s", row=2, col=1)
+    fig.update_layout(title="Events, capacity and throughput", height=520, margin=dict(t=70, l=60, r=20, b=40))
+    return fig

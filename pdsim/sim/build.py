@@ -14,14 +14,18 @@ from functools import cached_property
 
 from ..costs import build_step_cost
 from ..costs.offload import tier_link_scale
-from ..costs.transfer import flow_cap, instance_nic_capacity, kv_bytes_moved
-from ..specs.catalog import load_storage
+from ..costs.pipeline import PipelineRound, PipelineStepCost
+from ..costs.registry import resolve_cost_kind
+from ..costs.speculative import SpeculativeStepCost, mtp_draft_model
+from ..costs.transfer import flow_cap, instance_nic_capacity, kv_bytes_moved, transfer_plan
+from ..specs.catalog import load_model_ref, load_storage
 from ..specs.errors import SpecError
 from ..specs.hardware import GIB, HardwareProfile
-from ..specs.memory import InstanceMemory, instance_memory, kv_dtype
+from ..specs.memory import InstanceMemory, group_memory, kv_dtype
 from ..specs.model import ModelSpec
 from ..specs.scenario import GroupSpec, ResolvedScenario
 from .engine.executor import LocalExecutor
+from .experts import RemoteExpertExecutor
 from .engine.instance import Instance
 from .engine.scheduler import SCHEDULERS
 from .kv.manager import KVManager
@@ -80,47 +84,117 @@ class GroupPlan:
 
 @dataclass
 class PairPlan:
-    """Constants of the KV transfers from instances of one prefill group to one decode group."""
+    """Constants of the KV transfers from one prefill instance's group to one decode
+    instance's group, for a given placement (same node or not)."""
 
     model: ModelSpec
-    hw: HardwareProfile
+    hw: HardwareProfile  # P's
+    d_hw: HardwareProfile
     p_attn_tp: int
+    d_attn_tp: int
     page: int  # P's page size (the unit its KV leaves in)
     kv_cache_dtype: str
     calibrated: bool
-    gpus: int  # GPUs on the narrower side
+    p_gpus: int
+    d_gpus: int
     nic_gbit: float | None
     backend: str
+    link: str  # 'rdma' or 'nvlink'
     _caps: dict = field(default_factory=dict)
 
     def flow_cap(self, senders: int) -> float:
         """Bytes/s one request's transfer may reach with ``senders`` GPUs sending."""
         cap = self._caps.get(senders)
         if cap is None:
-            cap = self._caps[senders] = flow_cap(self.hw, senders, self.gpus, self.nic_gbit, self.backend,
-                                                 self.calibrated)
+            other = self.d_hw if self.d_hw is not self.hw else None
+            cap = self._caps[senders] = flow_cap(self.hw, senders, min(self.p_gpus, self.d_gpus), self.nic_gbit,
+                                                 self.backend, self.calibrated, link=self.link, dst_hw=other,
+                                                 dst_gpus=self.d_gpus)
         return cap
+
+    def plan(self, spec, tokens: int):
+        """Bytes, senders, chunks and fixed seconds of ``tokens`` of KV (costs/transfer.py)."""
+        return transfer_plan(self.model, self.hw, spec, tokens, self.p_attn_tp, self.page, self.kv_cache_dtype,
+                             self.calibrated, link=self.link, dst_attn_tp=self.d_attn_tp)
+
+
+def step_cost(resolved: ResolvedScenario, hw: HardwareProfile, g: GroupSpec, role: str):
+    """The step-cost model of one group (shared by its instances): the cost model of its own
+    hardware, wrapped for pipeline parallelism or speculative decoding when the group uses them."""
+    sc = resolved.scenario
+    model = resolved.model
+    feats = {"expert_load": sc.workload.expert_load}
+    nic = sc.transfer.nic_gbit
+    if g.pp > 1:
+        return PipelineRound(PipelineStepCost(sc.cost_model, hw, model, g, role, g.pipeline, nic_gbit=nic, **feats))
+    cost = build_step_cost(sc.cost_model, hw, model, g, role, nic_gbit=nic, **feats)
+    spec = g.engine.speculative if role != "prefill" else None
+    if spec is None:
+        return cost
+    if spec.method == "mtp":
+        draft_model = mtp_draft_model(model, spec)
+    else:
+        draft_model = load_model_ref(spec.draft_model, resolved.base_dir, resolved.source, resolved.trust)
+    draft = build_step_cost(sc.cost_model, hw, draft_model, g, role, nic_gbit=nic, with_overhead=False, **feats)
+    return SpeculativeStepCost(cost, draft, spec)
 
 
 def group_plans(resolved: ResolvedScenario, transport) -> list[GroupPlan]:
     sc = resolved.scenario
-    hw, model = resolved.hardware, resolved.model
-    calibrated = sc.cost_model != "roofline" and bool(hw.calibration)
+    model = resolved.model
     plans = []
     for role, gi, g in sc.cluster.groups():
-        mem = instance_memory(hw, model, g)
-        cost = build_step_cost(sc.cost_model, hw, model, g, role, nic_gbit=sc.transfer.nic_gbit)
-        plan = GroupPlan(role, gi, g, hw, model, mem, cost, mem.kv_tokens, calibrated)
+        hw = resolved.hardware_of(role, gi)
+        calibrated = resolve_cost_kind(sc.cost_model, hw) == "calibrated"
+        mem = group_memory(hw, model, g, role)
+        plan = GroupPlan(role, gi, g, hw, model, mem, step_cost(resolved, hw, g, role), mem.kv_tokens, calibrated)
         if role == "decode":
             plan.kv_tokens = transport.decode_kv_tokens(mem.kv_tokens, plan)
         plans.append(plan)
     return plans
 
 
-def pair_plan(p: GroupPlan, d: GroupPlan, resolved: ResolvedScenario) -> PairPlan:
+def pair_plan(p, d, resolved: ResolvedScenario) -> PairPlan:
+    """The transfer constants of prefill instance ``p`` to decode instance ``d``."""
     sc = resolved.scenario
-    return PairPlan(p.model, p.hw, p.attn_tp, p.group.engine.page_size, p.kv_cache_dtype, p.calibrated,
-                    min(p.gpus, d.gpus), sc.transfer.nic_gbit, sc.transfer.backend)
+    pp, dp_ = p.plan, d.plan
+    shared = bool(set(p.nodes) & set(d.nodes))
+    link = "nvlink" if (sc.transfer.link != "rdma" and shared) else "rdma"
+    if sc.transfer.link == "nvlink" and not shared:
+        raise SpecError(f"transfer.link nvlink, but {p.name} and {d.name} share no node (use auto)",
+                        source=resolved.source, field="transfer.link")
+    return PairPlan(pp.model, pp.hw, dp_.hw, pp.attn_tp, dp_.attn_tp, pp.group.engine.page_size, pp.kv_cache_dtype,
+                    pp.calibrated, pp.gpus, dp_.gpus, sc.transfer.nic_gbit, sc.transfer.backend, link)
+
+
+class Placement:
+    """Which nodes each instance occupies: groups in declaration order, instances one after
+    another on the nodes of their hardware kind; instances smaller than a node pack into one."""
+
+    def __init__(self) -> None:
+        self._next: dict[str, int] = {}  # hardware -> next free node index
+        self._free: dict[str, int] = {}  # hardware -> free GPUs left in the current node
+
+    def place(self, hw: HardwareProfile, gpus: int) -> tuple[str, ...]:
+        gpn = hw.gpus_per_node
+        key = hw.name
+        if gpus >= gpn:
+            if self._free.get(key):
+                self._next[key] = self._next.get(key, 0) + 1  # leave the partly used node
+                self._free[key] = 0
+            start = self._next.get(key, 0)
+            n = -(-gpus // gpn)
+            self._next[key] = start + n
+            return tuple(f"{key}/node{start + j}" for j in range(n))
+        if self._free.get(key, 0) < gpus:
+            if self._free.get(key):
+                self._next[key] = self._next.get(key, 0) + 1
+            self._free[key] = gpn
+        node = self._next.get(key, 0)
+        self._free[key] -= gpus
+        if self._free[key] == 0:
+            self._next[key] = node + 1
+        return (f"{key}/node{node}",)
 
 
 class Builder:
@@ -133,33 +207,47 @@ class Builder:
         self.ports = ports
         self.table = table
         self.plugins = plugins
-        self.topology = Topology()
+        net = self.sc.network
+        self.topology = Topology(net.topology, net.nodes_per_leaf, net.oversubscription)
+        self.experts = None  # the expert service, when the scenario has one (sim/experts.py)
         self.shared_tiers: dict[str, Tier] = {}
         self.tier_stacks: list[TierStack] = []
 
     def instances(self, plans: list[GroupPlan], transport) -> list[Instance]:
         out: list[Instance] = []
-        sc = self.sc
+        self.placement = Placement()
+        self.transport = transport
+        names = iter(self.sc.cluster.instance_names())
         for plan in plans:
-            g, role = plan.group, plan.role
-            for k in range(g.count):
-                iid = len(out)
-                label = g.name or f"{role[0].upper()}{plan.index}"
-                name = f"{label}.{k}" if g.count > 1 or len(getattr(sc.cluster, role)) > 1 else f"{label}"
-                node = f"inst{iid}"
-                self.topology.attach(node, f"{name}.nic", instance_nic_capacity(plan.hw, plan.gpus, sc.transfer.nic_gbit))
-                pool = KVPool(plan.kv_tokens, g.engine.page_size)
-                kv = KVManager(pool)
-                scheduler = self.plugins["schedulers"][(role, plan.index)].create()
-                inst = Instance(self.env, iid, name, role, plan, LocalExecutor(plan.cost), kv, self.ports, node,
-                                scheduler)
-                if role == "decode":
-                    transport.setup_decode(inst, plan)
-                if role == "prefill":
-                    transport.setup_prefill(inst)
-                self._attach_cache(inst, plan, kv)
-                out.append(inst)
+            for _k in range(plan.group.count):
+                out.append(self.instance(plan, len(out), next(names)[3]))
         return out
+
+    def instance(self, plan: GroupPlan, iid: int, name: str) -> Instance:
+        """One instance of ``plan``'s group (also called while the world runs: scaling up)."""
+        sc = self.sc
+        g, role = plan.group, plan.role
+        node = f"inst{iid}"
+        nodes = self.placement.place(plan.hw, plan.gpus)
+        self.topology.attach(node, f"{name}.nic", instance_nic_capacity(plan.hw, plan.gpus, sc.transfer.nic_gbit),
+                             nodes[0])
+        kv = KVManager(KVPool(plan.kv_tokens, g.engine.page_size))
+        scheduler = self.plugins["schedulers"][(role, plan.index)].create()
+        executor = (RemoteExpertExecutor(plan.cost, self.experts, iid, plan) if g.expert_service
+                    else LocalExecutor(plan.cost))
+        inst = Instance(self.env, iid, name, role, plan, executor, kv, self.ports, node, scheduler)
+        inst.nodes = nodes
+        nvlink = sc.cluster.disaggregated and sc.transfer.link != "rdma"
+        if nvlink and len(nodes) == 1 and plan.gpus < plan.hw.gpus_per_node:
+            inst.nvl_node = f"{node}.nvl"
+            hw = plan.hw
+            self.topology.attach_nvlink(inst.nvl_node, nodes[0], plan.gpus * hw.gpu.peer_bytes_per_s * hw.efficiency.nvlink)
+        if role == "decode":
+            self.transport.setup_decode(inst, plan)
+        if role == "prefill":
+            self.transport.setup_prefill(inst)
+        self._attach_cache(inst, plan, kv)
+        return inst
 
     # ---- KV memory hierarchy ---------------------------------------------------------------
     def _attach_cache(self, inst: Instance, plan: GroupPlan, kv: KVManager) -> None:
@@ -199,6 +287,8 @@ class Builder:
             if dev.shared:
                 if t.device not in self.shared_tiers:
                     self.shared_tiers[t.device] = Tier(t.device, dev, cap, policy())
+                    if dev.kind == "remote":  # a storage service on the fabric: its I/O shares NIC links
+                        self.topology.attach_storage(f"storage.{t.device}", dev.read_gbps * 1e9)
                 tiers.append(self.shared_tiers[t.device])
                 continue
             # device figures are per node (DRAM bandwidth is per GPU's PCIe link); an explicit
@@ -211,6 +301,7 @@ class Builder:
         for a, b in zip(tiers, tiers[1:]):
             a.next = b
         stack = TierStack(tiers, block_bytes, pcie_bps)
+        stack.endpoint = inst.nic_node
         self.tier_stacks.append(stack)
         return stack
 

@@ -22,6 +22,9 @@ class EnginePorts(Protocol):
     def dropped(self, req, reason: str) -> None:
         """``req`` cannot be served; ``reason`` names why (it ends up in the run record)."""
 
+    def drained(self, inst) -> None:
+        """A draining ``inst`` (being removed) holds nothing any more: its GPUs can go."""
+
     def evicted(self, req, inst, reason: str) -> None:
         """``inst`` went down (failure, removal) while holding ``req``; everything the instance
         held for it is already released. The world retries it or drops it by its retry policy."""

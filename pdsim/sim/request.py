@@ -23,11 +23,12 @@ class Request:
         "routed", "prefill_start", "prefill_end", "transfer_start", "transfer_end",
         "d_alloc", "decode_admit", "first_token", "finish", "drop_reason",
         "p_inst", "d_inst", "segments", "cached_tokens", "preemptions",
-        "recomputes", "recompute_tokens", "kv_load_s", "transfer_bytes", "d_load_s", "loaded_tokens",
+        "recomputes", "recompute_tokens", "kv_load_s", "transfer_bytes", "d_load_s", "loaded_tokens", "retries",
         # prefill scheduler: tokens of the prompt done, its DP rank, whether it holds KV
         "prefilled", "dp_rank", "pf_admitted",
-        # decode batch: context at admission, admission step, step of its last token
-        "ctx0", "admit_step", "finish_step",
+        # decode batch: context at admission, admission step, step of its last token, tokens it
+        # still owed at admission, tokens produced by decode steps so far
+        "ctx0", "admit_step", "finish_step", "remaining", "decoded",
         # KV manager: pages owned on P and on D, cached blocks referenced and their pages
         "p_pages", "d_pages", "cache_keys", "shared_pages",
         # transport: handshake flags and where a pushed KV waits on D ('gpu' / 'host')
@@ -54,12 +55,15 @@ class Request:
         self.transfer_bytes = 0.0
         self.d_load_s = 0.0  # D-side KV read from the host pool at admission
         self.loaded_tokens = 0  # prompt tokens loaded from offload tiers
+        self.retries = 0  # times the client sent it again after an instance lost it
         self.prefilled = 0  # prompt tokens prefilled so far (cached tokens count as done)
         self.dp_rank = 0
         self.pf_admitted = False  # its prompt holds KV on the instance prefilling it
         self.ctx0 = 0
         self.admit_step = -1
         self.finish_step = -1
+        self.remaining = 0
+        self.decoded = 0
         self.p_pages = 0
         self.d_pages = 0
         self.cache_keys: list = []
@@ -68,16 +72,36 @@ class Request:
         self.d_ready = False
         self.buffer_where: str | None = None
 
+    def reset_for_retry(self) -> None:
+        """The client sends it again from scratch (its arrival stays: latencies count from the
+        first send). Tokens streamed before the failure are discarded."""
+        self.routed = self.prefill_start = self.prefill_end = NAN
+        self.transfer_start = self.transfer_end = self.d_alloc = NAN
+        self.decode_admit = self.first_token = self.finish = NAN
+        self.p_inst = self.d_inst = -1
+        self.segments = []
+        self.cached_tokens = 0
+        self.kv_load_s = self.d_load_s = 0.0
+        self.transfer_bytes = 0.0
+        self.loaded_tokens = 0
+        self.prefilled = 0
+        self.pf_admitted = False
+        self.ctx0 = 0
+        self.admit_step = self.finish_step = -1
+        self.remaining = self.decoded = 0
+        self.p_pages = self.d_pages = self.shared_pages = 0
+        self.cache_keys = []
+        self.prefill_ready = self.d_ready = False
+        self.buffer_where = None
+        self.retries += 1
+
     @property
     def done(self) -> bool:
         return not math.isnan(self.finish) or self.drop_reason is not None
 
     def tokens_out(self) -> int:
         """Tokens produced so far: the first one, then every decode step it took part in."""
-        n = 1 if not math.isnan(self.first_token) else 0
-        for _iid, a, b in self.segments:
-            n += b - a + 1
-        return n
+        return (1 if not math.isnan(self.first_token) else 0) + self.decoded
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Request({self.rid}, in={self.input_len}, out={self.output_len}, finish={self.finish})"

@@ -16,15 +16,21 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from ..costs.pd_overheads import pd_fixed_costs
 from ..specs.scenario import ResolvedScenario
 from ..workload.table import RequestTable
 from .build import Builder, group_plans, pair_plan
+from ..costs.registry import resolve_cost_kind
+from .control.autoscaler import AutoscaleController, ClusterState, GroupState
+from .control.faults import FaultController
+from .experts import ExpertService
 from .control.membership import Membership
 from .control.router import Hold, Reject, Route
 from .engine.instance import Instance
 from .net.fabric import Fabric
 from .record import REQUEST_FLOAT, REQUEST_INT, InstanceInfo, RunRecord, StepTokens, empty_requests
 from .request import Request
+from .resolve import resolve_plugins
 from .transports.base import TransportContext
 
 # RunRecord request column -> Request attribute
@@ -36,13 +42,12 @@ _REQUEST_ATTR = {
     "decode_admit_s": "decode_admit", "first_token_s": "first_token", "finish_s": "finish",
     "preemptions": "preemptions", "recompute_tokens": "recompute_tokens", "transfer_bytes": "transfer_bytes",
     "kv_load_s": "kv_load_s", "loaded_tokens": "loaded_tokens", "d_load_s": "d_load_s", "recomputes": "recomputes",
+    "retries": "retries",
 }
 
 
 def default_plugins(resolved: ResolvedScenario) -> dict:
     """Plug-ins of a scenario resolved without them (registry keys only)."""
-    from ..api import resolve_plugins  # the one place plug-ins are resolved
-
     return resolve_plugins(resolved.scenario, resolved.trust)
 
 
@@ -65,28 +70,57 @@ class World:
         self.in_flight = 0
         self._cc_waiting: deque[int] = deque()
         self._held: list[Request] = []  # requests the router holds until membership changes
+        fixed = pd_fixed_costs(sc.overheads) if sc.overheads is not None else None
+        self.ingress_s = fixed.ingress_s if fixed else 0.0  # arrival -> the router has routed it
+        self.egress_s = fixed.egress_s if fixed else 0.0  # a token leaves an engine -> the client has it
         plugins = resolved.plugins if "schedulers" in resolved.plugins else default_plugins(resolved)
         self.transport = plugins["transport"].create(spec=sc.transfer)
         self.plans = group_plans(resolved, self.transport)
         builder = Builder(resolved, self.env, self, table, plugins)
+        self.experts = None
+        if sc.experts is not None:
+            self.experts = builder.experts = ExpertService(self, sc.experts, resolved.hardware_of("experts", 0),
+                                                           self.model, resolve_cost_kind(sc.cost_model, self.hw))
         self.instances: list[Instance] = builder.instances(self.plans, self.transport)
         self.builder = builder
         self.fabric = Fabric(self.env, builder.topology.graph)
+        for key, tier in builder.shared_tiers.items():
+            if tier.device.kind == "remote":
+                tier.net = (self.fabric, f"storage.{key}")
         self.members = Membership()
         self.members.disaggregated = self.disaggregated = sc.cluster.disaggregated
         for inst in self.instances:
             self.members.register(inst)
         self._pairs: dict[tuple[int, int], object] = {}
         self.transport.bind(TransportContext(env=self.env, fabric=self.fabric, pair=self._pair,
-                                             instance=self.instances.__getitem__, ports=self))
+                                             instance=self.instances.__getitem__, ports=self,
+                                             overheads=sc.overheads))
         self.router = plugins["router"].create(rng=self.rng)
         self.env.process(self._client())
+        # failures and the cluster's capacity over time (control/faults.py)
+        self.events: list[tuple[float, str, str, str]] = []  # (time, kind, what, detail)
+        self.retry_causes: dict[str, int] = {}
+        self.fabric_capacity0 = dict(self.fabric.capacity)
+        self.gpus_up = sum(i.gpus for i in self.instances) + (self.experts.gpus if self.experts else 0)
+        self.capacity_log: list[tuple[float, int]] = [(0.0, self.gpus_up)]
+        self._ever_up = {i.iid for i in self.instances}
+        self.alloc_gpus = self.gpus_up  # GPUs held (serving, starting or being repaired)
+        self.alloc_log: list[tuple[float, int]] = [(0.0, self.alloc_gpus)]
+        self.faults = None
+        if sc.faults is not None:
+            self.faults = FaultController(self, sc.faults, sc.seed)
+            self.faults.start(plugins.get("faults", ()))
+        self._recent: deque[tuple[float, bool]] = deque()  # (finish time, met the TTFT SLO), for autoscalers
+        self._busy_seen: dict[int, float] = {}
+        self._arrived_seen = 0
+        if sc.autoscaler is not None:
+            AutoscaleController(self, sc.autoscaler, plugins["autoscaler"].create())
 
     def _pair(self, p: Instance, d: Instance):
-        key = (id(p.plan), id(d.plan))
+        key = (p.iid, d.iid)
         plan = self._pairs.get(key)
         if plan is None:
-            plan = self._pairs[key] = pair_plan(p.plan, d.plan, self.resolved)
+            plan = self._pairs[key] = pair_plan(p, d, self.resolved)
         return plan
 
     # ---- arrivals ------------------------------------------------------------------------
@@ -112,10 +146,26 @@ class World:
         if req.input_len + req.output_len > self.model.max_context:
             self.dropped(req, "exceeds_model_max_context")
             return
+        if self.ingress_s > 0:  # the request path to the router and the engines (HTTP, proxy)
+            self.env.timeout(self.ingress_s).callbacks.append(lambda _e, r=req: self._routed(r))
+            return
+        self._routed(req)
+
+    def _routed(self, req: Request) -> None:
         req.routed = self.env.now
+        if self.faults is not None and self.faults.spec.request_timeout_s is not None:
+            attempt = req.retries
+            self.env.timeout(self.faults.spec.request_timeout_s).callbacks.append(
+                lambda _e, r=req, a=attempt: self._timed_out(r, a))
         self._route(req)
 
+    def _timed_out(self, req: Request, attempt: int) -> None:
+        if not req.done and req.retries == attempt:
+            self._evict(req, "timeout")
+
     def _route(self, req: Request) -> None:
+        if req.done:
+            return  # given up while it waited (a timeout while held)
         decision = self.router.route(req, self.members)
         if isinstance(decision, Route):
             p = self.instances[decision.prefill.iid]
@@ -154,7 +204,99 @@ class World:
 
     def finished(self, req: Request, inst: Instance) -> None:
         self.n_finished += 1
+        slo = self.resolved.scenario.slo.ttft_ms
+        if slo is not None and self.resolved.scenario.autoscaler is not None:
+            self._recent.append((self.env.now, (req.first_token + self.egress_s - req.arrival) * 1e3 <= slo))
         self._release_slot()
+
+    def drained(self, inst: Instance) -> None:
+        """A draining instance is empty: its GPUs are released."""
+        if inst.state != "draining":
+            return
+        inst.state = "down"
+        self._capacity(-inst.gpus)
+        self._alloc(-inst.gpus)
+        self.log_event("removed", inst.name, "drained")
+
+    # ---- elastic scaling (control/autoscaler.py drives these) -------------------------------
+    def _alloc(self, delta: int) -> None:
+        self.alloc_gpus += delta
+        self.alloc_log.append((self.env.now, self.alloc_gpus))
+
+    def scale_group(self, role: str, index: int, delta: int) -> None:
+        """Add ``delta`` instances to group ``index`` of ``role`` (each serves after its priced
+        start-up), or drain ``-delta`` of its serving instances (newest first)."""
+        plan = next((p for p in self.plans if p.role == role and p.index == index), None)
+        if plan is None:
+            raise KeyError(f"the autoscaler named group {role}[{index}], which does not exist")
+        if delta > 0:
+            for _ in range(delta):
+                label = plan.group.name or f"{role[0].upper()}{index}"
+                k = sum(1 for i in self.instances if i.plan is plan)
+                inst = self.builder.instance(plan, len(self.instances), f"{label}.{k}")
+                inst.state = "down"  # not serving until started
+                self.instances.append(inst)
+                self.fabric.add_links()
+                self.fabric_capacity0 = dict(self.fabric.capacity)
+                if self.faults is not None:
+                    self.faults.by_name[inst.name] = inst
+                self._alloc(inst.gpus)
+                start = self.restart_time(inst)
+                self.log_event("starting", inst.name, f"serving in {start:.1f} s")
+                self.env.timeout(start).callbacks.append(lambda _e, i=inst: self.instance_up(i, new=True))
+        else:
+            up = [i for i in self.instances if i.plan is plan and i.state == "up"]
+            for inst in up[::-1][: -delta]:
+                if len([i for i in self.instances if i.plan is plan and i.state == "up"]) <= 1:
+                    break  # never drain a group's last serving instance
+                inst.state = "draining"
+                self.members.deregister(inst)
+                self.log_event("draining", inst.name, "")
+                inst.wake()
+
+    def scale_experts(self, delta: int) -> None:
+        if self.experts is None:
+            raise KeyError("the autoscaler scaled an expert service the scenario does not have")
+        for _ in range(max(0, delta)):
+            i = self.experts.add_server()
+            self._alloc(1)
+            self.log_event("starting", f"expert{i}", "")
+        for _ in range(max(0, -delta)):
+            if self.experts.remove_server():
+                self._alloc(-1)
+
+    def restart_time(self, inst: Instance) -> float:
+        from ..costs.restart import restart_s
+        from ..specs.memory import weights_per_gpu
+
+        plan, g = inst.plan, inst.plan.group
+        w = weights_per_gpu(plan.model, plan.world, plan.attn_tp, g.ep, g.engine.ep_num_redundant_experts)
+        spec = self.faults.spec.restart if self.faults is not None else None
+        return restart_s(w, plan.world, g.engine.cuda_graph_max_bs > 0, spec)
+
+    def cluster_state(self, window_s: float) -> ClusterState:
+        now = self.env.now
+        groups = []
+        for plan in self.plans:
+            insts = [i for i in self.instances if i.plan is plan]
+            up = [i for i in insts if i.state == "up"]
+            busy = 0.0
+            for i in up:
+                prev = self._busy_seen.get(i.iid, i.busy_time)
+                busy += (i.busy_time - prev) / window_s
+                self._busy_seen[i.iid] = i.busy_time
+            groups.append(GroupState(plan.role, plan.index, len(up),
+                                     sum(1 for i in insts if i.state == "down" and i.iid not in self._ever_up),
+                                     sum(1 for i in insts if i.state == "draining"),
+                                     sum(i.queue_len for i in up), busy / len(up) if up else 0.0))
+        while self._recent and self._recent[0][0] < now - window_s:
+            self._recent.popleft()
+        ok = [o for _t, o in self._recent]
+        arrived = len(self.requests) - self._arrived_seen
+        self._arrived_seen = len(self.requests)
+        return ClusterState(now, groups, self.experts.servers_up if self.experts else None,
+                            self.experts.allocated if self.experts else None,
+                            sum(ok) / len(ok) if ok else None, len(ok), arrived / window_s)
 
     def dropped(self, req: Request, reason: str) -> None:
         if req.drop_reason is not None:
@@ -164,7 +306,74 @@ class World:
         self._release_slot()
 
     def evicted(self, req: Request, inst: Instance, reason: str) -> None:
-        self.dropped(req, reason)
+        self._evict(req, reason)
+
+    # ---- failures (control/faults.py drives these) -----------------------------------------
+    def log_event(self, kind: str, what: str, detail: str) -> None:
+        self.events.append((self.env.now, kind, what, detail))
+
+    def _capacity(self, delta: int) -> None:
+        self.gpus_up += delta
+        self.capacity_log.append((self.env.now, self.gpus_up))
+
+    def fail_instance(self, inst: Instance, reason: str) -> None:
+        """``inst`` goes down now: what it held, and the transfers to or from it, are lost with it
+        until the failure is detected."""
+        inst.fail()
+        for req in self.transport.instance_failed(inst):
+            if req not in inst.limbo:
+                inst.limbo.append(req)
+        self._capacity(-inst.gpus)
+        self.log_event("failed", inst.name, reason)
+
+    def detected(self, inst: Instance, cause: str) -> None:
+        """The monitor declares ``inst`` dead: the router stops using it; its requests are retried
+        or dropped by the retry policy."""
+        self.members.deregister(inst)
+        inst.detected = True
+        lost, inst.limbo = inst.limbo, []
+        # requests elsewhere whose other half was on it (P prefilling for a dead D, ...)
+        seen = {r.rid for r in lost}
+        lost += [r for r in self.requests if not r.done and r.rid not in seen and inst.iid in (r.p_inst, r.d_inst)]
+        self.log_event("detected", inst.name, f"{len(lost)} requests lost")
+        for req in lost:
+            self._evict(req, f"{inst.role}_{cause}")
+
+    def instance_up(self, inst: Instance, new: bool = False) -> None:
+        """``inst`` serves again (restarted, or newly added): it joins the router's view."""
+        inst.restart()
+        self._ever_up.add(inst.iid)
+        self.members.register(inst)
+        self._capacity(inst.gpus)
+        self.log_event("up", inst.name, "added" if new else "restarted")
+        held, self._held = self._held, []
+        for req in held:
+            self._route(req)
+
+    def _evict(self, req: Request, reason: str) -> None:
+        """Give ``req`` up where it is (both of its instances and its transfer), then retry it or
+        drop it by the retry policy."""
+        if req.done:
+            return
+        if req in self._held:
+            self._held.remove(req)
+        for iid in {req.p_inst, req.d_inst}:
+            if iid >= 0:
+                inst = self.instances[iid]
+                if inst._take(req) and inst.state == "up":
+                    inst.wake()
+        self.transport.abandon(req)
+        retry = self.faults.spec.retry if self.faults is not None else None
+        if retry is not None and retry.policy == "restart" and req.retries < retry.max_retries:
+            self.retry_causes[reason] = self.retry_causes.get(reason, 0) + 1
+            req.reset_for_retry()
+            delay = retry.backoff_s + self.ingress_s
+            if delay > 0:
+                self.env.timeout(delay).callbacks.append(lambda _e, r=req: self._routed(r))
+            else:
+                self._routed(req)
+        else:
+            self.dropped(req, reason if retry is None or retry.policy == "drop" else f"{reason}_after_retries")
 
     def _release_slot(self) -> None:
         self.in_flight -= 1
@@ -202,6 +411,13 @@ class World:
                 break
             if horizon is not None and env.now >= horizon:
                 break
+        if horizon is None or self.env.now < horizon:
+            # nothing left to happen while the router still holds requests: no instance of a role
+            # they need will ever come back (failures without recovery)
+            while self._held:  # dropping one frees a closed-loop slot, whose request is held too
+                held, self._held = self._held, []
+                for req in held:
+                    self.dropped(req, "no_instance_available")
         cut = horizon is not None and any(not r.done for r in self.requests) or len(self.requests) < n
         for req in self.requests:
             if not req.done:
@@ -240,6 +456,8 @@ class World:
                     errors.append(f"{i.name}: running batch not empty ({b.n} requests)")
                 if i.pq_count or i.pq_tokens or i.prealloc_q or i.ready_q:
                     errors.append(f"{i.name}: queues not empty")
+                if i.holding or i.limbo:
+                    errors.append(f"{i.name}: {len(i.holding)} requests still held, {len(i.limbo)} in limbo")
                 if i.buffer is not None and any(v > 1e-6 for v in i.buffer.used.values()):
                     errors.append(f"{i.name}: receive buffer holds {i.buffer.used}")
             if self.fabric.flows:
@@ -259,11 +477,14 @@ class World:
         order = np.argsort(cols["request_id"], kind="stable")
         if not np.array_equal(order, np.arange(n)):
             cols = {k: v[order] for k, v in cols.items()}
+        if self.egress_s:  # every token reaches the client egress_s after its engine emits it
+            for c in ("first_token_s", "finish_s"):
+                cols[c] = cols[c] + self.egress_s
         seg = [(r.rid, iid, a, b) for r in reqs for iid, a, b in r.segments]
         seg.sort(key=lambda x: x[0])  # stable: a request's stretches stay in the order they ran
         sa = np.asarray(seg, dtype=np.int64).reshape(-1, 4)
         tokens = StepTokens(sa[:, 0], sa[:, 1], sa[:, 2], sa[:, 3],
-                            [np.asarray(i.batch.step_end, dtype=np.float64) for i in self.instances])
+                            [np.asarray(i.batch.step_end, dtype=np.float64) + self.egress_s for i in self.instances])
         infos = [InstanceInfo(i.name, i.role, i.gpus, i.pool.capacity, i.pool.peak, i.busy_time, i.tokens_out,
                               i.retractions) for i in self.instances]
         steps = [{"time_s": np.asarray(i.log_t, dtype=np.float64), "step_s": np.asarray(i.log_dur, dtype=np.float64),
@@ -290,15 +511,30 @@ class World:
                                      "evicted_blocks": i.cache.evicted_blocks}
                             for i in self.instances if i.cache is not None},
                  "buffers": {i.name: i.buffer.stats() for i in self.instances if i.buffer is not None},
-                 "block_tokens": caches[0].block_tokens if caches else 0}
+                 "block_tokens": caches[0].block_tokens if caches else 0,
+                 "events": [{"time_s": t, "kind": k, "what": w, "detail": d} for t, k, w, d in self.events],
+                 "retries_by_cause": dict(self.retry_causes),
+                 "capacity_gpus": [(t, g) for t, g in self.capacity_log],
+                 "gpu_hours": self._gpu_hours(self.capacity_log),
+                 "allocated_gpu_hours": self._gpu_hours(self.alloc_log),
+                 "allocated_gpus": [(t, g) for t, g in self.alloc_log]}
         sc = self.resolved.scenario
-        gpus = sum(i.gpus for i in self.instances)
+        gpus = sum(i.gpus for i in self.instances) + (self.experts.gpus if self.experts else 0)
         slo = {k: getattr(sc.slo, k) for k in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")}
         meta = {"source": self.resolved.source, "description": sc.description, "hardware": self.hw.name,
                 "model": self.model.name, "seed": sc.seed}
         return RunRecord(sc.name, "simulated", cols, tokens, infos, gpus, gpus / self.hw.gpus_per_node, slo,
                          self.env.now, wall, sum(len(i.log_t) for i in self.instances), self.disaggregated, steps,
                          tier_usage, link_usage, link_names, dict(self.fabric.capacity), stats, meta)
+
+    def _gpu_hours(self, log) -> float:
+        """GPU-hours of a (time, GPUs) log up to the end of the run."""
+        total, (t0, g0) = 0.0, log[0]
+        for t, g in log[1:]:
+            total += g0 * (t - t0)
+            t0, g0 = t, g
+        total += g0 * (self.env.now - t0)
+        return total / 3600.0
 
     def _all_tiers(self):
         seen, out = set(), []

@@ -1,7 +1,8 @@
 """Specs: typed, validated, frozen data loaded from YAML. Imports nothing else of pdsim."""
 from .errors import SpecError
 from .hardware import Efficiency, GPUSpec, HardwareProfile, NodeSpec, load_hardware
-from .model import MLASpec, ModelSpec, MoESpec, load_model
+from .hf_config import load_model
+from .model import MLASpec, ModelSpec, MoESpec
 from .scenario import (ClusterSpec, EngineSpec, GroupSpec, ResolvedScenario, RouterSpec, Scenario,
                        SLOSpec, TransferSpec)
 from .workload import LengthDist, TraceSpec, WorkloadSpec

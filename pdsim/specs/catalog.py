@@ -93,7 +93,7 @@ def _cached_hw(path: str, mtime: float):
 
 @lru_cache(maxsize=64)
 def _cached_model(path: str, mtime: float):
-    from .model import load_model
+    from .hf_config import load_model
 
     return load_model(path)
 

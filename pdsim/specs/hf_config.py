@@ -28,6 +28,7 @@ from typing import Any
 
 from .errors import SpecError
 from .features import QuantSpec
+from ._convert import load_spec
 from .model import MLASpec, ModelSpec, MoESpec
 
 
@@ -164,3 +165,10 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     except json.JSONDecodeError as err:
         raise SpecError(f"line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}", source=str(path)) from None
     return model_from_hf_config(cfg, name or (p.parent.name if p.name == "config.json" else p.stem), str(path))
+
+
+def load_model(path) -> "ModelSpec":
+    """A model YAML, or a Hugging Face ``config.json`` (this module)."""
+    if str(path).endswith(".json"):
+        return load_hf_config(path)
+    return load_spec(ModelSpec, path)

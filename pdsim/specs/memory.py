@@ -83,9 +83,11 @@ def dense_tp(world: int, dp: int) -> int:
     return world // dp
 
 
-def weights_per_gpu(model: ModelSpec, world: int, attn_tp: int, ep: int, redundant: int = 0, draft_layers: int = 0) -> float:
+def weights_per_gpu(model: ModelSpec, world: int, attn_tp: int, ep: int, redundant: int = 0, draft_layers: int = 0,
+                    routed: bool = True) -> float:
     """Bytes of weights on one GPU of an instance of ``world`` GPUs (``draft_layers`` extra
-    decoder layers of the model's own MTP module, held like a MoE layer)."""
+    decoder layers of the model's own MTP module, held like a MoE layer; ``routed`` False: an
+    expert-service client, whose routed experts live on the expert servers)."""
     wb = model.weight_bytes_per_param
     layers = model.num_layers + draft_layers
     attn = layers * model.attn_params * wb / attn_tp
@@ -95,12 +97,14 @@ def weights_per_gpu(model: ModelSpec, world: int, attn_tp: int, ep: int, redunda
     experts = 0.0
     if model.moe:
         per_layer_expert = model.expert_params * wb
-        if ep > 1:
-            routed = (model.moe.num_experts + redundant) / ep
+        if not routed:
+            share = 0.0
+        elif ep > 1:
+            share = (model.moe.num_experts + redundant) / ep
         else:
-            routed = model.moe.num_experts / world
+            share = model.moe.num_experts / world
         shared = model.moe.num_shared_experts / attn_tp
-        experts = (model.n_moe_layers + draft_layers) * (routed + shared) * per_layer_expert
+        experts = (model.n_moe_layers + draft_layers) * (share + shared) * per_layer_expert
     elif draft_layers:
         dense += draft_layers * model.dense_mlp_params * wb / dense_tp(world, dp)
     return attn + dense + emb + experts
@@ -140,13 +144,14 @@ def runtime_bytes(model: ModelSpec, group, role: str) -> float:
 
 def instance_memory(hw: HardwareProfile, model: ModelSpec, group, role: str = "decode",
                     draft_layers: int = 0) -> InstanceMemory:
+    routed = not getattr(group, "expert_service", False)
     """Memory budget of one instance of ``group`` (a GroupSpec) on ``hw`` in ``role``
     ('prefill', 'decode', 'colocated'; the default counts a decode instance's buffers)."""
     gpn = hw.gpus_per_node
     world = group.world(gpn)
     attn_tp = world // group.dp
     eng = group.engine
-    w = weights_per_gpu(model, world, attn_tp, group.ep, eng.ep_num_redundant_experts, draft_layers)
+    w = weights_per_gpu(model, world, attn_tp, group.ep, eng.ep_num_redundant_experts, draft_layers, routed)
     runtime = runtime_bytes(model, group, role)
     avail = min(eng.mem_fraction_static * hw.gpu.hbm_bytes, hw.gpu.hbm_bytes - runtime)
     per_tok = model.kv_bytes_per_token(kv_dtype(model, eng.kv_cache_dtype)) * model.kv_replication(attn_tp) / attn_tp
@@ -155,3 +160,20 @@ def instance_memory(hw: HardwareProfile, model: ModelSpec, group, role: str = "d
     if eng.max_total_tokens is not None:
         tokens = min(tokens, eng.max_total_tokens)
     return InstanceMemory(w, avail, per_tok, tokens, eng.min_kv_reserve_tokens, world, runtime)
+
+
+def group_memory(hw: HardwareProfile, model: ModelSpec, group, role: str) -> InstanceMemory:
+    """Memory budget of one instance of ``group`` in ``role``: with pipeline parallelism each GPU
+    holds one stage's layers (the first, the largest, sets the pool); a decode-capable instance
+    running MTP also holds the draft layers."""
+    from .model import stage_model
+
+    m = stage_model(model, group.pp, 0) if group.pp > 1 else model
+    spec = group.engine.speculative if role != "prefill" else None
+    draft = spec.draft_layers if spec is not None and spec.method == "mtp" else 0
+    return instance_memory(hw, m, group, role=role, draft_layers=draft)
+
+
+def expert_server_bytes(model: ModelSpec, servers: int, replicas: int) -> float:
+    """Weights on one expert server: its share of every MoE layer's routed experts, replicated."""
+    return model.n_moe_layers * model.moe.num_experts * replicas / servers * model.expert_params * model.weight_bytes_per_param

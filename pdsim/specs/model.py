@@ -5,6 +5,8 @@ multiply-add as 2 FLOPs. KV bytes are per token across all layers.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -210,10 +212,17 @@ class ModelSpec:
         return max(1, attn_tp // self.num_kv_heads)
 
 
-def load_model(path: str | Path) -> ModelSpec:
-    """A model YAML, or a Hugging Face ``config.json`` (specs/hf_config.py)."""
-    if str(path).endswith(".json"):
-        from .hf_config import load_hf_config
+def stage_layers(num_layers: int, pp: int) -> list[int]:
+    """Layers per stage: the first ``num_layers % pp`` stages take one extra."""
+    base, extra = divmod(num_layers, pp)
+    return [base + (1 if i < extra else 0) for i in range(pp)]
 
-        return load_hf_config(path)
-    return load_spec(ModelSpec, path)
+
+def stage_model(model: ModelSpec, pp: int, stage: int) -> ModelSpec:
+    """The slice of ``model`` one pipeline stage runs (dense layers first, as in the model)."""
+    sizes = stage_layers(model.num_layers, pp)
+    first = sum(sizes[:stage])
+    n = sizes[stage]
+    dense = max(0, min(model.n_dense_layers - first, n))
+    return dataclasses.replace(model, name=f"{model.name}-pp{stage}", num_layers=n,
+                               num_dense_layers=dense if model.moe else None)

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from ._convert import build, check, read_yaml, replace_path
 from .errors import SpecError
+from .faults import AutoscalerSpec, ExpertServiceSpec, FaultSpec
+from .features import PDOverheadSpec, PipelineSpec, SpeculativeSpec
 from .limits import check_at_most, max_gpus, max_instances
 from .yamlio import excerpt, parse_yaml_text
 from .hardware import HardwareProfile
@@ -45,6 +47,7 @@ class EngineSpec:
     disable_radix_cache: bool = False  # prefix caching of prompt blocks (prefill/colocated)
     max_retractions_per_request: int = 32  # pdsim: drop a request retracted more often (KV thrashing)
     schedule_policy: str = "fcfs"  # prefill queue order: fcfs, lpm, dfs-weight, lof, spf or a plug-in
+    speculative: SpeculativeSpec | None = None  # MTP / EAGLE speculative decoding (decode-capable groups)
 
     def __post_init__(self) -> None:
         check(self.chunked_prefill_size == -1 or self.chunked_prefill_size >= 1,
@@ -86,6 +89,9 @@ class GroupSpec:
     enable_dp_attention: bool = False
     engine: EngineSpec = field(default_factory=EngineSpec)
     name: str | None = None
+    hardware: str | None = None  # this group's hardware profile (heterogeneous clusters); None = the scenario's
+    pipeline: PipelineSpec | None = None  # pipeline parallelism: nodes/gpus/tp describe one stage
+    expert_service: bool = False  # MoE layers served by the scenario's expert service (experts:)
 
     def __post_init__(self) -> None:
         check(self.count >= 1, "must be >= 1", "count")
@@ -96,11 +102,20 @@ class GroupSpec:
         check(self.ep >= 1, "must be >= 1", "ep")
         check(self.dp == 1 or self.enable_dp_attention, "dp > 1 needs enable_dp_attention: true", "dp")
 
-    def gpus_per_instance(self, gpus_per_node: int) -> int:
+    @property
+    def pp(self) -> int:
+        return self.pipeline.pp_size if self.pipeline is not None else 1
+
+    def stage_gpus(self, gpus_per_node: int) -> int:
+        """GPUs of one pipeline stage (the whole instance without pipeline parallelism)."""
         return self.nodes * gpus_per_node if self.nodes is not None else self.gpus
 
+    def gpus_per_instance(self, gpus_per_node: int) -> int:
+        return self.stage_gpus(gpus_per_node) * self.pp
+
     def world(self, gpus_per_node: int) -> int:
-        return self.tp if self.tp is not None else self.gpus_per_instance(gpus_per_node)
+        """The TP/EP world of one (pipeline stage of an) instance."""
+        return self.tp if self.tp is not None else self.stage_gpus(gpus_per_node)
 
     def attn_tp(self, gpus_per_node: int) -> int:
         return self.world(gpus_per_node) // self.dp
@@ -125,6 +140,17 @@ class ClusterSpec:
     @property
     def disaggregated(self) -> bool:
         return bool(self.prefill)
+
+    def instance_names(self) -> list[tuple[str, int, int, str]]:
+        """(role, group index, instance index, name) of every instance, in build order: a
+        group's ``name`` or ``P0``/``D1``/``C0``, with ``.k`` when it has several instances."""
+        out = []
+        for role, gi, g in self.groups():
+            label = g.name or f"{role[0].upper()}{gi}"
+            many = g.count > 1 or len(getattr(self, role)) > 1
+            for k in range(g.count):
+                out.append((role, gi, k, f"{label}.{k}" if many else label))
+        return out
 
     def groups(self) -> list[tuple[str, int, GroupSpec]]:
         """(role, index, group) for every group, in declaration order."""
@@ -156,6 +182,7 @@ class TransferSpec:
     nic_gbit: float | None = None  # override the profile's NIC line rate (what-if fabric)
     kv_buffer_fraction: float = 0.0  # nccl: share of D's HBM for the receive buffer
     host_pool_gib: float = 32.0  # nccl: D's host tensor memory pool when the GPU buffer is full
+    link: Literal["auto", "rdma", "nvlink"] = "rdma"  # auto: NVLink when P and D share a node
     params: dict[str, Any] = field(default_factory=dict)  # a plug-in transport's typed parameters
 
     def __post_init__(self) -> None:
@@ -202,6 +229,28 @@ class SLOSpec:
 
 
 @dataclass(frozen=True)
+class NetworkSpec:
+    """The fabric between instances (sim/net/topology.py).
+
+    - ``single_switch``: every instance's NICs to one non-blocking switch (the default);
+    - ``leaf_spine``: nodes under leaf switches of ``nodes_per_leaf`` nodes; a leaf's uplinks carry
+      (its nodes' NIC bandwidth) / ``oversubscription``, so traffic between leaves shares them;
+    - ``rail``: rail-optimised (NIC i of every node of a rail group on rail switch i, rail groups
+      joined by a spine at ``oversubscription``): a P/D transfer stripes over all NICs, rail i to
+      rail i, so at instance granularity it behaves as ``leaf_spine`` with rail groups as leaves.
+    Remote storage (NVMe-oF offload tiers) hangs off the fabric too, so its reads and writes share
+    the instances' NIC links with KV transfers."""
+
+    topology: Literal["single_switch", "leaf_spine", "rail"] = "single_switch"
+    nodes_per_leaf: int = 32
+    oversubscription: float = 1.0
+
+    def __post_init__(self) -> None:
+        check(self.nodes_per_leaf >= 1, "must be >= 1", "nodes_per_leaf")
+        check(self.oversubscription >= 1.0, "must be >= 1 (1 = non-blocking)", "oversubscription")
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     hardware: str  # profile key (see `pdsim list`) or a YAML path
@@ -216,6 +265,11 @@ class Scenario:
     cost_model: str = "auto"  # "roofline", "calibrated", or "auto" (calibrated when the profile has constants)
     description: str = ""
     duration_limit_s: float | None = None  # stop simulated time here; unfinished requests get a drop reason
+    overheads: PDOverheadSpec | None = None  # fixed costs outside the engines (router/HTTP path; P/D handshakes)
+    faults: FaultSpec | None = None  # failures, detection, retries, restarts (specs/faults.py)
+    autoscaler: AutoscalerSpec | None = None  # elastic scaling (specs/faults.py)
+    experts: ExpertServiceSpec | None = None  # expert-as-a-service (specs/faults.py)
+    network: NetworkSpec = field(default_factory=lambda: NetworkSpec())
 
     def __post_init__(self) -> None:
         check(self.seed >= 0, f"must be >= 0, got {self.seed}", "seed")
@@ -234,6 +288,11 @@ class ResolvedScenario:
     base_dir: Path  # relative paths in the scenario (traces) resolve against this
     plugins: dict[str, Any] = field(default_factory=dict)  # kind -> PluginRef, resolved at load (pdsim/plugins.py)
     trust: Any = None  # the specs.trust.Trust the scenario was loaded under
+    group_hardware: dict[tuple[str, int], HardwareProfile] = field(default_factory=dict)  # groups with their own
+
+    def hardware_of(self, role: str, index: int) -> HardwareProfile:
+        """The profile group ``index`` of ``role`` runs on."""
+        return self.group_hardware.get((role, index), self.hardware)
 
     @property
     def name(self) -> str:
@@ -310,66 +369,37 @@ def read_scenario_data(path: str | Path) -> dict:
     return normalize_cluster(data)
 
 
-def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: ModelSpec, source: str) -> None:
-    """Cross-checks that need the hardware and the model: divisibility and memory fit."""
-    from .memory import instance_memory
+def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: ModelSpec, source: str,
+                     group_hw: dict | None = None) -> None:
+    """Cross-checks that need the hardware and the model: divisibility and memory fit. Each
+    group is checked on its own profile (``group_hw[(role, index)]``, else ``hw``)."""
+    from .memory import group_memory
 
-    gpn = hw.gpus_per_node
+    group_hw = group_hw or {}
     groups = resolved_scenario.cluster.groups()
     n_inst = sum(g.count for _r, _i, g in groups)
     check_at_most(n_inst, max_instances(), "instances", "PDSIM_MAX_INSTANCES", source=source, field="cluster")
-    n_gpus = sum(g.count * g.gpus_per_instance(gpn) for _r, _i, g in groups)
+    n_gpus = sum(g.count * g.gpus_per_instance(group_hw.get((r, i), hw).gpus_per_node) for r, i, g in groups)
     check_at_most(n_gpus, max_gpus(), "GPUs", "PDSIM_MAX_GPUS", source=source, field="cluster")
     for role, i, g in groups:
-        where = f"cluster.{role}[{i}]"
-        gpus = g.gpus_per_instance(gpn)
-        if g.gpus is not None and gpus < gpn and gpn % gpus != 0:
-            raise SpecError(f"{gpus} GPUs do not divide {gpn} GPUs per node", source=source, field=f"{where}.gpus")
-        if g.gpus is not None and gpus > gpn:
-            raise SpecError(f"{gpus} GPUs exceed one node ({gpn}); use nodes: for multi-node instances",
-                            source=source, field=f"{where}.gpus")
-        world = g.world(gpn)
-        if world != gpus:
-            if gpus <= gpn and gpn % world != 0:
-                raise SpecError(f"{world} does not divide {gpn} GPUs per node", source=source, field=f"{where}.tp")
-            raise SpecError(f"tp is the instance's world size and must equal its {gpus} GPUs, got {world}",
-                            source=source, field=f"{where}.tp")
-        if world % g.dp:
-            raise SpecError(f"dp {g.dp} does not divide tp {world}", source=source, field=f"{where}.dp")
-        attn_tp = world // g.dp
-        if model.attention != "mla" and model.num_heads % attn_tp:
-            raise SpecError(f"attention TP {attn_tp} does not divide {model.num_heads} heads",
-                            source=source, field=f"{where}.tp")
-        if g.ep > 1:
-            if model.moe is None:
-                raise SpecError(f"ep {g.ep} on dense model {model.name}", source=source, field=f"{where}.ep")
-            if g.ep != world:
-                raise SpecError(f"ep must be 1 or the world size {world}, got {g.ep}", source=source, field=f"{where}.ep")
-            slots = model.moe.num_experts + g.engine.ep_num_redundant_experts
-            if slots % g.ep:
-                raise SpecError(f"{model.moe.num_experts} experts + {g.engine.ep_num_redundant_experts} redundant "
-                                f"do not divide over ep {g.ep}", source=source, field=f"{where}.ep")
-        mem = instance_memory(hw, model, g)
-        if role == "decode" and resolved_scenario.transfer.backend == "nccl":
-            buf_tokens = int(g.dp * resolved_scenario.transfer.kv_buffer_fraction * hw.gpu.hbm_bytes
-                             / mem.kv_bytes_per_token_per_gpu)
-            if mem.kv_tokens - buf_tokens < g.engine.min_kv_reserve_tokens:
-                raise SpecError(f"the receive buffer ({resolved_scenario.transfer.kv_buffer_fraction:.1%} of HBM) "
-                                f"leaves {max(0, mem.kv_tokens - buf_tokens)} KV tokens on {where}, below its "
-                                f"min_kv_reserve_tokens {g.engine.min_kv_reserve_tokens}",
-                                source=source, field="transfer.kv_buffer_fraction")
-        mtt = g.engine.max_total_tokens
-        if mtt is not None and mtt < g.engine.min_kv_reserve_tokens:
-            raise SpecError(f"max_total_tokens {mtt} is below min_kv_reserve_tokens {g.engine.min_kv_reserve_tokens}: "
-                            "the KV pool would be too small to serve a request (lower min_kv_reserve_tokens to "
-                            "simulate a tiny pool on purpose)", source=source, field=f"{where}.engine.max_total_tokens")
-        if mem.kv_tokens < g.engine.min_kv_reserve_tokens:
-            raise SpecError(
-                f"{model.name} does not fit: per GPU it needs {mem.weights_gb:.1f} GB of weights + "
-                f"{mem.reserve_gb:.1f} GB KV reserve ({g.engine.min_kv_reserve_tokens} tokens) + "
-                f"{mem.activation_gb:.1f} GB activations = {mem.needed_gb:.1f} GB, but "
-                f"{mem.available_gb:.1f} GB is available (mem_fraction_static {g.engine.mem_fraction_static} "
-                f"x {hw.gpu.hbm_gib} GiB)", source=source, field=where)
+        ghw = group_hw.get((role, i), hw)
+        _validate_group(resolved_scenario, role, i, g, ghw, model, source, group_memory(ghw, model, g, role))
+    clients = [(r, i) for r, i, g in groups if g.expert_service]
+    if clients and resolved_scenario.experts is None:
+        raise SpecError("expert_service: true needs an experts: block (the expert servers)", source=source,
+                        field=f"cluster.{clients[0][0]}[{clients[0][1]}].expert_service")
+    if clients and model.moe is None:
+        raise SpecError(f"expert_service on dense model {model.name}", source=source,
+                        field=f"cluster.{clients[0][0]}[{clients[0][1]}].expert_service")
+    if resolved_scenario.experts is not None and not clients:
+        raise SpecError("an experts: service without clients: set expert_service: true on the attention groups",
+                        source=source, field="experts")
+    if resolved_scenario.faults is not None:
+        names = {n for *_x, n in resolved_scenario.cluster.instance_names()}
+        for j, ev in enumerate(resolved_scenario.faults.events):
+            if ev.instance is not None and ev.instance not in names:
+                raise SpecError(f"no instance {ev.instance!r}; instances are {', '.join(sorted(names))}",
+                                source=source, field=f"faults.events[{j}].instance")
     if resolved_scenario.kv_offload is not None:
         from .catalog import load_storage
 
@@ -379,7 +409,78 @@ def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: Mo
                 raise SpecError(f"unknown storage device {t.device!r}; expected one of {', '.join(devices)}",
                                 source=source, field=f"kv_offload.tiers[{i}].device")
     if resolved_scenario.cluster.disaggregated:
-        kinds = {(g.world(gpn) // g.dp) for g in resolved_scenario.cluster.prefill + resolved_scenario.cluster.decode}
+        kinds = {g.world(group_hw.get((r, i), hw).gpus_per_node) // g.dp for r, i, g in groups if r != "colocated"}
         if resolved_scenario.transfer.backend == "nccl" and len(kinds) > 1:
             raise SpecError("P2P NCCL needs the same attention TP on P and D (symmetric TP only)",
                             source=source, field="transfer.backend")
+
+
+def _validate_group(sc: Scenario, role: str, i: int, g: GroupSpec, hw: HardwareProfile, model: ModelSpec,
+                    source: str, mem) -> None:
+    where = f"cluster.{role}[{i}]"
+    gpn = hw.gpus_per_node
+    gpus = g.stage_gpus(gpn)
+    if g.gpus is not None and gpus < gpn and gpn % gpus != 0:
+        raise SpecError(f"{gpus} GPUs do not divide {gpn} GPUs per node", source=source, field=f"{where}.gpus")
+    if g.gpus is not None and gpus > gpn:
+        raise SpecError(f"{gpus} GPUs exceed one node ({gpn}); use nodes: for multi-node instances",
+                        source=source, field=f"{where}.gpus")
+    world = g.world(gpn)
+    if world != gpus:
+        if gpus <= gpn and gpn % world != 0:
+            raise SpecError(f"{world} does not divide {gpn} GPUs per node", source=source, field=f"{where}.tp")
+        raise SpecError(f"tp is the world size of an instance (of a pipeline stage) and must equal its {gpus} GPUs, "
+                        f"got {world}", source=source, field=f"{where}.tp")
+    if world % g.dp:
+        raise SpecError(f"dp {g.dp} does not divide tp {world}", source=source, field=f"{where}.dp")
+    attn_tp = world // g.dp
+    if model.attention != "mla" and model.num_heads % attn_tp:
+        raise SpecError(f"attention TP {attn_tp} does not divide {model.num_heads} heads",
+                        source=source, field=f"{where}.tp")
+    if g.ep > 1:
+        if model.moe is None:
+            raise SpecError(f"ep {g.ep} on dense model {model.name}", source=source, field=f"{where}.ep")
+        if g.ep != world:
+            raise SpecError(f"ep must be 1 or the world size {world}, got {g.ep}", source=source, field=f"{where}.ep")
+        slots = model.moe.num_experts + g.engine.ep_num_redundant_experts
+        if slots % g.ep:
+            raise SpecError(f"{model.moe.num_experts} experts + {g.engine.ep_num_redundant_experts} redundant "
+                            f"do not divide over ep {g.ep}", source=source, field=f"{where}.ep")
+    if g.expert_service and g.ep > 1:
+        raise SpecError("an expert-service client runs attention only: ep must be 1", source=source,
+                        field=f"{where}.ep")
+    if g.pp > model.num_layers:
+        raise SpecError(f"pp_size {g.pp} exceeds the model's {model.num_layers} layers", source=source,
+                        field=f"{where}.pipeline.pp_size")
+    spec = g.engine.speculative
+    if spec is not None:
+        if role == "prefill":
+            raise SpecError("speculative decoding runs where tokens are decoded: set it on decode or colocated groups",
+                            source=source, field=f"{where}.engine.speculative")
+        if spec.method == "mtp" and model.mtp_layers < spec.draft_layers:
+            raise SpecError(f"{model.name} ships {model.mtp_layers} MTP layer(s); MTP drafting needs {spec.draft_layers}",
+                            source=source, field=f"{where}.engine.speculative")
+        if spec.method != "mtp" and spec.draft_model is None:
+            raise SpecError(f"{spec.method} drafts with a separate model: give draft_model", source=source,
+                            field=f"{where}.engine.speculative.draft_model")
+        if g.pp > 1:
+            raise SpecError("speculative decoding with pipeline parallelism is not modelled", source=source,
+                            field=f"{where}.engine.speculative")
+    if role == "decode" and sc.transfer.backend == "nccl":
+        buf_tokens = int(g.dp * sc.transfer.kv_buffer_fraction * hw.gpu.hbm_bytes / mem.kv_bytes_per_token_per_gpu)
+        if mem.kv_tokens - buf_tokens < g.engine.min_kv_reserve_tokens:
+            raise SpecError(f"the receive buffer ({sc.transfer.kv_buffer_fraction:.1%} of HBM) "
+                            f"leaves {max(0, mem.kv_tokens - buf_tokens)} KV tokens on {where}, below its "
+                            f"min_kv_reserve_tokens {g.engine.min_kv_reserve_tokens}",
+                            source=source, field="transfer.kv_buffer_fraction")
+    mtt = g.engine.max_total_tokens
+    if mtt is not None and mtt < g.engine.min_kv_reserve_tokens:
+        raise SpecError(f"max_total_tokens {mtt} is below min_kv_reserve_tokens {g.engine.min_kv_reserve_tokens}: "
+                        "the KV pool would be too small to serve a request (lower min_kv_reserve_tokens to "
+                        "simulate a tiny pool on purpose)", source=source, field=f"{where}.engine.max_total_tokens")
+    if mem.kv_tokens < g.engine.min_kv_reserve_tokens:
+        raise SpecError(
+            f"{model.name} does not fit on {hw.name}: per GPU it needs {mem.weights_gb:.1f} GB of weights + "
+            f"{mem.reserve_gb:.1f} GB KV reserve ({g.engine.min_kv_reserve_tokens} tokens), but "
+            f"{mem.available_gb:.1f} GB is available (mem_fraction_static {g.engine.mem_fraction_static} "
+            f"x {hw.gpu.hbm_gib} GiB, less runtime buffers)", source=source, field=where)

@@ -13,6 +13,7 @@ from typing import Literal
 
 from ._convert import check
 from .errors import SpecError
+from .features import ExpertLoadSpec
 
 # ---- size limits, checked before anything is generated or read -------------------------------
 # One prompt or output: 100x the longest context of any bundled model (1M tokens would already
@@ -326,6 +327,7 @@ class WorkloadSpec:
     prefix_groups: int = 1
     block_size: int = 512
 
+    expert_load: ExpertLoadSpec | None = None  # MoE expert popularity of this traffic (None = uniform)
     def __post_init__(self) -> None:
         check(not (self.scenario and self.preset), "give scenario or preset, not both", "preset")
         if self.scenario is not None:

@@ -56,15 +56,30 @@ def _first_line(path: Path) -> str:
     return ""
 
 
+# File formats whose content only a higher layer understands (real benchmark results and server
+# logs, read by pdsim.ingest): it registers a detector and a table reader here, so reading a
+# trace never imports upward. pdsim.api imports pdsim.ingest, so every public entry has them.
+_FILE_FORMATS: dict = {"detect": [], "read": {}}
+
+
+def register_file_format(names, detect, read_table) -> None:
+    """Let ``read_trace`` recognise (``detect(path) -> name | None``) and read
+    (``read_table(path, fmt, time_scale, limit, start_s, duration_s) -> RequestTable``) more formats."""
+    if detect not in _FILE_FORMATS["detect"]:
+        _FILE_FORMATS["detect"].append(detect)
+    for n in names:
+        _FILE_FORMATS["read"][n] = read_table
+
+
 def detect_format(path: str | Path) -> str:
     """The trace format of a file, from its name (``.jsonl``, ``.json``, ``.csv``, each
     optionally ``.gz``) and its first line (compressed files are read compressed whatever
     their name)."""
     p = Path(path)
-    from ..ingest.detect import detect as detect_real  # real-run files, from their content
-    found = detect_real(p)
-    if found is not None:
-        return "bench" if found in ("sglang-bench-serving", "vllm-bench-serve", "pdsim-replay") else found
+    for detect_real in _FILE_FORMATS["detect"]:  # formats a higher layer reads (pdsim.ingest registers them)
+        found = detect_real(p)
+        if found is not None:
+            return "bench" if found in ("sglang-bench-serving", "vllm-bench-serve", "pdsim-replay") else found
     name = p.name.lower().removesuffix(".gz")
     first = _first_line(p)
     problem = bad_utf8(first) or ("not a text file (it holds NUL bytes)" if "\x00" in first else None)
@@ -137,10 +152,8 @@ def read_trace(path: str | Path, fmt: str = "auto", time_scale: float = 1.0, lim
         fmt = "mooncake"
     elif fmt == "auto":
         fmt = detect_format(p)
-    from ..ingest import FORMATS as INGEST_FORMATS
-    if fmt in INGEST_FORMATS:  # real runs and session traces (pdsim.ingest): their requests in send order
-        from ..ingest.workload import ingested_table
-        return ingested_table(p, fmt, time_scale, limit, start_s, duration_s)
+    if fmt in _FILE_FORMATS["read"]:  # real runs and session traces (pdsim.ingest): requests in send order
+        return _FILE_FORMATS["read"][fmt](p, fmt, time_scale, limit, start_s, duration_s)
     if fmt not in FORMATS:
         raise SpecError(f"unknown trace format {fmt!r}; expected one of auto, {', '.join(FORMATS)}",
                         source=str(path), field="format")

@@ -13,15 +13,22 @@ class, so the pages a step needs are ``bucket[(-s) % page]``.
 from __future__ import annotations
 
 import heapq
+import math
 
 from ..kv.pool import pages_for
 
 
 class DecodeBatch:
-    __slots__ = ("running", "heap", "n", "sum_ctx", "rem_out", "bucket", "step", "step_end", "page")
+    """``q``: tokens a sequence advances per step — 1, or under speculative decoding the
+    expected accept length (a float): then every request's whole context is reserved when its
+    KV is allocated (the instance does it), so the batch needs no per-step pages, a request
+    finishes after ceil(remaining / q) steps, and the context sum grows by n q per step."""
 
-    def __init__(self, page_size: int):
+    __slots__ = ("running", "heap", "n", "sum_ctx", "rem_out", "bucket", "step", "step_end", "page", "q")
+
+    def __init__(self, page_size: int, q: float = 1.0):
         self.page = page_size
+        self.q = q
         self.running: dict[int, object] = {}  # rid -> request, in admission order (newest last)
         self.heap: list[tuple[int, int, object]] = []  # (finish step, rid, request)
         self.n = 0  # requests decoding
@@ -40,13 +47,17 @@ class DecodeBatch:
         s0 = self.step
         req.ctx0 = ctx
         req.admit_step = s0
-        req.finish_step = s0 + remaining - 1
         self.running[req.rid] = req
-        heapq.heappush(self.heap, (req.finish_step, req.rid, req))
         self.n += 1
         self.sum_ctx += ctx
-        self.rem_out += remaining
-        self.bucket[(ctx - s0) % self.page] += 1
+        if self.q == 1.0:
+            req.finish_step = s0 + remaining - 1
+            self.rem_out += remaining
+            self.bucket[(ctx - s0) % self.page] += 1
+        else:
+            req.finish_step = s0 + math.ceil(remaining / self.q) - 1
+        req.remaining = remaining
+        heapq.heappush(self.heap, (req.finish_step, req.rid, req))
 
     def leave(self, req, last_step: int, shared_pages: int) -> int:
         """Remove ``req`` after step ``last_step``; records its stretch of steps on
@@ -54,13 +65,22 @@ class DecodeBatch:
         ``req.d_pages`` becomes the pages its context occupies beyond ``shared_pages``."""
         del self.running[req.rid]
         steps = last_step - req.admit_step + 1
-        ctx = req.ctx0 + steps
         self.n -= 1
-        self.sum_ctx -= ctx
-        self.rem_out -= req.finish_step - last_step
-        self.bucket[(req.ctx0 - req.admit_step) % self.page] -= 1
-        req.d_pages = pages_for(ctx, self.page) - shared_pages
-        return ctx
+        if self.q == 1.0:
+            ctx = req.ctx0 + steps
+            self.sum_ctx -= ctx
+            self.rem_out -= req.finish_step - last_step
+            self.bucket[(req.ctx0 - req.admit_step) % self.page] -= 1
+            req.d_pages = pages_for(ctx, self.page) - shared_pages
+            req.decoded += steps
+            return ctx
+        self.sum_ctx -= req.ctx0 + steps * self.q  # what the steps added to it
+        if not self.n:
+            self.sum_ctx = 0  # no float residue of the n q additions once the batch is empty
+        # tokens out: all of them at its finish step, else the expected accept length so far
+        made = req.remaining if last_step >= req.finish_step else min(req.remaining - 1, int(steps * self.q))
+        req.decoded += made
+        return req.ctx0 + made  # its pages stay reserved for the whole context (see the class doc)
 
     def newest(self):
         """The most recently admitted request (SGLang retracts from the back of the batch)."""
@@ -73,8 +93,11 @@ class DecodeBatch:
         step = self.step
         self.step = step + 1
         self.step_end.append(now)
-        self.sum_ctx += n
-        self.rem_out -= n
+        if self.q == 1.0:
+            self.sum_ctx += n
+            self.rem_out -= n
+        else:
+            self.sum_ctx += n * self.q
         heap = self.heap
         running = self.running
         while heap and heap[0][0] <= step:

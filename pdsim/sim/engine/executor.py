@@ -9,9 +9,14 @@ from __future__ import annotations
 
 
 class LocalExecutor:
-    """Every layer on the instance's GPUs: the step time is the cost model's."""
+    """Every layer on the instance's GPUs: the step time is the cost model's. (Expert-service
+    clients use sim/experts.py RemoteExpertExecutor, whose ``gate`` can stall the engine.)"""
 
     __slots__ = ("cost", "step_time")
+    gate = None  # never stalls
+
+    def idle(self) -> None:
+        pass
 
     def __init__(self, cost):
         self.cost = cost

@@ -26,6 +26,7 @@ import simpy
 from ..kv.manager import KVManager
 from ..kv.pool import pages_for
 from ..request import Request
+from ...costs.speculative import tokens_per_step
 from .decode_batch import DecodeBatch
 
 STARTING, UP, DRAINING, DOWN = "starting", "up", "draining", "down"
@@ -45,7 +46,9 @@ class Instance:
         self.group = plan.group
         self.executor = executor
         self.ports = ports
-        self.nic_node = nic_node  # endpoint in the fabric graph
+        self.nic_node = nic_node  # endpoint in the fabric graph (its NICs)
+        self.nvl_node: str | None = None  # its NVLink endpoint, when it shares a node with peers
+        self.nodes: tuple[str, ...] = ()  # the nodes it occupies (build.Placement)
         self.scheduler = scheduler
         self.kv = kv
         self.pool = kv.pool
@@ -68,7 +71,11 @@ class Instance:
         # decode side
         self.prealloc_q: deque[Request] = deque()
         self.ready_q: deque[Request] = deque()
-        self.batch = DecodeBatch(self.page)
+        spec = eng.speculative if role != "prefill" else None
+        # speculative decoding: every decode step advances a sequence by the expected accept length
+        self.q = tokens_per_step(spec) if spec is not None else 1.0
+        self.batch = DecodeBatch(self.page, self.q)
+        self.rank_max = 0
         self.ratio = eng.init_new_token_ratio
         self.ratio_min = eng.min_new_token_ratio
         self.ratio_decay = (eng.init_new_token_ratio - eng.min_new_token_ratio) / eng.new_token_ratio_decay_steps
@@ -86,10 +93,21 @@ class Instance:
         self.sending = 0
         self._sent = None
         self.load_until = 0.0  # KV loads (offload tiers, host pool) hold the engine until then
+        self.remote_loads = 0  # loads from remote storage in flight (fabric flows)
+        self._remote_start: dict[int, float] = {}
+        self._remote_reqs: list = []
+        self._loads_in = None
         self.tokens_out = 0
         self.retractions = 0
         self.busy_time = 0.0
         self.state = UP
+        self.epoch = 0  # bumped at every failure: callbacks of an earlier life are ignored
+        self.holding: dict[int, Request] = {}  # pages held here while the KV is elsewhere or on its way
+        self.limbo: list[Request] = []  # requests lost in this instance's failure, until it is detected
+        self.detected = False  # its failure is known to the world (set by the world, cleared on restart)
+        self._up = env.event()  # triggered by restart()
+        self._step_start = self._step_dur = -1.0  # the step in flight, if any (for a failure mid-step)
+        self._dec_step = self._removed_in_step = 0  # its decode batch; requests taken off meanwhile
         self._wake = env.event()
         self._sleeping = False
         self.proc = env.process(self._loop())
@@ -127,6 +145,9 @@ class Instance:
         return None
 
     def enqueue_prefill(self, req: Request, front: bool = False) -> None:
+        if self.state == DOWN:  # a dead process takes the request with it until it is detected
+            self._park(req)
+            return
         plen = self._prompt_len(req)
         if pages_for(plen, self.page) > self.pool.capacity:
             self.ports.dropped(req, f"prompt_exceeds_{self.role}_kv_capacity")
@@ -154,6 +175,9 @@ class Instance:
         self.wake()
 
     def enqueue_prealloc(self, req: Request) -> None:
+        if self.state == DOWN:
+            self._park(req)
+            return
         if pages_for(req.input_len, self.page) > self.pool.capacity:
             self.ports.dropped(req, "prompt_exceeds_decode_kv_capacity")
             return
@@ -162,12 +186,18 @@ class Instance:
 
     def kv_arrived(self, req: Request) -> None:
         """The prompt's KV is here (in pre-allocated pages, or a receive buffer): admit it."""
+        if self.state == DOWN:
+            self._park(req)
+            return
+        self.holding.pop(req.rid, None)
         req.ctx0 = req.input_len
         self.ready_q.append(req)
         self.wake()
 
     def release_prefill_kv(self, req: Request) -> None:
         """P frees a request's KV once it has left (transfer done); cached blocks stay."""
+        if self.holding.pop(req.rid, None) is None:
+            return  # not held here (this instance failed and restarted since)
         self.pool.release(req.p_pages)
         req.p_pages = 0
         self.kv.unref(req)
@@ -175,6 +205,9 @@ class Instance:
 
     def recompute_lost(self, req: Request) -> None:
         """The KV never arrived (no room in any receive buffer): prefill it again here."""
+        if self.state == DOWN:
+            self._park(req)
+            return
         req.pf_admitted = False
         req.prefilled = 0
         req.recomputes += 1
@@ -190,6 +223,126 @@ class Instance:
         if self.sending == 0 and self._sent is not None and not self._sent.triggered:
             self._sent.succeed()
 
+    # ---- lifecycle -----------------------------------------------------------------------
+    def fail(self) -> list[Request]:
+        """Go down now: the step in flight is lost, every page is freed and the HBM prefix cache
+        is gone. Returns the requests the instance held (now in ``limbo``, lost until the
+        failure is detected)."""
+        if self.state == DOWN:
+            return []
+        self.state = DOWN
+        self.epoch += 1
+        held = self._drain_all()
+        self.limbo.extend(held)
+        if self.proc.is_alive and self.env.active_process is not self.proc:
+            self.proc.interrupt("failed")
+        return held
+
+    def _park(self, req: Request) -> None:
+        """A request handed to this instance while it is down is lost with it; once the failure
+        is known (detected), it goes straight back to the world."""
+        if req.done:
+            return
+        if self.detected:
+            self.ports.evicted(req, self, f"{self.role}_unreachable")
+        elif req not in self.limbo:
+            self.limbo.append(req)
+
+    def restart(self) -> None:
+        """Serve again (the world calls it once the restart time has passed)."""
+        if self.state != DOWN:
+            return
+        self.state = UP
+        self.detected = False
+        self.ratio = self.ratio_init
+        up, self._up = self._up, self.env.event()
+        up.succeed()
+
+    def abandon(self, req: Request) -> None:
+        """Forget ``req`` (it failed elsewhere and is retried or dropped): its queue places,
+        pages, cached-block references and batch slot are given back."""
+        self._take(req)
+        self.wake()
+
+    def _take(self, req: Request) -> bool:
+        """Remove every trace of ``req`` here; True if it was here."""
+        found = False
+        rid = req.rid
+        q = self.pq[req.dp_rank] if req.dp_rank < len(self.pq) else None
+        if q is not None and req in q:
+            q.remove(req)
+            self.pq_count -= 1
+            self.pq_tokens -= self._prompt_len(req) - req.prefilled
+            if req.pf_admitted:
+                self._release_pages(req)
+            found = True
+        self.recompute_ctx.pop(rid, None)
+        if req in self.prealloc_q:
+            self.prealloc_q.remove(req)
+            found = True
+        if req in self.ready_q:
+            self.ready_q.remove(req)
+            if req.buffer_where is not None and self.buffer is not None:
+                self.buffer.cancel(req.transfer_bytes, req.buffer_where)
+                req.buffer_where = None
+            self._release_pages(req)
+            found = True
+        b = self.batch
+        if rid in b.running:
+            if self._dec_step:  # it was in the decode step in flight: that step no longer counts it
+                self._removed_in_step += 1
+                if self.q == 1.0 and (req.ctx0 - req.admit_step) % self.page == (-b.step) % self.page:
+                    self.pool.release(1)  # the page that step allocated for its next token
+            self._leave(req, b.step - 1)
+            req.finish_step = -1
+            self._release_pages(req)
+            found = True
+        if self.holding.pop(rid, None) is not None:
+            self._release_pages(req)
+            found = True
+        if req in self.limbo:
+            self.limbo = [r for r in self.limbo if r is not req]
+            found = True
+        return found
+
+    def _release_pages(self, req: Request) -> None:
+        own = req.p_pages if self.role == "prefill" else req.d_pages
+        if own:
+            self.pool.release(own)
+        if self.role == "prefill":
+            req.p_pages = 0
+        else:
+            req.d_pages = 0
+        if self.cache is not None:  # cached blocks are referenced where the prompt was prefilled
+            self.kv.unref(req)
+
+    def _drain_all(self) -> list[Request]:
+        """Every request held here, each taken out with its pages (a failure)."""
+        reqs = {}
+        for q in self.pq:
+            for r in q:
+                reqs[r.rid] = r
+        for r in list(self.prealloc_q) + list(self.ready_q) + list(self.batch.running.values()) + \
+                list(self.holding.values()):
+            reqs[r.rid] = r
+        for r in reqs.values():
+            self._take(r)
+        if self.cache is not None:
+            self.cache.clear()  # HBM is gone with the process
+        # what is left is the step in flight's growth pages: the pool starts empty on restart
+        self.pool.used, self.pool.free = 0, self.pool.capacity
+        self.remote_loads = 0
+        self._remote_start.clear()
+        self._remote_reqs.clear()
+        self.sending = 0
+        self.load_until = 0.0
+        b = self.batch
+        b.running.clear()
+        b.heap.clear()
+        b.n = b.sum_ctx = b.rem_out = 0
+        b.bucket = [0] * self.page
+        return list(reqs.values())
+
     # ---- admission -----------------------------------------------------------------------
     def _reserve_pages(self) -> int:
         return int(self.ratio * self.batch.rem_out) // self.page
@@ -199,12 +352,13 @@ class Instance:
         q = self.prealloc_q
         while q:
             req = q[0]
-            need = pages_for(req.input_len, self.page)
+            need = pages_for(req.input_len + self._reserve_extra(req), self.page)
             if self.pool.free - self._reserve_pages() < need or not self.pool.alloc(need):
                 break
             q.popleft()
             req.d_pages = need
             req.d_alloc = self.env.now
+            self.holding[req.rid] = req
             self.ports.kv_allocated(req, self)
 
     def _admit_ready(self) -> None:
@@ -212,9 +366,13 @@ class Instance:
         while q and self.batch.n < self.max_running:
             req = q[0]
             if req.buffer_where is not None:  # P2P NCCL put: KV waits in the receive buffer
-                need = pages_for(req.ctx0, self.page)
+                need = pages_for(req.ctx0 + self._reserve_extra(req), self.page)
                 if self.pool.free - self._reserve_pages() < need:
+                    free = self.pool.free
                     self._admit_holding_pages()
+                    q = self.ready_q
+                    if self.pool.free > free:
+                        continue  # some finished on admission and freed pages: look at the head again
                     break
                 self.pool.alloc(need)
                 req.d_pages = need
@@ -255,6 +413,14 @@ class Instance:
             self._finish(req)
             return
         self.batch.join(req, ctx, remaining)
+
+    def _reserve_extra(self, req: Request) -> int:
+        """Tokens of growth reserved with a request's KV: its whole remaining output under
+        speculative decoding (drafts land several tokens a step, so page borders are not known
+        in advance; SGLang reserves draft slots per step), else none."""
+        if self.q == 1.0:
+            return 0
+        return max(0, req.output_len - req.tokens_out())
 
     def _leave(self, req: Request, last_step: int) -> int:
         steps = last_step - req.admit_step + 1
@@ -306,7 +472,10 @@ class Instance:
         # reserve; without it a retracted request re-admitted at once is retracted again
         headroom = self._reserve_pages() + self.batch.n if self.role != "prefill" else 0
         now = self.env.now
-        g = self.kv.admit_prompt(req, plen, recompute, headroom, now, self._recompute_price)
+        extra = self._reserve_extra(req) if self.role != "prefill" else 0
+        epoch = self.epoch
+        g = self.kv.admit_prompt(req, plen, recompute, headroom, now, self._recompute_price, extra,
+                                 lambda: self._remote_loaded(epoch))
         if g is None:
             return False
         if self.role == "prefill":
@@ -317,6 +486,10 @@ class Instance:
             if g.loaded_tokens:
                 req.kv_load_s += g.load_s
                 req.loaded_tokens = g.loaded_tokens
+                if g.remote_loads:  # the next step waits for these flows (see _loop)
+                    self.remote_loads += g.remote_loads
+                    self._remote_start[req.rid] = now
+                    self._remote_reqs.append(req)
                 if now + g.load_s > self.load_until:
                     self.load_until = now + g.load_s
             req.cached_tokens = g.cached_tokens
@@ -326,6 +499,19 @@ class Instance:
             req.prefill_start = now
         req.pf_admitted = True
         return True
+
+    def _remote_loaded(self, epoch: int) -> None:
+        """A load from remote storage arrived; when the last one is in, the engine steps on."""
+        if epoch != self.epoch:
+            return  # a load for a life of this instance that has ended
+        self.remote_loads -= 1
+        if self.remote_loads == 0:
+            now = self.env.now
+            for r in self._remote_reqs:  # the wait is the requests' KV load time
+                r.kv_load_s += now - self._remote_start.pop(r.rid)
+            self._remote_reqs.clear()
+            if self._loads_in is not None and not self._loads_in.triggered:
+                self._loads_in.succeed()
 
     def _recompute_price(self, tokens: int, cached: int) -> float:
         return self.executor.step_time(tokens, tokens * (cached + tokens / 2.0), 1, 0, 0)
@@ -339,9 +525,11 @@ class Instance:
         per_rank_budget = min(self.rank_budget, token_budget) if self.dp == 1 else self.rank_budget
         order = self.scheduler.order
         cache = self.cache
+        rank_max = 0
         for q in self.pq:
             budget = per_rank_budget
             attn = 0.0
+            before = tokens
             for req in order(q, cache):
                 if budget <= 0 or slots <= 0:
                     break
@@ -351,7 +539,7 @@ class Instance:
                 chunk = left if left <= budget else budget
                 if chunk <= 0:
                     continue
-                batch.append((req, chunk))
+                batch.append((req, chunk, req.retries))
                 attn += chunk * (req.prefilled + chunk / 2.0)
                 tokens += chunk
                 budget -= chunk
@@ -360,6 +548,9 @@ class Instance:
                     break  # the chunked request holds the rest of this rank's step
             if attn > attn_max:
                 attn_max = attn
+            if tokens - before > rank_max:
+                rank_max = tokens - before
+        self.rank_max = rank_max  # prefill tokens of the busiest DP rank (it sets the step)
         return batch, tokens, attn_max * self.dp, len(batch)
 
     # ---- the engine loop -----------------------------------------------------------------
@@ -371,71 +562,106 @@ class Instance:
         b = self.batch
         page = self.page
         while True:
-            if self.prealloc_q:
-                self._prealloc()
-            if self.ready_q:
-                self._admit_ready()
+            try:
                 if self.prealloc_q:
-                    self._prealloc()  # requests that finished on admission freed their pages
-            batch = None
-            pf_tokens = 0
-            pf_attn = 0.0
-            pf_seqs = 0
-            has_prefill = self.pq_tokens > 0
-            run_decode = decode_role and b.n > 0
-            if has_prefill:
-                if role == "prefill":
-                    budget, slots = self.rank_budget * self.dp, self.max_running
-                elif self.mixed or not run_decode or role == "decode":
-                    budget = max(0, self.rank_budget * self.dp - (b.n if self.mixed else 0))
-                    slots = self.max_running - b.n
-                else:
-                    budget, slots = self.rank_budget * self.dp, self.max_running - b.n
-                if budget > 0 and slots > 0:
-                    batch, pf_tokens, pf_attn, pf_seqs = self._form_prefill(budget, slots)
-                if pf_tokens and role == "colocated" and not self.mixed:
-                    run_decode = False  # SGLang default: a prefill batch pauses decoding
-            n = b.n if run_decode else 0
-            if n:
-                need = b.bucket[(-b.step) % page]  # b.pages_needed(), inlined: every decode step
-                if need > self.pool.free and self.cache is not None:
-                    self.cache.make_room(need, env.now)  # unreferenced cached blocks go first
-                if need > self.pool.free:
-                    self._retract_for(need)
-                    if batch is None or not pf_tokens:
-                        continue  # the freed pages may admit queued work: form the batch again
-                    n = b.n
-                    need = b.bucket[(-b.step) % page]
+                    self._prealloc()
+                if self.ready_q:
+                    self._admit_ready()
+                    if self.prealloc_q:
+                        self._prealloc()  # requests that finished on admission freed their pages
+                batch = None
+                pf_tokens = 0
+                pf_attn = 0.0
+                pf_seqs = 0
+                has_prefill = self.pq_tokens > 0
+                run_decode = decode_role and b.n > 0
+                if has_prefill:
+                    if role == "prefill":
+                        budget, slots = self.rank_budget * self.dp, self.max_running
+                    elif self.mixed or not run_decode or role == "decode":
+                        budget = max(0, self.rank_budget * self.dp - (b.n if self.mixed else 0))
+                        slots = self.max_running - b.n
+                    else:
+                        budget, slots = self.rank_budget * self.dp, self.max_running - b.n
+                    if budget > 0 and slots > 0:
+                        batch, pf_tokens, pf_attn, pf_seqs = self._form_prefill(budget, slots)
+                    if pf_tokens and role == "colocated" and not self.mixed:
+                        run_decode = False  # SGLang default: a prefill batch pauses decoding
+                if self.remote_loads:
+                    # KV the step needs is still coming in from remote storage: wait for it, then form
+                    # the step again (admitted prompts keep their pages; nothing else was taken yet)
+                    self._loads_in = env.event()
+                    yield self._loads_in
+                    self._loads_in = None
+                    continue
+                n = b.n if run_decode else 0
                 if n:
-                    self.pool.alloc(need)
-            if not pf_tokens and not n:
-                self._sleeping = True
-                self._wake = env.event()
-                yield self._wake
-                continue
-            ctx = b.sum_ctx + n if n else 0
-            dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
-            start = env.now
-            if self.load_until > start:
-                dur += self.load_until - start  # synchronous KV loads hold this step
-            if self.cache is not None and self.cache.tiers is not None:
-                self.tier_log.append((start, tuple(t.used for t in self.cache.tiers.tiers)))
-            self.log_t.append(start)
-            self.log_dur.append(dur)
-            self.log_pf.append(pf_tokens)
-            self.log_dec.append(n)
-            self.log_kv.append(self.pool.used)
-            self.log_queue.append(self.pq_count + len(self.prealloc_q) + len(self.ready_q))  # queue_len
-            self.busy_time += dur
-            yield env.timeout(dur)
-            if n:
-                self._after_decode(n)
-            if batch:
-                self._after_prefill(batch)
-                if self.block_on_send and self.sending:
-                    self._sent = env.event()  # P2P NCCL PUT: wait until this step's KV is sent
-                    yield self._sent
-                    self._sent = None
+                    need = b.bucket[(-b.step) % page]  # b.pages_needed(), inlined: every decode step
+                    if need > self.pool.free and self.cache is not None:
+                        self.cache.make_room(need, env.now)  # unreferenced cached blocks go first
+                    if need > self.pool.free:
+                        self._retract_for(need)
+                        if batch is None or not pf_tokens:
+                            continue  # the freed pages may admit queued work: form the batch again
+                        n = b.n
+                        need = b.bucket[(-b.step) % page]
+                    if n:
+                        self.pool.alloc(need)
+                if not pf_tokens and not n:
+                    self.executor.idle()
+                    if self.state == DRAINING and not (self.holding or self.ready_q or self.prealloc_q
+                                                       or self.pq_count or b.n):
+                        self.ports.drained(self)
+                    self._sleeping = True
+                    self._wake = env.event()
+                    yield self._wake
+                    continue
+                gate = self.executor.gate
+                if gate is not None:  # its remote experts are unavailable: wait (pages stay allocated)
+                    yield gate
+                ctx = (b.sum_ctx + (n if self.q == 1.0 else n * self.q)) if n else 0
+                if self.dp > 1 and pf_tokens:
+                    # DP attention: every rank steps together, the one with the most prefill sets it
+                    dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx, rank_tokens=self.rank_max + n * self.q / self.dp)
+                else:
+                    dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
+                start = env.now
+                if self.load_until > start:
+                    dur += self.load_until - start  # synchronous KV loads hold this step
+                if self.cache is not None and self.cache.tiers is not None:
+                    self.tier_log.append((start, tuple(t.used for t in self.cache.tiers.tiers)))
+                self.log_t.append(start)
+                self.log_dur.append(dur)
+                self.log_pf.append(pf_tokens)
+                self.log_dec.append(n)
+                self.log_kv.append(self.pool.used)
+                self.log_queue.append(self.pq_count + len(self.prealloc_q) + len(self.ready_q))  # queue_len
+                self.busy_time += dur
+                self._step_start, self._step_dur = start, dur
+                self._dec_step, self._removed_in_step = n, 0
+                yield env.timeout(dur)
+                self._step_start = -1.0
+                self._dec_step = 0
+                if n:
+                    self._after_decode(n - self._removed_in_step)
+                if batch:
+                    self._after_prefill(batch)
+                    if self.block_on_send and self.sending:
+                        self._sent = env.event()  # P2P NCCL PUT: wait until this step's KV is sent
+                        yield self._sent
+                        self._sent = None
+            except simpy.Interrupt:
+                # failed (fail()): the step in flight never completes; wait for the restart
+                if self._step_start >= 0:
+                    cut = env.now - self._step_start
+                    self.log_dur[-1] = cut
+                    self.busy_time -= self._step_dur - cut
+                    self._step_start = -1.0
+                self._sent = None
+                self._loads_in = None
+                self._sleeping = False
+                self._dec_step = 0
+                yield self._up
 
     def _after_decode(self, n: int) -> None:
         self.tokens_out += n
@@ -449,7 +675,9 @@ class Instance:
 
     def _after_prefill(self, batch) -> None:
         now = self.env.now
-        for req, chunk in batch:
+        for req, chunk, attempt in batch:
+            if attempt != req.retries or req.done:
+                continue  # given up while the step ran (a failure elsewhere): already taken off
             req.prefilled += chunk
             self.pq_tokens -= chunk
             if req.prefilled >= self._prompt_len(req):
@@ -468,6 +696,7 @@ class Instance:
                 req.d_pages -= moved
         if self.role == "prefill":
             req.prefill_end = now
+            self.holding[req.rid] = req  # until its KV has left
             self.ports.prefill_done(req, self)
             return
         if recompute is None:

@@ -26,6 +26,7 @@ class PromptGrant:
     cached_tokens: int
     load_s: float
     loaded_tokens: int
+    remote_loads: int = 0  # fabric flows from remote storage still bringing blocks in
 
 
 class KVManager:
@@ -38,11 +39,14 @@ class KVManager:
         self.load_policy = load_policy
 
     def admit_prompt(self, req, plen: int, recompute: bool, headroom_pages: int, now: float,
-                     recompute_price: Callable[[int, int], float]) -> PromptGrant | None:
+                     recompute_price: Callable[[int, int], float], reserve_tokens: int = 0,
+                     on_remote: Callable[[], None] | None = None) -> PromptGrant | None:
         """Allocate KV for ``plen`` prompt tokens of ``req``; None when the pool has no room yet
         (the queue waits, FCFS). ``recompute``: the prompt is a context re-prefilled after a
         retraction or a lost transfer (no prefix reuse). ``recompute_price(tokens, cached)``:
-        seconds to prefill ``tokens`` after ``cached`` tokens (for the load-or-recompute choice)."""
+        seconds to prefill ``tokens`` after ``cached`` tokens (for the load-or-recompute choice).
+        ``reserve_tokens``: growth allocated with the prompt (speculative decoding's output).
+        ``on_remote()``: called when a load from remote storage (a fabric flow) completes."""
         cache = self.cache
         m = 0
         found = ()
@@ -52,7 +56,7 @@ class KVManager:
             limit = min(len(keys), (plen - 1) // cache.block_tokens)  # at least one token is computed for logits
             m = cache.match(keys, limit)
         shared = m * cache.ppb if m else 0
-        private = pages_for(plen, self.page) - shared
+        private = pages_for(plen + reserve_tokens, self.page) - shared
         avail = self.pool.free - headroom_pages
         if cache is not None:
             avail += cache.evictable_pages - (cache.evictable_among(keys[:m]) if m else 0)
@@ -83,9 +87,10 @@ class KVManager:
                 est = cache.tiers.estimate_load(found, now)
                 pol = self.load_policy
                 if pol == "load" or (pol == "cheaper" and est < recompute_price(k_tok, cached)):
-                    load_s = cache.tiers.load(found, now)
+                    load_s, remote = cache.tiers.load(found, now, on_remote)
                     loaded = k_tok
                     cached += k_tok
+                    return PromptGrant(private, cached, load_s, loaded, remote)
         return PromptGrant(private, cached, load_s, loaded)
 
     def adopt_blocks(self, req, now: float) -> int:

@@ -77,3 +77,14 @@ class PrefixCache:
             self.evicted_blocks += 1
             if self.tiers is not None:
                 self.tiers.store(key, now)  # write-back on eviction (no-op if already stored)
+
+    def clear(self) -> None:
+        """Forget every block (the instance's HBM is gone): their pages go back to the pool.
+        Blocks must be unreferenced (the requests using them were taken off first)."""
+        held = sum(1 for r in self.ref.values() if r)
+        if held:
+            raise RuntimeError(f"prefix cache cleared while {held} blocks are still referenced")
+        self.pool.release(len(self.lru) * self.ppb)
+        self.ref.clear()
+        self.lru.clear()
+        self.evictable_pages = 0

@@ -61,6 +61,9 @@ class Tier:
         self.bytes_evicted = 0.0
         self.hit_blocks = 0
         self.next: Tier | None = None  # spill target
+        # remote storage on the fabric: (fabric, storage endpoint); its reads and writes are flows
+        # sharing NIC links with KV transfers instead of a private FIFO device (set by the world)
+        self.net = None
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self.blocks
@@ -71,8 +74,8 @@ class Tier:
         self.busy_until = device_io_end_s(start, nbytes, bps, self.latency)
         return self.busy_until
 
-    def store(self, key: Hashable, nbytes: float, now: float) -> None:
-        """Insert a block (async write); evicts to the next tier when full."""
+    def store(self, key: Hashable, nbytes: float, now: float, src: str | None = None) -> None:
+        """Insert a block (async write from endpoint ``src``); evicts to the next tier when full."""
         if key in self.blocks:
             self.policy.on_access(self.blocks, key)
             return
@@ -86,22 +89,30 @@ class Tier:
             self.used -= vbytes
             self.bytes_evicted += vbytes
             if self.next is not None:
-                self.next.store(victim, vbytes, now)
+                self.next.store(victim, vbytes, now, src)
         self.blocks[key] = nbytes
         self.policy.on_insert(self.blocks, key)
         self.used += nbytes
         self.bytes_written += nbytes
-        self.occupy(now, nbytes, self.write_bps)
+        if self.net is not None and src is not None:
+            fabric, endpoint = self.net
+            fabric.send(src, endpoint, nbytes, self.write_bps, _ignore)
+        else:
+            self.occupy(now, nbytes, self.write_bps)
 
-    def load(self, keys: list[Hashable], now: float) -> float:
-        """Read blocks back (they stay resident); returns the completion time."""
+    def read_blocks(self, keys: list[Hashable]) -> float:
+        """Account a read of ``keys`` (they stay resident); returns its bytes."""
         nbytes = 0.0
         for k in keys:
             nbytes += self.blocks[k]
             self.policy.on_access(self.blocks, k)
         self.bytes_read += nbytes
         self.hit_blocks += len(keys)
-        return self.occupy(now, nbytes, self.read_bps)
+        return nbytes
+
+    def load(self, keys: list[Hashable], now: float) -> float:
+        """Read blocks back on the device (they stay resident); returns the completion time."""
+        return self.occupy(now, self.read_blocks(keys), self.read_bps)
 
     def estimate(self, nbytes: float, now: float) -> float:
         start = now if now > self.busy_until else self.busy_until
@@ -113,12 +124,17 @@ class Tier:
                 "bytes_read": self.bytes_read, "bytes_evicted": self.bytes_evicted, "hit_blocks": self.hit_blocks}
 
 
+def _ignore(_flow) -> None:
+    """Completion of a background write: nothing waits for it."""
+
+
 class TierStack:
     """Ordered tiers (fastest first) under one instance; shared tiers may appear in several."""
 
     def __init__(self, tiers: list[Tier], block_bytes: float, pcie_bps: float = float("inf")):
         self.tiers = tiers
         self.block_bytes = block_bytes
+        self.endpoint: str | None = None  # the instance's NIC endpoint (remote tiers' flows end there)
         # without GPUDirect Storage every byte from SSD or remote storage lands in host memory
         # and crosses PCIe to the GPU: loads take at least bytes / pcie_bps
         self.pcie_bps = pcie_bps
@@ -147,14 +163,27 @@ class TierStack:
         end = max((t.estimate(b, now) for t, b in per.values()), default=now)
         return max(end - now, pcie_floor_s(len(found) * self.block_bytes, self.pcie_bps))
 
-    def load(self, found: list[tuple[Hashable, Tier]], now: float) -> float:
-        """Load the blocks (tiers in parallel); returns seconds until all have arrived."""
+    def load(self, found: list[tuple[Hashable, Tier]], now: float, on_remote=None) -> tuple[float, int]:
+        """Load the blocks (tiers in parallel). Returns (seconds until the blocks of device tiers
+        have arrived, fabric flows started for remote tiers: ``on_remote()`` is called at the end
+        of each)."""
         per: dict[int, tuple[Tier, list]] = {}
         for k, t in found:
             per.setdefault(id(t), (t, []))[1].append(k)
-        end = max((t.load(ks, now) for t, ks in per.values()), default=now)
-        return max(end - now, pcie_floor_s(len(found) * self.block_bytes, self.pcie_bps))
+        end = now
+        flows = 0
+        local_blocks = 0
+        for t, ks in per.values():
+            if t.net is not None and on_remote is not None and self.endpoint is not None:
+                fabric, endpoint = t.net
+                fabric.send(endpoint, self.endpoint, t.read_blocks(ks), self.pcie_bps, lambda _f: on_remote())
+                flows += 1
+            else:
+                e = t.load(ks, now)
+                end = e if e > end else end
+                local_blocks += len(ks)
+        return max(end - now, pcie_floor_s(local_blocks * self.block_bytes, self.pcie_bps)), flows
 
     def store(self, key: Hashable, now: float) -> None:
         if self.tiers and self.find(key) is None:
-            self.tiers[0].store(key, self.block_bytes, now)
+            self.tiers[0].store(key, self.block_bytes, now, self.endpoint)

@@ -79,6 +79,19 @@ class Fabric:
         self._reschedule()
         return True
 
+    def add_links(self) -> None:
+        """Take in links added to the graph since (an instance added while the world runs)."""
+        for _u, _v, data in self.graph.edges(data=True):
+            if data["name"] not in self.capacity or data["name"].endswith(".uplink"):
+                self.capacity[data["name"]] = float(data["capacity"])
+        self._paths.clear()  # a leaf uplink may have grown
+
+    def set_capacity(self, link: str, bytes_per_s: float) -> None:
+        """Change a link's capacity now (a NIC failed or came back); flows re-share it."""
+        self._advance()
+        self.capacity[link] = float(bytes_per_s)
+        self._reschedule()
+
     # -- internals ------------------------------------------------------------------------
     def _resolution(self) -> float:
         """Smallest time step the simulated clock can represent around now (>= 1 ns)."""

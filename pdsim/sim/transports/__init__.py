@@ -3,5 +3,6 @@ instance (handshake, bytes on the fabric, where it lands). A plug-in kind: ``tra
 from .base import TRANSPORTS, Transfer, Transport, TransportContext
 from .mooncake import Mooncake
 from .nccl_p2p import P2PNccl
+from .shared_storage import SharedStorage
 
-__all__ = ["TRANSPORTS", "Transport", "TransportContext", "Transfer", "Mooncake", "P2PNccl"]
+__all__ = ["TRANSPORTS", "Transport", "TransportContext", "Transfer", "Mooncake", "P2PNccl", "SharedStorage"]

@@ -30,12 +30,13 @@ class TransportContext:
     pair: Callable[[Any, Any], Any]  # (p instance, d instance) -> build.PairPlan
     instance: Callable[[int], Any]  # instance id -> instance
     ports: Any
+    overheads: Any = None  # specs.features.PDOverheadSpec, or None (no fixed costs)
 
 
 class Transfer:
     """One request's KV transfer in flight: the fixed overhead, then a fabric flow."""
 
-    __slots__ = ("flow", "cancelled", "fabric")
+    __slots__ = ("flow", "cancelled", "fabric", "req")
 
     def __init__(self, fabric):
         self.fabric = fabric
@@ -61,6 +62,33 @@ class Transport(Plugin):
         self.ctx = ctx
         self.env = ctx.env
         self.fabric = ctx.fabric
+        self.active: dict[int, tuple[Transfer, object, object]] = {}  # rid -> (transfer, p, d) in flight
+
+    # failures
+    def instance_failed(self, inst) -> list:
+        """``inst`` went down: cancel the transfers to or from it; returns their requests (lost
+        with it). The surviving side gives back what it committed (``_release_peer``)."""
+        lost = []
+        for rid, (t, p, d) in list(self.active.items()):
+            if p is inst or d is inst:
+                t.cancel()
+                del self.active[rid]
+                req = t.req
+                self._release_peer(req, p, d, inst)
+                lost.append(req)
+        return lost
+
+    def abandon(self, req) -> None:
+        """``req`` is given up (failed elsewhere): stop its transfer, if any, and clear its handshake."""
+        entry = self.active.pop(req.rid, None)
+        if entry is not None:
+            t, p, d = entry
+            t.cancel()
+            self._release_peer(req, p, d, None)
+        req.prefill_ready = req.d_ready = False
+
+    def _release_peer(self, req, p, d, dead) -> None:
+        """What a cancelled transfer's live ends committed beyond their pages (push buffers)."""
 
     # build time
     def setup_prefill(self, inst) -> None:
@@ -87,14 +115,20 @@ class Transport(Plugin):
         """Move ``nbytes`` from ``p`` to ``d`` after ``fixed_s`` seconds of overhead, at most
         ``cap`` bytes/s; call ``done()`` when the last byte is there (unless cancelled)."""
         t = Transfer(self.fabric)
+        t.req = req
+        self.active[req.rid] = (t, p, d)
 
         def on_flow_end(_flow):
             if not t.cancelled:
+                self.active.pop(req.rid, None)
                 done()
+
+        link = self.ctx.pair(p, d).link
+        src, dst = (p.nvl_node, d.nvl_node) if link == "nvlink" else (p.nic_node, d.nic_node)
 
         def start(_ev=None):
             if not t.cancelled:
-                t.flow = self.fabric.send(p.nic_node, d.nic_node, nbytes, cap, on_flow_end)
+                t.flow = self.fabric.send(src, dst, nbytes, cap, on_flow_end)
 
         if fixed_s > 0:
             self.env.timeout(fixed_s).callbacks.append(start)

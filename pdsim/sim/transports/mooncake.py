@@ -7,7 +7,7 @@ frees its own copy; D admits the request to its running batch.
 """
 from __future__ import annotations
 
-from ...costs.transfer import transfer_plan
+from ...costs.pd_overheads import pd_fixed_costs
 from .base import TRANSPORTS, Transport
 
 
@@ -18,6 +18,20 @@ class Mooncake(Transport):
         p.enqueue_prefill(req)
 
     def kv_allocated(self, req, d) -> None:
+        if self.ctx.overheads is not None:  # D's bootstrap handshake with P before KV may move
+            p = self.ctx.instance(req.p_inst)
+            first = (p.iid, d.iid) not in self._contacted
+            self._contacted.add((p.iid, d.iid))
+            boot = pd_fixed_costs(self.ctx.overheads, first_contact=first).bootstrap_s
+            if boot > 0:
+                attempt = req.retries
+                self.env.timeout(boot).callbacks.append(lambda _e: self._d_ready(req, attempt))
+                return
+        self._d_ready(req, req.retries)
+
+    def _d_ready(self, req, attempt: int) -> None:
+        if req.retries != attempt or req.done:
+            return  # given up meanwhile (a failure)
         req.d_ready = True
         if req.prefill_ready:
             self.start(req)
@@ -27,9 +41,12 @@ class Mooncake(Transport):
         if req.d_ready:
             self.start(req)
 
+    def bind(self, ctx) -> None:
+        super().bind(ctx)
+        self._contacted: set[tuple[int, int]] = set()
+
     def plan(self, req, pair):
-        return transfer_plan(pair.model, pair.hw, self.spec, req.input_len, pair.p_attn_tp, pair.page,
-                             pair.kv_cache_dtype, pair.calibrated)
+        return pair.plan(self.spec, req.input_len)
 
     def start(self, req) -> None:
         p, d = self.ctx.instance(req.p_inst), self.ctx.instance(req.d_inst)

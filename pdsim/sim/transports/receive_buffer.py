@@ -1,8 +1,9 @@
 """D-side receive buffers of vLLM's P2P NCCL connector: a GPU buffer of ``kv_buffer_size``
 bytes, then a host tensor memory pool over PCIe, else the KV is lost (D recomputes).
 
-Accounting (bytes): written = read + resident + evicted, where ``read`` is KV handed to the
-decode KV pool at admission and ``evicted`` is KV dropped for lack of room (lost).
+Accounting (bytes): written = read + resident + evicted + cancelled, where ``read`` is KV
+handed to the decode KV pool at admission, ``evicted`` is KV dropped for lack of room (lost)
+and ``cancelled`` KV of requests given up while it waited (a failure elsewhere).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class ReceiveBuffer:
         self.written = {"gpu": 0.0, "host": 0.0}
         self.read = {"gpu": 0.0, "host": 0.0}
         self.evicted = 0.0  # bytes lost (no room anywhere)
+        self.cancelled = 0.0  # bytes of requests given up while their KV waited here
         self.lost_requests = 0
 
     def reserve(self, nbytes: float) -> str | None:
@@ -35,6 +37,11 @@ class ReceiveBuffer:
         self.used[where] -= nbytes
         self.read[where] += nbytes
         return pcie_floor_s(nbytes, self.pcie_bps) if where == "host" else 0.0
+
+    def cancel(self, nbytes: float, where: str) -> None:
+        """Give back a waiting request's reservation (the request failed elsewhere)."""
+        self.used[where] -= nbytes
+        self.cancelled += nbytes
 
     def stats(self) -> dict:
         return {"gpu_capacity_bytes": self.capacity["gpu"], "host_capacity_bytes": self.capacity["host"],

@@ -16,10 +16,11 @@ from ..specs._convert import build, read_yaml
 from ..specs.errors import SpecError
 from ..specs.workload import WorkloadSpec
 from ..specs.yamlio import excerpt
-from .materialize import materialize
-from .stats import workload_stats
-from .table import RequestTable
-from .traces import read_trace
+from ..workload.materialize import materialize
+from ..workload.stats import workload_stats
+from ..workload.table import RequestTable
+from ..workload.traces import read_trace
+from .. import ingest  # noqa: F401 - real-run formats for read_trace
 
 
 def resolve_target(target: str) -> Path:

@@ -1,0 +1,93 @@
+"""vLLM's shared-storage KV handoff (``ExampleConnector``), as a transport.
+
+P, after prefilling a request, saves the prompt's KV as one file per layer under a folder both
+engines see, on its engine thread (P's loop waits for the writes, like P2P NCCL PUT); D, when
+it schedules the request, loads every layer's file into its paged KV before the request's
+first decode step (synchronously: the load holds D's step). No bytes cross the fabric between
+P and D: the file system carries them. Prices: costs/shared_storage.py.
+
+Parameters (``transfer: {backend: shared_storage, params: {...}}``): the file system's write and
+read bandwidth (GB/s) and per-file overhead (us). Defaults: measured on this project's machines
+by calibration/microbench/shared_storage.py (calibration/data/shared_storage.csv: local disk
+through the page cache, Python file I/O as safetensors does; 2026-11-23).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...costs.shared_storage import read_s, write_s
+from .base import TRANSPORTS, Transport
+
+
+class FileStore:
+    """D's side of the handoff: KV written by P waits in files; ``take`` prices the load."""
+
+    def __init__(self, read_bps: float, overhead_s: float, layers: int, kv_bytes_per_token: float):
+        self.read_bps, self.overhead_s, self.layers = read_bps, overhead_s, layers
+        self.kvb = kv_bytes_per_token
+        self.used = {"file": 0.0}
+        self.read_bytes = 0.0
+        self.cancelled = 0.0
+
+    def take(self, nbytes: float, where: str) -> float:
+        self.used[where] -= nbytes
+        self.read_bytes += nbytes
+        return read_s(nbytes / self.kvb, self.kvb, self.layers, self.read_bps, self.overhead_s)
+
+    def cancel(self, nbytes: float, where: str) -> None:
+        self.used[where] -= nbytes
+        self.cancelled += nbytes
+
+    def stats(self) -> dict:
+        return {"read_bytes": self.read_bytes, "resident_bytes": self.used["file"], "cancelled_bytes": self.cancelled}
+
+
+@TRANSPORTS.register("shared_storage")
+class SharedStorage(Transport):
+    @dataclass(frozen=True)
+    class Params:
+        write_gbps: float = 5.86  # measured (calibration/data/shared_storage.csv)
+        read_gbps: float = 38.7  # measured: page-cache reads
+        file_overhead_us: float = 12.0  # measured: open + write + close of one file
+
+    def setup_prefill(self, inst) -> None:
+        inst.block_on_send = True  # saves run on P's engine thread
+
+    def setup_decode(self, inst, plan) -> None:
+        p = self.params
+        inst.buffer = FileStore(p.read_gbps * 1e9, p.file_overhead_us * 1e-6, plan.model.num_layers,
+                                plan.kv_bytes_per_token)
+
+    def routed(self, req, p, d) -> None:
+        p.enqueue_prefill(req)
+
+    def prefill_done(self, req, p) -> None:
+        d = self.ctx.instance(req.d_inst)
+        plan = p.plan
+        req.transfer_start = self.env.now
+        nbytes = req.input_len * plan.kv_bytes_per_token
+        req.transfer_bytes = nbytes
+        dur = write_s(req.input_len, plan.kv_bytes_per_token, plan.model.num_layers, self.params.write_gbps * 1e9,
+                      self.params.file_overhead_us * 1e-6)
+        p.send_started()
+        attempt, epoch = req.retries, p.epoch
+        self.env.timeout(dur).callbacks.append(lambda _e: self._written(req, p, d, attempt, epoch))
+
+    def _written(self, req, p, d, attempt: int, epoch: int) -> None:
+        if p.epoch != epoch:
+            return  # P failed while writing: its engine (and the write) are gone
+        if req.retries != attempt or req.done:
+            p.send_finished()
+            return
+        req.transfer_end = self.env.now
+        p.release_prefill_kv(req)
+        p.send_finished()
+        req.buffer_where = "file"
+        if d.buffer is not None:
+            d.buffer.used["file"] += req.transfer_bytes
+        d.kv_arrived(req)
+
+    def _release_peer(self, req, p, d, dead) -> None:
+        if req.buffer_where == "file" and d.buffer is not None:
+            d.buffer.cancel(req.transfer_bytes, "file")
+        req.buffer_where = None
