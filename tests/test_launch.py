@@ -33,7 +33,9 @@ def _knob_names() -> set[str]:
     names |= {f"engine.{f.name}" for f in dataclasses.fields(EngineSpec)}
     names |= {f"transfer.{f.name}" for f in dataclasses.fields(TransferSpec)}
     names |= {f"router.{f.name}" for f in dataclasses.fields(RouterSpec)}
-    return names | {"kv_offload"}
+    # the scenario's deployment-level blocks; the rest (workload, slo, seed, cost model, ...) are
+    # what to simulate, not how to serve
+    return names | {"kv_offload", "overheads", "faults", "autoscaler", "experts", "network"}
 
 
 @pytest.mark.parametrize("module", [sg, vl], ids=["sglang", "vllm"])

@@ -100,6 +100,17 @@ def offload_heavy() -> dict:
     return d
 
 
+def with_a_failure() -> dict:
+    """Two decode instances; one fails 10 s in and restarts."""
+    d = scenario_dict(slo={"ttft_ms": 1000, "tpot_ms": 50})
+    d["cluster"]["decode"][0]["count"] = 2
+    d["workload"].update(num_requests=400, rate=10.0, input={"dist": "uniform", "min": 200, "max": 1000},
+                         output={"dist": "uniform", "min": 100, "max": 300})
+    d["faults"] = {"events": [{"at_s": 10, "kill": "gpu", "instance": "D0.0", "recover_after_s": 20}],
+                   "detection": {"heartbeat_s": 1.0, "misses": 3}, "retry": {"policy": "restart", "max_retries": 2}}
+    return d
+
+
 # ---- one test per kind -------------------------------------------------------------------------
 def test_healthy_run_gets_only_healthy():
     res = _run(healthy())
@@ -168,6 +179,14 @@ def test_offload_bound_and_load_policy():
     assert v.metrics["load_share_of_ttft"] > 0.5
     check = _helped(v, "load_policy cheaper")
     assert check.goodput_after > check.goodput_before
+
+
+def test_failures_tie_misses_to_the_lost_capacity():
+    v = _the(diagnose(_run(with_a_failure())), "failures")
+    assert v.metrics["failures"] == 1
+    assert v.metrics["miss_share_affected"] > v.metrics["miss_share_unaffected"]
+    assert any("D0.0 at 10 s" in e for e in v.evidence)
+    _helped(v, "a spare decode instance")
 
 
 # ---- serialisation, budget, text and HTML ------------------------------------------------------

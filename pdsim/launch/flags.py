@@ -9,7 +9,8 @@ released wheels):
   types and choices (``--deepep-mode``: normal, low_latency, auto; ``--kv-cache-dtype``: auto,
   fp8_e5m2, fp8_e4m3; ``--moe-a2a-backend``: none, deepep; ``--schedule-policy``: lpm,
   random, fcfs, dfs-weight, lof, priority; ``--disaggregation-transfer-backend``: mooncake,
-  nixl, ascend, fake). Under ``--enable-dp-attention`` it divides ``--chunked-prefill-size`` by
+  nixl, ascend, fake; ``--speculative-algorithm``: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM;
+  ``--pp-size``). Under ``--enable-dp-attention`` it divides ``--chunked-prefill-size`` by
   ``--dp-size`` and multiplies ``--schedule-conservativeness`` by 0.3; the scheduler's new-token
   ratio starts at 0.7 x conservativeness (``SGLANG_INIT_NEW_TOKEN_RATIO``), falls to
   ``SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR`` (0.14) of that over ``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS``
@@ -26,7 +27,8 @@ released wheels):
   ``vllm/distributed/kv_transfer/kv_connector/v1/p2p/p2p_nccl_engine.py`` (extra config:
   proxy_ip, proxy_port, http_port, send_type PUT / PUT_ASYNC / GET, mem_pool_size_gb,
   nccl_num_channels), ``vllm/envs.py`` (``VLLM_ALL2ALL_BACKEND``: deepep_high_throughput,
-  deepep_low_latency, ...). ``--num-redundant-experts`` is deprecated there in favour of
+  deepep_low_latency, ...), ``vllm/config/speculative.py`` (``--speculative-config`` method
+  deepseek_mtp / eagle / eagle3, num_speculative_tokens, model). ``--num-redundant-experts`` is deprecated there in favour of
   ``--eplb-config '{"num_redundant_experts": N}'``. The xPyD proxy is vLLM's example
   ``examples/online_serving/disaggregated_serving_p2p_nccl_xpyd/disagg_proxy_p2p_nccl_xpyd.py``
   (service discovery on port 30001, HTTP on 10001, round robin over registered P and D).
@@ -77,6 +79,12 @@ SGLANG_SERVER: dict[str, tuple[str, tuple | None]] = {
     "--node-rank": ("int", None),
     "--dist-init-addr": ("str", None),
     "--base-gpu-id": ("int", None),
+    "--pp-size": ("int", None),
+    "--speculative-algorithm": ("str", ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")),
+    "--speculative-num-steps": ("int", None),
+    "--speculative-eagle-topk": ("int", None),
+    "--speculative-num-draft-tokens": ("int", None),
+    "--speculative-draft-model-path": ("str", None),
 }
 SGLANG_ENV = ("SGLANG_INIT_NEW_TOKEN_RATIO", "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR", "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS")
 SGLANG_ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two")
@@ -121,6 +129,8 @@ VLLM_SERVE: dict[str, tuple[str, tuple | None]] = {
     "--enforce-eager": ("bool", None),
     "--scheduling-policy": ("str", ("fcfs", "priority")),
     "--kv-transfer-config": ("json", None),
+    "--pipeline-parallel-size": ("int", None),
+    "--speculative-config": ("json", None),
 }
 VLLM_ENV = ("VLLM_ALL2ALL_BACKEND",)
 VLLM_ALL2ALL = ("deepep_high_throughput", "deepep_low_latency")

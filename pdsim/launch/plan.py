@@ -13,6 +13,8 @@ MODEL_IDS = {
     "llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
     "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
     "gpt2": "openai-community/gpt2",
+    "llama-3.1-70b": "meta-llama/Llama-3.1-70B-Instruct",
+    "llama-3.1-8b-awq": "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4",
 }
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ..specs.errors import SpecError
 from .flags import SGLANG_ROUTER_POLICIES, SGLANG_ROUTER_VERSION, SGLANG_VERSION
-from .placement import DIST_PORT, Placement, node_var, place
-from .plan import Command, LaunchPlan, changed, model_path
+from .placement import DIST_PORT, Placement, gpus_per_node_of, node_var, place
+from .plan import MODEL_IDS, Command, LaunchPlan, changed, model_path
 
 ROUTER_PORT = 8000
 # SGLang defaults the reserve is expressed against (sglang/global_config.py, 0.5.3)
@@ -34,6 +34,9 @@ KNOBS: dict[str, str | None] = {
     "group.enable_dp_attention": "--enable-dp-attention",
     "group.engine": "the engine.* knobs",
     "group.name": "the instance label in the script's comments",
+    "group.hardware": "the nodes the group's instances are placed on (named per profile in the script)",
+    "group.pipeline": "--pp-size (the instance spans pp_size x the stage's nodes)",
+    "group.expert_service": None,
     "engine.chunked_prefill_size": "--chunked-prefill-size",
     "engine.max_prefill_tokens": "--max-prefill-tokens",
     "engine.max_running_requests": "--max-running-requests",
@@ -53,6 +56,8 @@ KNOBS: dict[str, str | None] = {
     "engine.disable_radix_cache": "--disable-radix-cache",
     "engine.max_retractions_per_request": None,
     "engine.schedule_policy": "--schedule-policy (fcfs, lpm, dfs-weight, lof)",
+    "engine.speculative": "--speculative-algorithm NEXTN (mtp) / EAGLE / EAGLE3, --speculative-num-steps, "
+                          "--speculative-eagle-topk, --speculative-num-draft-tokens, --speculative-draft-model-path",
     "router.policy": "sglang_router --policy (least_loaded -> power_of_two; cache_aware -> cache_aware prefill, "
                      "power_of_two decode)",
     "router.params": None,
@@ -65,7 +70,13 @@ KNOBS: dict[str, str | None] = {
     "transfer.kv_buffer_fraction": None,
     "transfer.host_pool_gib": None,
     "transfer.params": None,
+    "transfer.link": None,
     "kv_offload": None,
+    "overheads": None,
+    "faults": None,
+    "autoscaler": None,
+    "experts": None,
+    "network": None,
 }
 WHY_NOT = {
     "engine.min_kv_reserve_tokens": "pdsim's memory check only",
@@ -82,7 +93,17 @@ WHY_NOT = {
     "transfer.params": "a plug-in transport's parameters",
     "kv_offload": "pdsim's offload tiers model LMCache-style offload; SGLang's HiCache "
                   "(--enable-hierarchical-cache) is configured differently and is not written",
+    "group.expert_service": "expert-as-a-service (attention clients calling remote expert servers) is a research "
+                            "design with no SGLang launch form",
+    "experts": "expert-as-a-service servers have no SGLang launch form",
+    "transfer.link": "the transfer engine picks NVLink or RDMA itself; Mooncake's NVLink transport "
+                     "(SGLANG_MOONCAKE_CUSTOM_MEM_POOL, MC_FORCE_MNNVL) is not written",
+    "overheads": "fixed costs the simulator adds; nothing to configure",
+    "faults": "simulated failures, not deployment settings",
+    "autoscaler": "a simulated scaling policy: the router and a cluster manager would implement it",
+    "network": "the fabric's topology is the data centre's, not a server flag",
 }
+SPEC_ALGORITHM = {"mtp": "NEXTN", "eagle": "EAGLE", "eagle3": "EAGLE3"}
 KV_DTYPE = {"fp8": "fp8_e4m3"}
 SCHEDULE_POLICIES = ("fcfs", "lpm", "dfs-weight", "lof")
 
@@ -105,11 +126,24 @@ def _reserve(p: Placement) -> tuple[list[str], list[tuple[str, str]], list[tuple
     return flags, env, unmapped
 
 
+def _speculative(p: Placement) -> list[str]:
+    spec = p.group.engine.speculative
+    if spec is None:
+        return []
+    f = ["--speculative-algorithm", SPEC_ALGORITHM[spec.method], "--speculative-num-steps", str(spec.num_steps),
+         "--speculative-eagle-topk", str(spec.topk), "--speculative-num-draft-tokens", str(spec.num_draft_tokens)]
+    if spec.draft_model:
+        f += ["--speculative-draft-model-path", MODEL_IDS.get(spec.draft_model, "${DRAFT_MODEL_PATH}")]
+    return f
+
+
 def _server_flags(p: Placement, resolved, disaggregated: bool) -> tuple[list[str], list, list]:
     g, e = p.group, p.group.engine
-    gpn = resolved.hardware.gpus_per_node
+    gpn = resolved.hardware_of(p.role, p.group_index).gpus_per_node
     unmapped: list[tuple[str, str]] = []
     f = ["--tp-size", str(g.world(gpn))]
+    if g.pp > 1:
+        f += ["--pp-size", str(g.pp)]
     if g.enable_dp_attention:
         f += ["--dp-size", str(g.dp), "--enable-dp-attention"]
     if g.ep > 1:
@@ -142,6 +176,7 @@ def _server_flags(p: Placement, resolved, disaggregated: bool) -> tuple[list[str
         unmapped.append(("engine.schedule_policy", f"{e.schedule_policy!r} is not one of SGLang's policies"))
     if p.role == "colocated" and e.enable_mixed_chunk:
         f.append("--enable-mixed-chunk")  # pdsim's default; SGLang's is off
+    f += _speculative(p)
     rf, env, ru = _reserve(p)
     f += rf
     unmapped += ru
@@ -162,12 +197,12 @@ def _instance_commands(p: Placement, resolved, model: str, disaggregated: bool) 
         if p.multi_node:
             extra = ["--nnodes", str(len(p.nodes)), "--node-rank", str(rank),
                      "--dist-init-addr", f"{node_var(p.nodes[0])}:{DIST_PORT + p.index}"]
-        if not p.multi_node and p.gpus < resolved.hardware.gpus_per_node:
+        gpn = resolved.hardware_of(p.role, p.group_index).gpus_per_node
+        if not p.multi_node and p.gpus < gpn:
             extra = ["--base-gpu-id", str(p.base_gpu)]
         where = (f"rank {rank} of {len(p.nodes)} nodes" if p.multi_node
-                 else f"GPUs {p.base_gpu}-{p.base_gpu + p.gpus - 1}" if p.gpus < resolved.hardware.gpus_per_node
-                 else "the whole node")
-        label = f"{p.name} ({p.role}), {where}"
+                 else f"GPUs {p.base_gpu}-{p.base_gpu + p.gpus - 1}" if p.gpus < gpn else "the whole node")
+        label = f"{p.name} ({p.role}) on {p.hardware}, {where}"
         cmds.append(Command(node, tuple(head + flags + extra), tuple(env), label))
     return cmds, unmapped
 
@@ -215,7 +250,7 @@ def sglang_plan(resolved, model_override: str | None = None) -> LaunchPlan:
     if resolved.hardware.gpu.arch == "cpu":
         raise SpecError(f"hardware {resolved.hardware.name!r} is a CPU profile: SGLang's launch commands target "
                         "GPUs (use --engine vllm for vLLM's CPU build)", field="hardware")
-    placements, n_nodes = place(sc.cluster, resolved.hardware.gpus_per_node)
+    placements, n_nodes = place(sc.cluster, gpus_per_node_of(resolved))
     model = model_path(resolved, model_override)
     commands, unmapped = [], []
     for p in placements:
@@ -230,7 +265,8 @@ def sglang_plan(resolved, model_override: str | None = None) -> LaunchPlan:
     notes = ("each node needs its RDMA devices named for Mooncake (--disaggregation-ib-device) where the "
              "defaults do not find them" if sc.cluster.disaggregated else "",)
     return LaunchPlan("sglang", f"SGLang {SGLANG_VERSION}, sglang-router {SGLANG_ROUTER_VERSION}", sc.name,
-                      sc.description, resolved.hardware.name, resolved.model.name, model, n_nodes, tuple(commands),
+                      sc.description, " + ".join(dict.fromkeys(p.hardware for p in placements)), resolved.model.name,
+                      model, n_nodes, tuple(commands),
                       tuple(mapped), tuple(dict.fromkeys(unmapped)), tuple(n for n in notes if n))
 
 
@@ -246,6 +282,14 @@ def _unmapped_changes(sc) -> list[tuple[str, str]]:
             out.append((f"transfer.{k}", WHY_NOT[f"transfer.{k}"]))
     if sc.router.params:
         out.append(("router.params", WHY_NOT["router.params"]))
-    if sc.kv_offload is not None:
-        out.append(("kv_offload", WHY_NOT["kv_offload"]))
+    for role, gi, g in sc.cluster.groups():
+        if g.expert_service:
+            out.append((f"cluster.{role}[{gi}].expert_service", WHY_NOT["group.expert_service"]))
+    if sc.transfer.link != "rdma":
+        out.append(("transfer.link", WHY_NOT["transfer.link"]))
+    for k in ("kv_offload", "overheads", "faults", "autoscaler", "experts"):
+        if getattr(sc, k) is not None:
+            out.append((k, WHY_NOT[k]))
+    if changed(sc, "network"):
+        out.append(("network", WHY_NOT["network"]))
     return out

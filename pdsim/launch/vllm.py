@@ -18,8 +18,8 @@ import json
 from ..specs.errors import SpecError
 from ..specs.memory import instance_memory
 from .flags import VLLM_PROXY_DISCOVERY_PORT, VLLM_VERSION
-from .placement import Placement, node_var, place
-from .plan import Command, LaunchPlan, changed, model_path
+from .placement import Placement, gpus_per_node_of, node_var, place
+from .plan import MODEL_IDS, Command, LaunchPlan, changed, model_path
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 SEND_TYPE = {"put": "PUT", "put_async": "PUT_ASYNC", "get": "GET"}
@@ -40,6 +40,9 @@ KNOBS: dict[str, str | None] = {
     "group.enable_dp_attention": "--data-parallel-size",
     "group.engine": "the engine.* knobs",
     "group.name": "the instance label in the script's comments",
+    "group.hardware": "the nodes the group's instances are placed on (named per profile in the script)",
+    "group.pipeline": "--pipeline-parallel-size",
+    "group.expert_service": None,
     "engine.chunked_prefill_size": "--max-num-batched-tokens per DP rank (-1: --no-enable-chunked-prefill)",
     "engine.max_prefill_tokens": "bounds --max-num-batched-tokens per DP rank",
     "engine.max_running_requests": "--max-num-seqs",
@@ -59,6 +62,7 @@ KNOBS: dict[str, str | None] = {
     "engine.disable_radix_cache": "--no-enable-prefix-caching",
     "engine.max_retractions_per_request": None,
     "engine.schedule_policy": "--scheduling-policy fcfs",
+    "engine.speculative": "--speculative-config (method deepseek_mtp / eagle / eagle3, num_speculative_tokens)",
     "router.policy": "the example proxy round-robins",
     "router.params": None,
     "transfer.backend": "--kv-transfer-config kv_connector P2pNcclConnector",
@@ -70,7 +74,13 @@ KNOBS: dict[str, str | None] = {
     "transfer.kv_buffer_fraction": "--kv-transfer-config kv_buffer_size (bytes) of the consumer (and producer for GET)",
     "transfer.host_pool_gib": "--kv-transfer-config mem_pool_size_gb",
     "transfer.params": None,
+    "transfer.link": None,
     "kv_offload": None,
+    "overheads": None,
+    "faults": None,
+    "autoscaler": None,
+    "experts": None,
+    "network": None,
 }
 WHY_NOT = {
     "engine.init_new_token_ratio": "vLLM V1 admits without a reserve for future tokens and preempts when KV runs out",
@@ -85,7 +95,15 @@ WHY_NOT = {
     "transfer.nic_gbit": "a hardware what-if",
     "transfer.params": "a plug-in transport's parameters",
     "kv_offload": "offload tiers are LMCache's configuration (LMCacheConnectorV1 and its YAML), not written here",
+    "group.expert_service": "expert-as-a-service has no vLLM launch form",
+    "experts": "expert-as-a-service servers have no vLLM launch form",
+    "transfer.link": "NCCL picks NVLink between GPUs of one node by itself",
+    "overheads": "fixed costs the simulator adds; nothing to configure",
+    "faults": "simulated failures, not deployment settings",
+    "autoscaler": "a simulated scaling policy, not a server flag",
+    "network": "the fabric's topology is the data centre's, not a server flag",
 }
+SPEC_METHOD = {"mtp": "deepseek_mtp", "eagle": "eagle", "eagle3": "eagle3"}
 
 
 def _kv_transfer(p: Placement, resolved, proxy_host: str) -> str:
@@ -104,10 +122,20 @@ def _kv_transfer(p: Placement, resolved, proxy_host: str) -> str:
 
 def _engine_flags(p: Placement, resolved) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
     g, e = p.group, p.group.engine
-    hw, model = resolved.hardware, resolved.model
+    hw, model = resolved.hardware_of(p.role, p.group_index), resolved.model
     gpn = hw.gpus_per_node
     attn_tp = g.world(gpn) // g.dp
     f, env, unmapped = ["--tensor-parallel-size", str(attn_tp)], [], []
+    if g.pp > 1:
+        f += ["--pipeline-parallel-size", str(g.pp)]
+    if e.speculative is not None:
+        spec = e.speculative
+        cfg = {"method": SPEC_METHOD[spec.method], "num_speculative_tokens": spec.num_steps}
+        if spec.draft_model:
+            cfg["model"] = MODEL_IDS.get(spec.draft_model, "${DRAFT_MODEL_PATH}")
+        f += ["--speculative-config", json.dumps(cfg)]
+        if spec.topk > 1:
+            unmapped.append(("engine.speculative", f"topk {spec.topk}: vLLM drafts a chain (topk 1)"))
     if g.dp > 1:
         f += ["--data-parallel-size", str(g.dp)]
     if g.ep > 1:
@@ -163,14 +191,14 @@ def _engine_flags(p: Placement, resolved) -> tuple[list[str], list[tuple[str, st
 def _instance_commands(p: Placement, resolved, model: str, disaggregated: bool) -> tuple[list[Command], list]:
     flags, env, unmapped = _engine_flags(p, resolved)
     g = p.group
-    gpn = resolved.hardware.gpus_per_node
+    gpn = resolved.hardware_of(p.role, p.group_index).gpus_per_node
     head = ["vllm", "serve", model]
     common = ["--host", "0.0.0.0", "--port", str(p.http_port), "--trust-remote-code"] + flags
     if disaggregated:
         common += ["--kv-transfer-config", _kv_transfer(p, resolved, node_var(0))]
     if p.gpus < gpn and not p.multi_node:
         env = [("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in range(p.base_gpu, p.base_gpu + p.gpus)))] + env
-    label = f"{p.name} ({p.role})"
+    label = f"{p.name} ({p.role}) on {p.hardware}"
     if not p.multi_node:
         return [Command(p.nodes[0], tuple(head + common), tuple(env), label)], unmapped
     cmds = []
@@ -204,7 +232,7 @@ def vllm_plan(resolved, model_override: str | None = None) -> LaunchPlan:
         raise SpecError(f"vLLM {VLLM_VERSION} P/D here means P2P NCCL (backend: nccl); this scenario uses "
                         f"{sc.transfer.backend!r}, SGLang's transport: write SGLang commands (--engine sglang)",
                         field="transfer.backend")
-    placements, n_nodes = place(sc.cluster, resolved.hardware.gpus_per_node, HTTP_BASE)
+    placements, n_nodes = place(sc.cluster, gpus_per_node_of(resolved), HTTP_BASE)
     model = model_path(resolved, model_override)
     commands, unmapped = [], []
     for p in placements:
@@ -226,8 +254,9 @@ def vllm_plan(resolved, model_override: str | None = None) -> LaunchPlan:
             unmapped.append(("router.policy", "no vLLM router: the load balancer decides"))
     unmapped += _unmapped_changes(sc)
     mapped = [(k, v) for k, v in KNOBS.items() if v is not None]
-    return LaunchPlan("vllm", f"vLLM {VLLM_VERSION}", sc.name, sc.description, resolved.hardware.name,
-                      resolved.model.name, model, n_nodes, tuple(commands), tuple(mapped),
+    return LaunchPlan("vllm", f"vLLM {VLLM_VERSION}", sc.name, sc.description,
+                      " + ".join(dict.fromkeys(p.hardware for p in placements)), resolved.model.name, model, n_nodes,
+                      tuple(commands), tuple(mapped),
                       tuple(dict.fromkeys(unmapped)), tuple(notes))
 
 
@@ -243,6 +272,12 @@ def _unmapped_changes(sc) -> list[tuple[str, str]]:
             out.append((f"transfer.{k}", WHY_NOT[f"transfer.{k}"]))
     if sc.router.params:
         out.append(("router.params", WHY_NOT["router.params"]))
-    if sc.kv_offload is not None:
-        out.append(("kv_offload", WHY_NOT["kv_offload"]))
+    for role, gi, g in sc.cluster.groups():
+        if g.expert_service:
+            out.append((f"cluster.{role}[{gi}].expert_service", WHY_NOT["group.expert_service"]))
+    for k in ("kv_offload", "overheads", "faults", "autoscaler", "experts"):
+        if getattr(sc, k) is not None:
+            out.append((k, WHY_NOT[k]))
+    if changed(sc, "network"):
+        out.append(("network", WHY_NOT["network"]))
     return out

@@ -266,6 +266,11 @@ def healthy_or_misses(res, f: RunFacts) -> Verdict:
     if goodput >= HEALTHY_GOODPUT or not f.slo_failures:
         return Verdict("healthy", "info", f"{goodput:.1%} of requests meet the SLO; no bottleneck found",
                        tuple(evidence), metrics)
+    if f.ttft_mean_failing:
+        parts = ", ".join(f"{label} {f.share(c, failing=True):.0%}" for c, label in TTFT_PARTS
+                          if f.share(c, failing=True) >= 0.05)
+        evidence.append(f"TTFT of the requests that miss it: {f.ttft_mean_failing['ttft_s'] * 1e3:,.0f} ms on "
+                        f"average ({parts})")
     return Verdict("slo_misses", "medium",
                    f"{1 - goodput:.1%} of requests miss the SLO and no single bottleneck explains it",
                    tuple(evidence), metrics)
@@ -274,5 +279,7 @@ def healthy_or_misses(res, f: RunFacts) -> Verdict:
 def all_detectors() -> tuple:
     """Every detector, in the order they are tried."""
     from .detectors_back import decode_bound, kv_capacity_bound, offload_bound, transfer_bound
+    from .detectors_faults import failures
 
-    return (overload, prefill_bound, decode_bound, kv_capacity_bound, transfer_bound, router_imbalance, offload_bound)
+    return (failures, overload, prefill_bound, decode_bound, kv_capacity_bound, transfer_bound, router_imbalance,
+            offload_bound)

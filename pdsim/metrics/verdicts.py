@@ -12,6 +12,7 @@ of its scenario where a verdict needs them) and returns a list of Verdicts, most
 - ``transfer_bound``: KV transfer time in TTFT, NIC utilisation and flows queueing on links;
 - ``router_imbalance``: uneven load across instances of a role under a load-blind router;
 - ``offload_bound``: KV loads from offload tiers in TTFT;
+- ``failures``: instances failed and the misses follow the capacity they took;
 - ``healthy``: none of the above and the SLO met (goodput >= 90 %), with the headroom;
 - ``slo_misses``: the SLO is missed and no bottleneck above explains it (the terms that fail).
 
