@@ -260,8 +260,8 @@ def healthy_or_misses(res, f: RunFacts) -> Verdict:
         cap_req = pc.tokens_per_s * len(insts) / f.mean_prompt
         head = cap_req / f.offered_rate if f.offered_rate > 0 else float("inf")
         metrics.update(full_step_capacity_rate=cap_req, headroom=head)
-        evidence.append(f"{role} instances busy {util:.0%} of the arrival window; at full prefill steps they could "
-                        f"take about {cap_req:,.3g} req/s of this prompt mix ({head:,.1f}x the offered "
+        evidence.append(f"{role} instances busy {util:.0%} of the arrival window; at full prefill steps they would "
+                        f"take at most about {cap_req:,.3g} req/s of this prompt mix ({head:,.1f}x the offered "
                         f"{f.offered_rate:.3g} req/s; busy shares overstate the load at low rates, where steps run small)")
     if goodput >= HEALTHY_GOODPUT or not f.slo_failures:
         return Verdict("healthy", "info", f"{goodput:.1%} of requests meet the SLO; no bottleneck found",
