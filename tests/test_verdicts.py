@@ -260,3 +260,19 @@ def test_diagnose_is_deterministic(builder):
     a = verdicts_json(diagnose(_run(builder()), check=False))
     b = verdicts_json(diagnose(_run(builder()), check=False))
     assert a == b
+
+
+def test_summary_json_and_report_carry_verdicts(tmp_path):
+    import inspect
+
+    from pdsim.report.outputs import write_run_outputs
+
+    if "verdicts" not in inspect.signature(write_run_outputs).parameters:
+        pytest.skip("report/outputs.py does not take verdicts yet (the hook for summary.json and report.html is in "
+                    "the answers report)")
+    res = _run(overloaded())
+    verdicts = diagnose(res, check=False)
+    write_run_outputs(res, tmp_path, report=True, verdicts=verdicts)
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["verdicts"][0]["kind"] == "overload"
+    assert "<section class='verdicts'>" in (tmp_path / "report.html").read_text()
