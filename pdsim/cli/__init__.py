@@ -1,5 +1,5 @@
-"""Command line: ``pdsim run | list | sweep | compare | calibrate | sensitivity | workload | replay |
-validate | launch | schema | dashboard``.
+"""Command line: ``pdsim run | list | sweep | experiment | compare | calibrate | sensitivity | workload |
+replay | validate | launch | schema | dashboard``.
 
 One module per command under ``pdsim/cli/``; each defines ``register(sub)`` (its argparse
 sub-parser, cheap to import) and imports its heavy machinery only when run, so ``pdsim --help``
@@ -15,8 +15,8 @@ import sys
 from ..specs.errors import SpecError
 
 # order of appearance in `pdsim --help`
-COMMANDS = ("run", "list", "sweep", "compare", "calibrate", "sensitivity", "workload", "replay", "validate",
-            "launch", "schema", "dashboard")
+COMMANDS = ("run", "list", "sweep", "experiment", "compare", "calibrate", "sensitivity", "workload", "replay",
+            "validate", "launch", "schema", "dashboard")
 
 
 def build_parser() -> argparse.ArgumentParser:

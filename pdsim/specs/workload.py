@@ -280,6 +280,19 @@ class ConversationSpec:
 
 
 @dataclass(frozen=True)
+class PriorityClass:
+    """One priority class of a workload: requests get ``priority`` with probability ``share``
+    (a batch scheduler ``priority`` / ``priority-low-first`` orders by it)."""
+
+    priority: int
+    share: float
+
+    def __post_init__(self) -> None:
+        check(-2**31 <= self.priority < 2**31, "must fit in 32 bits", "priority")
+        check(0 < self.share <= 1, f"must be in (0, 1], got {self.share}", "share")
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """Request stream of a scenario.
 
@@ -308,6 +321,9 @@ class WorkloadSpec:
     (vLLM ``--random-prefix-len``; SGLang's generated-shared-prefix dataset with groups);
     prompts then carry prefix-chained ``hash_ids`` of ``block_size``-token blocks so a prefix
     cache sees the reuse (only whole shared blocks can hit).
+    ``priority_classes``: assign each request a priority class at random with the given shares
+    (which sum to 1), from a random stream of its own, so the same seed gives the same lengths
+    and arrivals with or without classes. A trace whose rows carry ``priority`` keeps its own.
     """
 
     kind: Literal["fixed_batch", "synthetic", "trace", "multi_turn", "tool_agent"] = "synthetic"
@@ -326,6 +342,7 @@ class WorkloadSpec:
     shared_prefix_tokens: int = 0
     prefix_groups: int = 1
     block_size: int = 512
+    priority_classes: tuple[PriorityClass, ...] = ()
 
     expert_load: ExpertLoadSpec | None = None  # MoE expert popularity of this traffic (None = uniform)
     def __post_init__(self) -> None:
@@ -350,6 +367,11 @@ class WorkloadSpec:
         check_request_count(self.prefix_groups, "prefix_groups", "prefix groups")
         check(self.block_size >= 1, "must be >= 1", "block_size")
         check(self.shared_prefix_tokens <= MAX_TOKENS, f"at most {MAX_TOKENS:,} tokens", "shared_prefix_tokens")
+        if self.priority_classes:
+            total = sum(c.share for c in self.priority_classes)
+            check(abs(total - 1.0) <= 1e-9, f"shares must sum to 1, got {total:g}", "priority_classes")
+            values = [c.priority for c in self.priority_classes]
+            check(len(set(values)) == len(values), "each priority may appear once", "priority_classes")
         if self.kind == "trace":
             check(self.trace is not None, "kind: trace needs a trace: block with a path", "trace")
             check(self.rate is None or self.trace.time_scale == 1.0,

@@ -26,7 +26,30 @@ def materialize(spec: WorkloadSpec, seed: int = 0, base_dir: Path | None = None)
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise SpecError(f"expected an integer >= 0, got {seed!r:.40}", field="seed")
-    return _checked(_build(spec, int(seed), base_dir), spec)
+    table = _checked(_build(spec, int(seed), base_dir), spec)
+    return with_priority_classes(table, spec, int(seed))
+
+
+# the priority classes draw from a stream of their own (SeedSequence([seed, PRIORITY_STREAM])),
+# so adding classes to a workload changes none of its lengths or arrival times
+PRIORITY_STREAM = 0x5052494F  # "PRIO"
+
+
+def with_priority_classes(table: RequestTable, spec: WorkloadSpec, seed: int) -> RequestTable:
+    """``table`` with each request's priority class drawn from ``spec.priority_classes``
+    (unchanged when the spec has none). A table that already carries priorities (a trace with
+    a ``priority`` field) is an error: say one or the other."""
+    classes = spec.priority_classes
+    if not classes:
+        return table
+    if table.priority is not None:
+        raise SpecError("the trace's rows carry their own priority; remove priority_classes or the trace's "
+                        "priority field", field="workload.priority_classes")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, PRIORITY_STREAM]))
+    shares = np.array([c.share for c in classes], dtype=np.float64)
+    pick = rng.choice(len(classes), size=len(table), p=shares / shares.sum())
+    table.priority = np.array([c.priority for c in classes], dtype=np.int64)[pick]
+    return table
 
 
 def _build(spec: WorkloadSpec, seed: int, base_dir: Path | None) -> RequestTable:

@@ -54,7 +54,7 @@ def with_arrivals(table: RequestTable, arrival_s: np.ndarray) -> RequestTable:
     if len(a) > 1 and (np.diff(a) < 0).any():
         raise ValueError("arrival times must be non-decreasing")
     return RequestTable(a, table.input_len, table.output_len, table.hash_ids, table.block_size,
-                        table.max_concurrency, table.source, table.skipped_rows, dict(table.meta))
+                        table.max_concurrency, table.source, table.skipped_rows, dict(table.meta), table.priority)
 
 
 def open_loop(table: RequestTable, rate: float, burstiness: float = 1.0, seed: int = 0,

@@ -20,6 +20,8 @@ class RequestTable:
     skipped_rows: malformed trace rows skipped under ``skip_bad_rows`` (0 otherwise).
     meta: provenance a source recorded (e.g. a benchmark result's ``request_rate``); free-form,
       never read by the simulator.
+    priority: per request, its priority class (an integer; what the batch schedulers
+      ``priority`` / ``priority-low-first`` order by), or None (every request class 0).
     """
 
     arrival_s: np.ndarray
@@ -31,6 +33,7 @@ class RequestTable:
     source: str = ""
     skipped_rows: int = 0  # bad trace rows skipped (skip_bad_rows)
     meta: dict = field(default_factory=dict)
+    priority: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.arrival_s = np.asarray(self.arrival_s, dtype=np.float64)
@@ -41,6 +44,10 @@ class RequestTable:
             raise ValueError("arrival_s, input_len and output_len must have the same length")
         if self.hash_ids is not None and len(self.hash_ids) != n:
             raise ValueError("hash_ids must have one entry per request")
+        if self.priority is not None:
+            self.priority = np.asarray(self.priority, dtype=np.int64)
+            if len(self.priority) != n:
+                raise ValueError("priority must have one entry per request")
 
     def __len__(self) -> int:
         return len(self.arrival_s)

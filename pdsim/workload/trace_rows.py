@@ -1,7 +1,8 @@
 """Row parsers of the trace formats: one line in, one checked row (or a BadRow) out.
 
-A row is ``(t_s, input_len, output_len, hash_ids)``: arrival time in seconds on the trace's
-own clock, prompt and output tokens (integers >= 1), and the prompt's block ids or None.
+A row is ``(t_s, input_len, output_len, hash_ids[, priority])``: arrival time in seconds on
+the trace's own clock, prompt and output tokens (integers >= 1), the prompt's block ids or
+None, and (Mooncake rows that carry one) the request's priority class.
 Parsers never raise for a bad row: they yield a ``BadRow`` naming the field and what was
 expected, and the reader decides (stop with the line number, or skip and count).
 """
@@ -18,7 +19,7 @@ from ..specs.workload import MAX_TOKENS
 from ..specs.yamlio import excerpt
 from .textio import LineReader, bad_utf8, open_text  # noqa: F401 - open_text: the readers' opener
 
-Row = tuple[float, int, int, "list[int] | None"]
+Row = tuple  # (t_s, input_len, output_len, hash_ids | None[, priority])
 
 
 class BadRow(ValueError):
@@ -70,8 +71,9 @@ MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 
 def mooncake_rows(f: IO[str], block_size: int = 512) -> Iterator[tuple[int, Row | BadRow]]:
     """Mooncake trace lines: ``timestamp`` (ms from the trace start), ``input_length``,
-    ``output_length`` (tokens) and optional ``hash_ids``: one integer per ``block_size``-token
-    prompt block, so exactly ceil(input_length / block_size) of them."""
+    ``output_length`` (tokens), optional ``hash_ids``: one integer per ``block_size``-token
+    prompt block, so exactly ceil(input_length / block_size) of them, and optional ``priority``
+    (an integer class, pdsim's extension for priority scheduling)."""
     lines = LineReader(f)
     for line in lines:
         lineno = lines.lineno
@@ -109,9 +111,23 @@ def mooncake_rows(f: IO[str], block_size: int = 512) -> Iterator[tuple[int, Row 
                     raise BadRow(f"hash_ids: expected ceil(input_length / {block_size}) = {want} block ids, "
                                  f"got {len(h)} (set the trace's block_size if its blocks are not "
                                  f"{block_size} tokens)")
-            yield lineno, (t, n_in, n_out, h)
+            prio = row.get("priority")
+            if prio is None:
+                yield lineno, (t, n_in, n_out, h)
+            else:
+                yield lineno, (t, n_in, n_out, h, priority(prio))
         except BadRow as err:
             yield lineno, err
+
+
+def priority(value) -> int:
+    """A priority class: an integer that fits in 32 bits (``12`` or ``12.0``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (isinstance(value, float) and not value.is_integer()):
+        raise BadRow(f"priority: expected an integer, got {excerpt(value)}")
+    if not -2**31 <= value < 2**31:
+        raise BadRow(f"priority: expected an integer in [-2**31, 2**31), got {excerpt(value)}")
+    return int(value)
 
 
 def _json_type(v) -> str:

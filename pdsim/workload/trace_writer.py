@@ -3,7 +3,7 @@
 Times are written at the resolution of the format: Mooncake ms with three decimals (1 us),
 Azure 100 ns ticks from an arbitrary origin (2023-11-16 18:00:00), BurstGPT seconds with six
 decimals, benchmark ``start_times`` as given. Reading the file back gives the same lengths and
-hash ids and the same arrival times to within 1 us. ``.gz`` paths are written compressed.
+hash ids (and Mooncake priorities) and the same arrival times to within 1 us. ``.gz`` paths are written compressed.
 """
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ def write_trace(table: RequestTable, path: str | Path, fmt: str = "mooncake") ->
                 row: dict = {"timestamp": _ms(a[k]), "input_length": i[k], "output_length": o[k]}
                 if table.hash_ids is not None:
                     row["hash_ids"] = table.hash_ids[k].tolist()
+                if table.priority is not None:
+                    row["priority"] = int(table.priority[k])
                 f.write(json.dumps(row) + "\n")
     elif fmt == "azure":
         with _open_out(p) as f:

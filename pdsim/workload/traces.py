@@ -3,6 +3,8 @@
 Formats (``fmt``):
 - ``mooncake``: JSONL, ``timestamp`` (ms), ``input_length``, ``output_length``, ``hash_ids``
   (one id per 512-token block, prefix-chained). Mooncake FAST'25 traces. ``jsonl`` = mooncake.
+  An optional integer ``priority`` per row gives the request's priority class (pdsim's
+  extension; rows without one are class 0).
 - ``azure``: CSV ``TIMESTAMP`` (``YYYY-mm-dd HH:MM:SS.fffffff``), ``ContextTokens``,
   ``GeneratedTokens``. Azure LLM inference traces 2023/2024.
 - ``burstgpt``: CSV ``Timestamp`` (s), ``Model``, ``Request tokens``, ``Response tokens``,
@@ -103,16 +105,21 @@ class _Columns:
     def __init__(self) -> None:
         self.t, self.inp, self.out = array("d"), array("q"), array("q")
         self.hflat, self.hlen = array("q"), array("q")
+        self.prio = array("q")
         self.line = array("q")  # where each row came from, for errors found after sorting
         self.any_hash = False
+        self.any_prio = False
 
     def __len__(self) -> int:
         return len(self.t)
 
-    def add(self, t: float, i: int, o: int, h: list[int] | None, line: int = 0) -> None:
+    def add(self, t: float, i: int, o: int, h: list[int] | None, prio: int | None = None, line: int = 0) -> None:
         if h is not None:
             self.hflat.extend(array("q", h))  # all or nothing; OverflowError beyond int64
             self.any_hash = True
+        if prio is not None:
+            self.any_prio = True
+        self.prio.append(prio or 0)  # a row without one is class 0
         self.hlen.append(len(h) if h is not None else 0)
         self.line.append(line)
         self.t.append(t)
@@ -128,6 +135,10 @@ class _Columns:
             flat = np.frombuffer(self.hflat, dtype=np.int64).copy()
             hids = np.split(flat, np.cumsum(np.frombuffer(self.hlen, dtype=np.int64))[:-1])
         return t, i, o, hids
+
+    def priorities(self) -> np.ndarray | None:
+        """Each row's priority class, or None when no row gave one."""
+        return np.frombuffer(self.prio, dtype=np.int64).copy() if self.any_prio else None
 
 
 def read_trace(path: str | Path, fmt: str = "auto", time_scale: float = 1.0, limit: int | None = None,
@@ -178,9 +189,11 @@ def read_trace(path: str | Path, fmt: str = "auto", time_scale: float = 1.0, lim
     except read_errors() as err:  # e.g. a truncated or corrupt .gz
         raise SpecError(f"cannot read: {_reason(err)}", source=str(p)) from None
     t, i, o, hids = cols.arrays()
+    prio = cols.priorities()
     if sort and len(t):
         order = np.argsort(t, kind="stable")
         t, i, o = t[order], i[order], o[order]
+        prio = prio[order] if prio is not None else None
         lines = np.frombuffer(cols.line, dtype=np.int64)[order]
         hids = [hids[k] for k in order] if hids is not None else None
         far = np.flatnonzero(t - t[0] > MAX_SPAN_S)
@@ -193,11 +206,13 @@ def read_trace(path: str | Path, fmt: str = "auto", time_scale: float = 1.0, lim
             skipped += len(far)
             t, i, o = t[: far[0]], i[: far[0]], o[: far[0]]
             hids = hids[: far[0]] if hids is not None else None
+            prio = prio[: far[0]] if prio is not None else None
         keep = _window(t - t[0], start_s, duration_s)
         if limit is not None:
             keep = keep[:limit]
         t, i, o = t[keep], i[keep], o[keep]
         hids = [hids[k] for k in keep] if hids is not None else None
+        prio = prio[keep] if prio is not None else None
     if not len(t):
         window = f" in the window start_s={start_s}" + (f", duration_s={duration_s}" if duration_s else "") \
             if start_s or duration_s else ""
@@ -210,7 +225,7 @@ def read_trace(path: str | Path, fmt: str = "auto", time_scale: float = 1.0, lim
         except SpecError as err:
             raise err.at(source=str(p)) from None
     table = RequestTable((t - t[0]) * time_scale, i, o, hash_ids=hids, block_size=block_size, source=str(p),
-                         skipped_rows=skipped, meta=meta)
+                         skipped_rows=skipped, meta=meta, priority=prio)
     cc = meta.get("max_concurrency")
     if isinstance(cc, int) and not isinstance(cc, bool) and cc >= 1:
         table.max_concurrency = cc

@@ -72,6 +72,20 @@ class InstanceView:
             return 0
         return cache.match(hash_ids, len(hash_ids) if limit is None else limit)
 
+    def offload_match(self, hash_ids) -> int:
+        """Leading prompt blocks of ``hash_ids`` this instance could reuse without computing
+        them: resident in HBM, then found in its KV offload tiers (host DRAM, SSD, remote
+        store) — what a router fed by cache events from every tier sees. Loading the tier
+        blocks still costs time (kv/tiers.py); this only counts them."""
+        cache = self._i.cache
+        if cache is None or hash_ids is None:
+            return 0
+        n = len(hash_ids)
+        m = cache.match(hash_ids, n)
+        if cache.tiers is not None and m < n:
+            m += len(cache.tiers.lookup(hash_ids, m, n))
+        return m
+
     @property
     def block_tokens(self) -> int:
         cache = self._i.cache
@@ -80,13 +94,117 @@ class InstanceView:
     @property
     def recent_step_s(self) -> float:
         """Duration of the last engine step, seconds (0 before the first)."""
-        d = self._i.log_dur
-        return d[-1] if d else 0.0
+        return self._i.steps.last_step_s
 
     @property
     def in_flight_sends(self) -> int:
         """KV transfers this instance is pushing now (P2P NCCL put modes)."""
         return self._i.sending
+
+    # ---- what a predictor needs (control/predict.py): queued work and the group's prices ----
+    @property
+    def queued_prefill_tokens(self) -> int:
+        """Prompt tokens waiting for prefill or in progress (cached tokens leave it when a
+        prompt is admitted and its cache hit is known)."""
+        return self._i.pq_tokens
+
+    @property
+    def queued_prompts(self) -> int:
+        """Requests in the prefill queues (waiting or being prefilled, recomputes included)."""
+        return self._i.pq_count
+
+    @property
+    def decode_queued(self) -> int:
+        """Requests waiting on this instance for KV pre-allocation or for decode admission."""
+        i = self._i
+        return len(i.prealloc_q) + len(i.ready_q)
+
+    @property
+    def decode_ctx_tokens(self) -> int:
+        """Context tokens of the running decode batch."""
+        return self._i.batch.sum_ctx
+
+    @property
+    def decode_remaining_tokens(self) -> int:
+        """Tokens the running decode batch still owes its requests (sum of remaining outputs)."""
+        return self._i.batch.rem_out
+
+    @property
+    def kv_reserved_pages(self) -> int:
+        """Free pages a decode-capable instance keeps for its running requests' next tokens
+        (SGLang's new-token-ratio reserve); admission needs free minus these."""
+        return self._i._reserve_pages()
+
+    def decode_release_schedule(self) -> list[tuple[int, int]]:
+        """For every running decode request, soonest first: (decode steps from now until its
+        last token, KV tokens it frees then). From the engine's own bookkeeping of each
+        request's remaining ``max_new_tokens`` (SGLang's scheduler knows them too); exact here,
+        where a request's output length is its max_new_tokens."""
+        b = self._i.batch
+        running = b.running
+        now = b.step
+        out = [(fstep - now + 1, req.ctx0 + fstep - req.admit_step + 1)
+               for fstep, rid, req in b.heap if req.finish_step == fstep and rid in running]
+        out.sort()
+        return out
+
+    @property
+    def prealloc_tokens(self) -> int:
+        """Prompt tokens of the requests waiting for KV pre-allocation (first in, first served)."""
+        return sum(r.input_len for r in self._i.prealloc_q)
+
+    @property
+    def dp(self) -> int:
+        """Attention data-parallel ranks of the instance."""
+        return self._i.dp
+
+    @property
+    def rank_prefill_tokens(self) -> int:
+        """Tokens one DP rank prefills per step (its share of ``chunked_prefill_size``)."""
+        return self._i.rank_budget
+
+    @property
+    def max_running(self) -> int:
+        """The cap on requests decoding at once (``max_running_requests``; huge when unset)."""
+        return self._i.max_running
+
+    @property
+    def page_size(self) -> int:
+        return self._i.page
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        pool = self._i.pool
+        return pool.capacity * pool.page_size
+
+    @property
+    def step_cost(self):
+        """The group's step-cost model (pdsim.costs.StepCost). Its methods are pure prices of
+        a batch shape: calling them changes nothing in the world."""
+        return self._i.plan.cost
+
+    @property
+    def model(self):
+        """The served model (frozen ModelSpec)."""
+        return self._i.plan.model
+
+    @property
+    def hardware(self):
+        """The group's hardware profile (frozen HardwareProfile)."""
+        return self._i.plan.hw
+
+    @property
+    def attn_tp(self) -> int:
+        return self._i.plan.attn_tp
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        return self._i.plan.kv_cache_dtype
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether fitted transfer constants apply (they follow the step-cost choice)."""
+        return self._i.plan.calibrated
 
     def __repr__(self) -> str:  # pragma: no cover
         return f"InstanceView({self.name})"

@@ -28,6 +28,7 @@ from ..kv.pool import pages_for
 from ..request import Request
 from ...costs.speculative import tokens_per_step
 from .decode_batch import DecodeBatch
+from .step_log import CHUNK, StepLog
 
 STARTING, UP, DRAINING, DOWN = "starting", "up", "draining", "down"
 
@@ -81,12 +82,7 @@ class Instance:
         self.ratio_decay = (eng.init_new_token_ratio - eng.min_new_token_ratio) / eng.new_token_ratio_decay_steps
         self.ratio_init = eng.init_new_token_ratio
         # step log (the record's per-step columns)
-        self.log_t: list[float] = []
-        self.log_dur: list[float] = []
-        self.log_pf: list[int] = []
-        self.log_dec: list[int] = []
-        self.log_kv: list[int] = []
-        self.log_queue: list[int] = []
+        self.steps = StepLog()
         self.tier_log: list[tuple[float, tuple[float, ...]]] = []
         self.buffer = None  # ReceiveBuffer of the P2P NCCL put modes (decode role; transports/nccl_p2p.py)
         self.block_on_send = False  # P2P NCCL PUT: the loop waits until its KV is sent
@@ -561,6 +557,10 @@ class Instance:
         decode_role = role != "prefill"
         b = self.batch
         page = self.page
+        log = self.steps
+        log_t, log_dur, log_pf, log_dec, log_kv, log_queue = log.t, log.dur, log.pf, log.dec, log.kv, log.queue
+        pool = self.pool
+        tiers = self.cache.tiers if self.cache is not None else None
         while True:
             try:
                 if self.prealloc_q:
@@ -628,14 +628,16 @@ class Instance:
                 start = env.now
                 if self.load_until > start:
                     dur += self.load_until - start  # synchronous KV loads hold this step
-                if self.cache is not None and self.cache.tiers is not None:
-                    self.tier_log.append((start, tuple(t.used for t in self.cache.tiers.tiers)))
-                self.log_t.append(start)
-                self.log_dur.append(dur)
-                self.log_pf.append(pf_tokens)
-                self.log_dec.append(n)
-                self.log_kv.append(self.pool.used)
-                self.log_queue.append(self.pq_count + len(self.prealloc_q) + len(self.ready_q))  # queue_len
+                if tiers is not None:
+                    self.tier_log.append((start, tuple(t.used for t in tiers.tiers)))
+                if len(log_t) >= CHUNK:
+                    log.flush()
+                log_t.append(start)
+                log_dur.append(dur)
+                log_pf.append(pf_tokens)
+                log_dec.append(n)
+                log_kv.append(pool.used)
+                log_queue.append(self.pq_count + len(self.prealloc_q) + len(self.ready_q))  # queue_len
                 self.busy_time += dur
                 self._step_start, self._step_dur = start, dur
                 self._dec_step, self._removed_in_step = n, 0
@@ -654,7 +656,7 @@ class Instance:
                 # failed (fail()): the step in flight never completes; wait for the restart
                 if self._step_start >= 0:
                     cut = env.now - self._step_start
-                    self.log_dur[-1] = cut
+                    log_dur[-1] = cut
                     self.busy_time -= self._step_dur - cut
                     self._step_start = -1.0
                 self._sent = None

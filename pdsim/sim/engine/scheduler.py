@@ -16,6 +16,15 @@ Built in (SGLang names):
   prompts sharing it) first, arrival order inside a group — SGLang's depth-first walk of the
   radix tree weighted by waiting requests, approximated at the first-block level.
 - ``lof``: longest output first; ``spf``: shortest prompt first (research baselines).
+- ``priority``: priority classes (SGLang ``--enable-priority-scheduling``): prompts of the
+  most urgent class first, arrival order within a class. SGLang's default treats larger
+  ``priority`` values as more urgent; ``priority-low-first`` is the reverse
+  (``--schedule-low-priority-values-first``, and vLLM's convention: lower means earlier).
+  A request's class is its ``priority`` (the workload's priority column; 0 when absent).
+  SGLang's preemption of running requests by more urgent waiting ones is not modelled.
+
+The chunk size (tokens of a prompt per step) is the engine's ``chunked_prefill_size``; a
+chunk-size policy needs a hook in the engine loop (see docs/policies.md).
 """
 from __future__ import annotations
 
@@ -87,3 +96,31 @@ class LongestOutputFirst(BatchScheduler):
 class ShortestPromptFirst(BatchScheduler):
     def order(self, queue, cache):
         return queue if len(queue) < 2 else _admitted_first(queue, lambda r: (r.input_len, r.rid))
+
+
+def priority_of(req) -> int:
+    """A request's priority class (0 when the workload gives none)."""
+    return getattr(req, "priority", 0)
+
+
+@SCHEDULERS.register("priority")
+class PriorityClasses(BatchScheduler):
+    @dataclass(frozen=True)
+    class Params:
+        low_values_first: bool = False  # SGLang default: larger values are more urgent
+
+    def order(self, queue, cache):
+        if len(queue) < 2:
+            return queue
+        first = priority_of(queue[0])
+        if all(priority_of(r) == first for r in queue):
+            return queue  # one class: FCFS, no copy
+        sign = 1 if self.params.low_values_first else -1
+        return _admitted_first(queue, lambda r: (sign * priority_of(r), r.rid))
+
+
+@SCHEDULERS.register("priority-low-first")
+class PriorityLowFirst(PriorityClasses):
+    @dataclass(frozen=True)
+    class Params:
+        low_values_first: bool = True  # vLLM's convention / SGLang --schedule-low-priority-values-first
