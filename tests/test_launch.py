@@ -145,6 +145,27 @@ def test_router_policies():
     assert _value(router, "--policy") == "power_of_two" and router.count("--worker-urls") == 1
 
 
+def test_published_routers_and_priority_scheduling():
+    d = scenario_dict(router={"policy": "sglang_cache_aware", "params": {"cache_threshold": 0.5}})
+    d["cluster"]["decode"][0]["engine"]["schedule_policy"] = "priority-low-first"
+    lp = plan(resolve(d), "sglang")
+    servers, [router] = _split(lp)
+    assert _value(router, "--policy") == "cache_aware" and _value(router, "--cache-threshold") == "0.5"
+    assert _value(router, "--max-tree-size") == "67108864"  # the router's default, in characters
+    assert check_args(SGLANG_ROUTER, router) == []
+    [dec] = servers["decode"]
+    assert "--enable-priority-scheduling" in dec and "--schedule-low-priority-values-first" in dec
+    _, [router] = _split(plan(resolve(scenario_dict(router={"policy": "vllm_xpyd"})), "sglang"))
+    assert _value(router, "--policy") == "round_robin"
+    lp = plan(resolve(scenario_dict(router={"policy": "dynamo_kv"})), "sglang")
+    assert "Dynamo" in dict(lp.unmapped)["router.policy"]
+    d = scenario_dict(transfer={"backend": "nccl"}, router={"policy": "vllm_xpyd"})
+    d["cluster"]["decode"][0]["engine"]["schedule_policy"] = "priority-low-first"
+    lp = plan(resolve(d), "vllm")
+    servers, _ = _split(lp)
+    assert _value(servers["decode"][0], "--scheduling-policy") == "priority" and "router.policy" not in dict(lp.unmapped)
+
+
 @pytest.mark.parametrize("mode, send", [("put", "PUT"), ("put_async", "PUT_ASYNC"), ("get", "GET")])
 def test_vllm_p2p_nccl_kv_transfer_config(mode, send):
     d = scenario_dict(transfer={"backend": "nccl", "mode": mode, "kv_buffer_fraction": 0.05, "host_pool_gib": 16})

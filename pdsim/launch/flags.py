@@ -18,7 +18,10 @@ released wheels):
 - sglang-router 0.2.1 and 0.3.2 ``sglang_router/router_args.py``: ``--pd-disaggregation``,
   ``--prefill URL [BOOTSTRAP_PORT]`` (repeatable), ``--decode URL`` (repeatable),
   ``--worker-urls``, ``--policy`` / ``--prefill-policy`` / ``--decode-policy`` in random,
-  round_robin, cache_aware, power_of_two (0.3.2 adds manual), ``--host``, ``--port``.
+  round_robin, cache_aware, power_of_two (0.3.2 adds manual), ``--cache-threshold``,
+  ``--balance-abs-threshold``, ``--balance-rel-threshold``, ``--eviction-interval-secs``,
+  ``--max-tree-size``, ``--host``, ``--port``. SGLang 0.5.3 priority scheduling:
+  ``--enable-priority-scheduling`` (higher values first) and ``--schedule-low-priority-values-first``.
 - vLLM 0.11.0 ``vllm/engine/arg_utils.py`` (``EngineArgs.add_cli_args``),
   ``vllm/entrypoints/openai/cli_args.py`` (``--host``, ``--port``), ``vllm/config/cache.py``
   (``--block-size`` in 1, 8, 16, 32, 64, 128; ``--kv-cache-dtype`` in auto, bfloat16, fp8,
@@ -79,6 +82,8 @@ SGLANG_SERVER: dict[str, tuple[str, tuple | None]] = {
     "--node-rank": ("int", None),
     "--dist-init-addr": ("str", None),
     "--base-gpu-id": ("int", None),
+    "--enable-priority-scheduling": ("bool", None),
+    "--schedule-low-priority-values-first": ("bool", None),
     "--pp-size": ("int", None),
     "--speculative-algorithm": ("str", ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")),
     "--speculative-num-steps": ("int", None),
@@ -96,6 +101,11 @@ SGLANG_ROUTER: dict[str, tuple[str, tuple | None]] = {
     "--policy": ("str", SGLANG_ROUTER_POLICIES),
     "--prefill-policy": ("str", SGLANG_ROUTER_POLICIES),
     "--decode-policy": ("str", SGLANG_ROUTER_POLICIES),
+    "--cache-threshold": ("float", None),
+    "--balance-abs-threshold": ("int", None),
+    "--balance-rel-threshold": ("float", None),
+    "--eviction-interval-secs": ("int", None),
+    "--max-tree-size": ("int", None),
     "--host": ("str", None),
     "--port": ("int", None),
 }

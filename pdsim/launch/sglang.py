@@ -55,11 +55,13 @@ KNOBS: dict[str, str | None] = {
     "engine.min_kv_reserve_tokens": None,
     "engine.disable_radix_cache": "--disable-radix-cache",
     "engine.max_retractions_per_request": None,
-    "engine.schedule_policy": "--schedule-policy (fcfs, lpm, dfs-weight, lof)",
+    "engine.schedule_policy": "--schedule-policy (fcfs, lpm, dfs-weight, lof); priority: --enable-priority-scheduling "
+                              "(--schedule-low-priority-values-first for priority-low-first)",
     "engine.speculative": "--speculative-algorithm NEXTN (mtp) / EAGLE / EAGLE3, --speculative-num-steps, "
                           "--speculative-eagle-topk, --speculative-num-draft-tokens, --speculative-draft-model-path",
     "router.policy": "sglang_router --policy (least_loaded -> power_of_two; cache_aware -> cache_aware prefill, "
-                     "power_of_two decode)",
+                     "power_of_two decode; sglang_cache_aware -> cache_aware with its thresholds; vllm_xpyd -> "
+                     "round_robin)",
     "router.params": None,
     "transfer.backend": "--disaggregation-transfer-backend mooncake",
     "transfer.mode": "Mooncake in SGLang pre-allocates on D and P writes (pdsim mode get): nothing to set",
@@ -169,7 +171,11 @@ def _server_flags(p: Placement, resolved, disaggregated: bool) -> tuple[list[str
                                                   "(auto) or FP8; a BF16 cache for an FP8 model has no flag"))
     if e.disable_radix_cache:
         f.append("--disable-radix-cache")
-    if e.schedule_policy in SCHEDULE_POLICIES:
+    if e.schedule_policy in ("priority", "priority-low-first"):
+        f.append("--enable-priority-scheduling")  # SGLang sorts by priority, then arrival (fcfs)
+        if e.schedule_policy == "priority-low-first":
+            f.append("--schedule-low-priority-values-first")
+    elif e.schedule_policy in SCHEDULE_POLICIES:
         if e.schedule_policy != "fcfs":
             f += ["--schedule-policy", e.schedule_policy]
     else:
@@ -207,19 +213,39 @@ def _instance_commands(p: Placement, resolved, model: str, disaggregated: bool) 
     return cmds, unmapped
 
 
-def _router(placements: list[Placement], policy: str, disaggregated: bool) -> tuple[list[Command], list]:
-    unmapped = []
+def _policy(resolved, disaggregated: bool) -> tuple[list[str], list, str]:
+    """(router policy flags, unmapped, note) for the scenario's router."""
+    ref = resolved.plugins.get("router")
+    policy = resolved.scenario.router.policy
     if policy in ("round_robin", "random"):
-        pol = ["--policy", policy]
-    elif policy == "least_loaded":
-        pol = ["--policy", "power_of_two"]
-    elif policy == "cache_aware":
-        pol = ["--prefill-policy", "cache_aware", "--decode-policy", "power_of_two"] if disaggregated \
+        return ["--policy", policy], [], ""
+    if policy == "least_loaded":
+        return ["--policy", "power_of_two"], [], "least_loaded becomes power_of_two (the less loaded of two random " \
+                                                 "instances)"
+    if policy == "cache_aware":
+        flags = ["--prefill-policy", "cache_aware", "--decode-policy", "power_of_two"] if disaggregated \
             else ["--policy", "cache_aware"]
-    else:
-        pol = []
-        unmapped.append(("router.policy", f"{policy!r} is a pdsim plug-in; the router's policies are "
-                                          f"{', '.join(SGLANG_ROUTER_POLICIES)}"))
+        return flags, [("router.params", WHY_NOT["router.params"])] if resolved.scenario.router.params else [], ""
+    if policy == "sglang_cache_aware" and ref is not None:
+        p = ref.params
+        flags = ["--policy", "cache_aware", "--cache-threshold", f"{p.cache_threshold:g}",
+                 "--balance-abs-threshold", str(p.balance_abs_threshold),
+                 "--balance-rel-threshold", f"{p.balance_rel_threshold:g}",
+                 "--eviction-interval-secs", str(int(round(p.eviction_interval_s))),
+                 # the router counts characters; pdsim's blocks assume ~4 characters per token
+                 "--max-tree-size", str(p.max_tree_blocks * p.block_tokens * 4)]
+        return flags, [], "sglang_cache_aware with its thresholds"
+    if policy == "vllm_xpyd":
+        return ["--policy", "round_robin"], [], "vllm_xpyd (vLLM's proxy) round-robins: --policy round_robin"
+    why = {"dynamo_kv": "NVIDIA Dynamo's KV router runs in Dynamo's frontend, not in sglang-router",
+           "llmd": "llm-d's scheduler runs in its gateway (inference extension), not in sglang-router",
+           "mooncake_conductor": "Mooncake's Conductor is not part of sglang-router"}.get(
+        policy, f"{policy!r} is a pdsim plug-in; the router's policies are {', '.join(SGLANG_ROUTER_POLICIES)}")
+    return [], [("router.policy", why)], ""
+
+
+def _router(placements: list[Placement], resolved, disaggregated: bool) -> tuple[list[Command], list]:
+    pol, unmapped, note = _policy(resolved, disaggregated)
     head = ["python", "-m", "sglang_router.launch_router"]
     url = lambda p: f"http://{node_var(p.nodes[0])}:{p.http_port}"  # noqa: E731
     if disaggregated:
@@ -235,10 +261,9 @@ def _router(placements: list[Placement], policy: str, disaggregated: bool) -> tu
             return [], unmapped
         args = ["--worker-urls"] + [url(p) for p in placements]
     args += pol + ["--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
-    note = (f"router ({SGLANG_ROUTER_VERSION}): requests go to http://<router host>:{ROUTER_PORT}"
-            + ("; least_loaded becomes power_of_two (the less loaded of two random instances)"
-               if policy == "least_loaded" else ""))
-    return [Command(None, tuple(head + args), (), note)], unmapped
+    comment = f"router ({SGLANG_ROUTER_VERSION}): requests go to http://<router host>:{ROUTER_PORT}" + \
+        (f"; {note}" if note else "")
+    return [Command(None, tuple(head + args), (), comment)], unmapped
 
 
 def sglang_plan(resolved, model_override: str | None = None) -> LaunchPlan:
@@ -257,7 +282,7 @@ def sglang_plan(resolved, model_override: str | None = None) -> LaunchPlan:
         cmds, un = _instance_commands(p, resolved, model, sc.cluster.disaggregated)
         commands += cmds
         unmapped += [(f"cluster.{p.role}[{p.group_index}].{k}", why) for k, why in un]
-    router, un = _router(placements, sc.router.policy, sc.cluster.disaggregated)
+    router, un = _router(placements, resolved, sc.cluster.disaggregated)
     commands += router
     unmapped += un
     unmapped += _unmapped_changes(sc)

@@ -61,9 +61,9 @@ KNOBS: dict[str, str | None] = {
     "engine.min_kv_reserve_tokens": None,
     "engine.disable_radix_cache": "--no-enable-prefix-caching",
     "engine.max_retractions_per_request": None,
-    "engine.schedule_policy": "--scheduling-policy fcfs",
+    "engine.schedule_policy": "--scheduling-policy fcfs; priority-low-first: --scheduling-policy priority",
     "engine.speculative": "--speculative-config (method deepseek_mtp / eagle / eagle3, num_speculative_tokens)",
-    "router.policy": "the example proxy round-robins",
+    "router.policy": "the example proxy round-robins (pdsim's vllm_xpyd)",
     "router.params": None,
     "transfer.backend": "--kv-transfer-config kv_connector P2pNcclConnector",
     "transfer.mode": "--kv-transfer-config send_type (PUT, PUT_ASYNC, GET)",
@@ -181,8 +181,11 @@ def _engine_flags(p: Placement, resolved) -> tuple[list[str], list[tuple[str, st
         f += ["--cuda-graph-sizes", str(e.cuda_graph_max_bs)]
     else:
         f.append("--enforce-eager")
-    if e.schedule_policy != "fcfs":
-        unmapped.append(("engine.schedule_policy", f"vLLM schedules fcfs or by priority, not {e.schedule_policy!r}"))
+    if e.schedule_policy == "priority-low-first":
+        f += ["--scheduling-policy", "priority"]  # vLLM: lower values first
+    elif e.schedule_policy != "fcfs":
+        unmapped.append(("engine.schedule_policy", f"vLLM schedules fcfs or by priority (lower values first), not "
+                                                   f"{e.schedule_policy!r}"))
     if not e.enable_mixed_chunk and p.role == "colocated":
         unmapped.append(("engine.enable_mixed_chunk", "vLLM V1 always mixes prefill chunks into decode steps"))
     return f, env, unmapped
@@ -245,7 +248,7 @@ def vllm_plan(resolved, model_override: str | None = None) -> LaunchPlan:
                                 "disaggregated_serving_p2p_nccl_xpyd at v0.11.0): instances register on port "
                                 f"{VLLM_PROXY_DISCOVERY_PORT}, requests go to http://<proxy host>:10001", program_len=2))
         notes.append(f"run the proxy on node 0 (the instances' proxy_ip is {node_var(0)})")
-        if sc.router.policy != "round_robin":
+        if sc.router.policy not in ("round_robin", "vllm_xpyd"):
             unmapped.append(("router.policy", f"the example proxy round-robins; {sc.router.policy!r} has no "
                                               "equivalent there"))
     elif len(placements) > 1:

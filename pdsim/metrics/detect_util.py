@@ -21,7 +21,7 @@ HIGH_SHARE = 0.10  # ... and is severe from this share on
 # meeting its SLO is healthy, and the healthy verdict names its largest TTFT part.
 MINOR_MISS = 0.025
 MAJOR_PART = 0.5
-LOAD_BLIND_ROUTERS = ("random", "round_robin")
+LOAD_BLIND_ROUTERS = ("random", "round_robin", "vllm_xpyd")
 IMBALANCE_UTIL_SPREAD = 0.15  # busy-share gap between the busiest and idlest instance of a role
 IMBALANCE_WAIT_RATIO = 1.5  # busiest instance's mean queue wait over the role's mean
 
