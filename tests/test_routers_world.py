@@ -163,8 +163,9 @@ def test_release_schedule_is_when_running_requests_finish_and_what_they_free():
     while dv.running < n:
         env.step()
     schedule, at = dv.decode_release_schedule(), d.batch.step
+    running = list(w.live.values())  # the world forgets a request once it is done
     w.run()
-    finished = sorted((r.finish_step - at + 1, r.input_len + r.output_len - 1) for r in w.requests)
+    finished = sorted((r.finish_step - at + 1, r.input_len + r.output_len - 1) for r in running)
     assert schedule == finished
 
 
@@ -183,9 +184,26 @@ def test_predicted_wait_for_decode_kv_follows_the_world():
         if q and q[-1].rid not in seen:  # a request just joined the queue: predict its wait
             seen.add(q[-1].rid)
             snaps.append((q[-1].rid, env.now, decode_wait_s(dv, 0)))
-    actual = np.array([w.requests[rid].d_alloc - now for rid, now, _p in snaps])
+    d_alloc = w.ledger.cols["decode_alloc_s"]  # record columns of the done requests
+    actual = np.array([d_alloc[rid] - now for rid, now, _p in snaps])
     predicted = np.array([p for *_x, p in snaps])
     waited = actual > 0.2
     assert waited.sum() > 50
     assert np.median(np.abs(predicted[waited] - actual[waited]) / actual[waited]) < 0.3
     assert np.corrcoef(predicted, actual)[0, 1] > 0.9
+
+
+def test_conductor_reads_the_scenarios_slo_and_transfer_block():
+    explicit = pdsim.simulate(resolve(overloaded("mooncake_conductor", {"ttft_slo_ms": 1500, "tbt_slo_ms": 100})))
+    from_scenario = pdsim.simulate(resolve(overloaded("mooncake_conductor", {"use_scenario_slo": True})))
+    a, b = explicit.requests, from_scenario.requests
+    assert a["drop_reason"].fillna("").tolist() == b["drop_reason"].fillna("").tolist()
+    assert (a["drop_reason"] == "rejected_ttft_slo").any()
+    # the transfer prediction follows the scenario's transfer block unless one is given
+    d = overloaded("mooncake_conductor")
+    d["transfer"] = {"backend": "nccl", "mode": "put"}
+    w = _world(d, _table([2500]))
+    assert w.router._transfer() is w.resolved.scenario.transfer
+    d["router"]["params"] = {"transfer": {"backend": "mooncake"}}
+    w = _world(d, _table([2500]))
+    assert w.router._transfer().backend == "mooncake"

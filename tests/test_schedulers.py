@@ -1,6 +1,6 @@
 """Batch schedulers: every policy returns a permutation of the queue with held prompts first,
 priority classes order prompts by class then arrival, and in the world the urgent class waits
-less."""
+less; the chunk-size and retraction hooks decide in the world, with parameters from YAML."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,9 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pdsim
-import pdsim.sim.world as world_module
-from pdsim.sim.engine.scheduler import SCHEDULERS
-from pdsim.sim.request import Request
+from pdsim.sim.engine.scheduler import SCHEDULERS, BatchScheduler
+from pdsim.specs.errors import SpecError
 
 from builders import resolve, scenario_dict
 
@@ -68,47 +67,105 @@ def burst(policy: str) -> dict:
     return d
 
 
-@pytest.fixture
-def world_with_priorities(monkeypatch):
-    """Requests carry the workload's priority into the world. Until world._client copies the
-    table's priority column onto each Request (a one-line change), a subclass does it here."""
-    if "priority" in Request.__slots__:
-        yield
-        return
-    state = {}
-
-    class PriorityRequest(Request):
-        __slots__ = ("priority",)
-
-        def __init__(self, rid, *args, **kw):
-            super().__init__(rid, *args, **kw)
-            prio = state["table"].priority
-            self.priority = int(prio[rid]) if prio is not None else 0
-
-    real_init = world_module.World.__init__
-
-    def init(self, resolved, table, *a, **kw):
-        state["table"] = table
-        real_init(self, resolved, table, *a, **kw)
-
-    monkeypatch.setattr(world_module, "Request", PriorityRequest)
-    monkeypatch.setattr(world_module.World, "__init__", init)
-    yield
-
-
 def _ttft_by_class(policy: str):
     from pdsim.workload import materialize
 
     sc = resolve(burst(policy))
     table = materialize(sc.scenario.workload, seed=sc.scenario.seed)
     df = pdsim.simulate(sc, table=table).requests
-    cls = table.priority[df["request_id"].to_numpy()]
+    cls = df["priority"].to_numpy()  # the record carries each request's class
+    assert np.array_equal(cls, table.priority[df["request_id"].to_numpy()])
     return df.loc[cls == 1, "ttft_s"].mean(), df.loc[cls == 0, "ttft_s"].mean()
 
 
-def test_priority_scheduling_serves_the_urgent_class_first(world_with_priorities):
+def test_priority_scheduling_serves_the_urgent_class_first():
     urgent, normal = _ttft_by_class("priority")
     assert urgent < 0.5 * normal
     u_fcfs, n_fcfs = _ttft_by_class("fcfs")
     assert u_fcfs == pytest.approx(n_fcfs, rel=0.3)  # arrival order ignores the classes
     assert urgent < u_fcfs
+
+
+# ---- the chunk-size and retraction hooks ------------------------------------------------------
+class SmallChunksWhileDecoding(BatchScheduler):
+    """Halve the prefill chunk while requests decode (an ITL-protecting chunk policy)."""
+
+    @dataclass(frozen=True)
+    class Params:
+        divisor: int = 2
+
+    calls = 0
+
+    def chunk_tokens(self, rank_budget, queue, running):
+        SmallChunksWhileDecoding.calls += 1
+        return rank_budget // self.params.divisor if running else rank_budget
+
+
+class RetractOldest(BatchScheduler):
+    victims: list = []
+
+    def retract_victim(self, running):
+        req = running[next(iter(running))]
+        RetractOldest.victims.append((req.rid, list(running)))
+        return req
+
+
+def _register(monkeypatch, key, cls):
+    monkeypatch.setitem(SCHEDULERS._items, key, cls)
+
+
+def _mixed(policy: str, params: dict | None = None) -> dict:
+    d = scenario_dict("colocated")
+    eng = d["cluster"]["colocated"][0]["engine"]
+    eng.update(schedule_policy=policy, enable_mixed_chunk=True, chunked_prefill_size=4096)
+    if params is not None:
+        eng["schedule_params"] = params
+    d["workload"] = {"kind": "synthetic", "num_requests": 80, "rate": 20.0,
+                     "input": {"dist": "uniform", "min": 2000, "max": 6000},
+                     "output": {"dist": "uniform", "min": 50, "max": 200}}
+    return d
+
+
+def test_chunk_policy_sets_the_prefill_budget_and_its_params_come_from_yaml(monkeypatch):
+    _register(monkeypatch, "small-chunks", SmallChunksWhileDecoding)
+    SmallChunksWhileDecoding.calls = 0
+    base = pdsim.simulate(resolve(_mixed("fcfs")))
+    small = pdsim.simulate(resolve(_mixed("small-chunks", {"divisor": 4})))
+    assert SmallChunksWhileDecoding.calls > 0
+    t0, t1 = base.timeline, small.timeline
+    busy0 = t0.loc[(t0["kind"] == "instance") & (t0["running_batch"] > 0), "prefill_tokens"]
+    busy1 = t1.loc[(t1["kind"] == "instance") & (t1["running_batch"] > 0), "prefill_tokens"]
+    assert busy0.max() > 1024 and busy1.max() <= 4096 // 4  # the policy's chunk while decoding
+    # smaller chunks in mixed steps: shorter steps for the decoding requests, later first tokens
+    assert small.summary()["mean_itl_ms"] < base.summary()["mean_itl_ms"]
+    assert small.summary()["mean_ttft_ms"] > base.summary()["mean_ttft_ms"]
+
+
+def test_schedule_params_are_typed_and_checked_at_load(monkeypatch):
+    _register(monkeypatch, "small-chunks", SmallChunksWhileDecoding)
+    with pytest.raises(SpecError, match=r"cluster.colocated\[0\].engine.schedule_params"):
+        resolve(_mixed("small-chunks", {"divisr": 4}))
+
+
+def test_a_chunk_policy_outside_the_engine_budget_is_an_error(monkeypatch):
+    class TooBig(BatchScheduler):
+        def chunk_tokens(self, rank_budget, queue, running):
+            return rank_budget + 1
+
+    _register(monkeypatch, "too-big", TooBig)
+    with pytest.raises(RuntimeError, match="chunk_tokens returned"):
+        pdsim.simulate(resolve(_mixed("too-big")))
+
+
+def test_retraction_policy_picks_the_victim(monkeypatch):
+    _register(monkeypatch, "retract-oldest", RetractOldest)
+    RetractOldest.victims = []
+    d = _mixed("retract-oldest")
+    d["cluster"]["colocated"][0]["engine"].update(max_total_tokens=12000, min_kv_reserve_tokens=512)
+    d["workload"]["input"] = {"dist": "uniform", "min": 1000, "max": 3000}
+    d["workload"]["output"] = {"dist": "uniform", "min": 400, "max": 800}
+    res = pdsim.simulate(resolve(d))
+    assert RetractOldest.victims, "the pool never ran out: no retraction to decide"
+    assert all(rid == running[0] for rid, running in RetractOldest.victims)  # the oldest admitted
+    assert res.requests["preemptions"].sum() == len(RetractOldest.victims)
+    assert res.summary()["completed"] + res.summary()["dropped"] == 80

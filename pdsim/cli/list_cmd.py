@@ -5,9 +5,11 @@ import argparse
 
 
 def register(sub) -> None:
-    ls = sub.add_parser("list", help="bundled hardware profiles, models, example scenarios, routers")
-    ls.add_argument("what", nargs="?", default="all", choices=["all", "hardware", "models", "scenarios", "routers"],
-                    help="what to list (default: all)")
+    ls = sub.add_parser("list", help="bundled hardware profiles, models, example scenarios, plug-ins")
+    ls.add_argument("what", nargs="?", default="all",
+                    choices=["all", "hardware", "models", "scenarios", "routers", "plugins"],
+                    help="what to list (default: all); plugins: every plug-in kind, built in and installed "
+                         "(packages declaring the pdsim.plugins entry point)")
     ls.set_defaults(fn=run)
 
 
@@ -36,8 +38,20 @@ def run(args: argparse.Namespace) -> int:
         for k in catalog.scenario_keys():
             data = read_yaml(catalog.scenarios_dir() / f"{k}.yaml") or {}
             print(f"  {k:<28} {data.get('description', '')}")
-    if what in ("all", "routers"):
+    if what == "routers":
         from ..sim.control.router import ROUTERS
 
-        print("routers: " + ", ".join(ROUTERS.keys()) + " (or package.module:ClassName)")
+        _print_kind("routers", ROUTERS)
+    if what in ("all", "plugins"):
+        from ..sim.resolve import REGISTRIES
+
+        print("plug-ins (a key, an installed entry point, or package.module:ClassName with --allow-plugin):")
+        for field, reg in REGISTRIES.items():
+            _print_kind(field, reg)
     return 0
+
+
+def _print_kind(field: str, reg) -> None:
+    installed = reg.installed()
+    extra = f"; installed: {', '.join(installed)}" if installed else ""
+    print(f"  {field:<26} {', '.join(reg.keys())}{extra}")

@@ -30,7 +30,7 @@ from .search import evaluate
 
 CACHE_FORMAT = 1
 
-Job = tuple  # (cache key, scenario data, base dir, evaluation, Trust)
+Job = tuple  # (cache key, *arguments of the evaluation function); sweeps: (key, data, base dir, evaluation, Trust)
 OnDone = Callable[[str, dict], None]
 
 
@@ -110,10 +110,10 @@ def _jsonable(x: Any) -> Any:
     return str(x)
 
 
-def _bar(total: int, progress: bool, desc: str):
+def _bar(total: int, progress: bool, desc: str, unit: str = "config"):
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="config", desc=desc, disable=not progress or total == 0, dynamic_ncols=True,
+    return tqdm(total=total, unit=unit, desc=desc, disable=not progress or total == 0, dynamic_ncols=True,
                 smoothing=0.05)
 
 
@@ -136,15 +136,17 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def run_local(jobs: list[Job], on_done: OnDone, workers: int | None = None, progress: bool = True) -> None:
-    """Serially (one worker) or on a process pool; ``on_done`` runs here, in finishing order."""
+def run_local(jobs: list[Job], on_done: OnDone, workers: int | None = None, progress: bool = True,
+              fn: Callable[..., dict] = evaluate, desc: str = "sweep", unit: str = "config") -> None:
+    """``fn(*job[1:])`` for every job, serially (one worker) or on a process pool (``fn`` must be
+    a module-level function); ``on_done(key, row)`` runs here, in finishing order."""
     workers = min(workers or default_workers(), max(len(jobs), 1))
-    bar = _bar(len(jobs), progress, "sweep")
+    bar = _bar(len(jobs), progress, desc, unit)
     tally = _Tally(bar)
     try:
         if workers <= 1:
-            for key, data, base_dir, ev, trust in jobs:
-                row = evaluate(data, base_dir, ev, trust)
+            for key, *args in jobs:
+                row = fn(*args)
                 on_done(key, row)
                 tally(row)
             return
@@ -153,7 +155,7 @@ def run_local(jobs: list[Job], on_done: OnDone, workers: int | None = None, prog
 
         ex = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init)
         try:
-            pending = {ex.submit(evaluate, data, base_dir, ev, trust): key for key, data, base_dir, ev, trust in jobs}
+            pending = {ex.submit(fn, *args): key for key, *args in jobs}
             while pending:
                 # a timeout keeps the wait interruptible by Ctrl-C
                 done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
@@ -162,7 +164,7 @@ def run_local(jobs: list[Job], on_done: OnDone, workers: int | None = None, prog
                     try:
                         row = fut.result()
                     except BrokenProcessPool:
-                        raise SpecError("a sweep worker process died (out of memory?); finished configurations "
+                        raise SpecError(f"a {desc} worker process died (out of memory?); finished {unit}s "
                                         "are cached, rerun to continue", field="--workers") from None
                     on_done(key, row)
                     tally(row)
@@ -178,7 +180,8 @@ def run_local(jobs: list[Job], on_done: OnDone, workers: int | None = None, prog
 
 
 def run_ray(jobs: list[Job], on_done: OnDone, address: str | None = None, workers: int | None = None,
-            progress: bool = True) -> None:
+            progress: bool = True, fn: Callable[..., dict] = evaluate, desc: str = "sweep",
+            unit: str = "config") -> None:
     """The same jobs as Ray tasks (one CPU each); ``on_done`` runs here as each finishes."""
     try:
         import ray
@@ -198,12 +201,12 @@ def run_ray(jobs: list[Job], on_done: OnDone, address: str | None = None, worker
         except Exception as err:  # noqa: BLE001 - connection problems are user input problems here
             raise SpecError(f"cannot start or reach Ray: {err}", field="--ray-address" if address else "--ray") from None
         started = True
-    bar = _bar(len(jobs), progress, "sweep (ray)")
+    bar = _bar(len(jobs), progress, f"{desc} (ray)", unit)
     tally = _Tally(bar)
     pending: dict = {}
     try:
-        remote = ray.remote(num_cpus=1, max_retries=1)(evaluate)
-        pending = {remote.remote(data, base_dir, ev, trust): key for key, data, base_dir, ev, trust in jobs}
+        remote = ray.remote(num_cpus=1, max_retries=1)(fn)
+        pending = {remote.remote(*args): key for key, *args in jobs}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
             for ref in done:
@@ -240,8 +243,10 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
 
 
 def run_jobs(jobs: list[Job], on_done: OnDone, workers: int | None = None, ray: bool = False,
-             ray_address: str | None = None, progress: bool = True) -> None:
+             ray_address: str | None = None, progress: bool = True, fn: Callable[..., dict] = evaluate,
+             desc: str = "sweep", unit: str = "config") -> None:
+    """``fn(*job[1:])`` for every job on Ray (``ray``/``ray_address``) or locally."""
     if ray or ray_address:
-        run_ray(jobs, on_done, ray_address, workers, progress)
+        run_ray(jobs, on_done, ray_address, workers, progress, fn, desc, unit)
     else:
-        run_local(jobs, on_done, workers, progress)
+        run_local(jobs, on_done, workers, progress, fn, desc, unit)

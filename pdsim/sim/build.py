@@ -304,12 +304,3 @@ class Builder:
         stack.endpoint = inst.nic_node
         self.tier_stacks.append(stack)
         return stack
-
-
-def scheduler_refs(resolved: ResolvedScenario) -> dict:
-    """The batch scheduler of each group: ``engine.schedule_policy`` (a plug-in key)."""
-    out = {}
-    for role, gi, g in resolved.scenario.cluster.groups():
-        out[(role, gi)] = SCHEDULERS.resolve(g.engine.schedule_policy, None, f"cluster.{role}[{gi}].engine.schedule_policy",
-                                             resolved.trust)
-    return out

@@ -23,7 +23,7 @@ REQUEST_ATTR = {
     "decode_admit_s": "decode_admit", "first_token_s": "first_token", "finish_s": "finish",
     "preemptions": "preemptions", "recompute_tokens": "recompute_tokens", "transfer_bytes": "transfer_bytes",
     "kv_load_s": "kv_load_s", "loaded_tokens": "loaded_tokens", "d_load_s": "d_load_s", "recomputes": "recomputes",
-    "retries": "retries",
+    "retries": "retries", "priority": "priority",
 }
 _COPY = tuple((c, REQUEST_ATTR[c]) for c in REQUEST_FLOAT + REQUEST_INT if c in REQUEST_ATTR and c != "request_id")
 
@@ -54,9 +54,11 @@ class RequestLedger:
                 b.append(last)
         self.written += 1
 
-    def write_unarrived(self, rid: int, arrival: float, input_len: int, output_len: int, reason: str) -> None:
+    def write_unarrived(self, rid: int, arrival: float, input_len: int, output_len: int, reason: str,
+                        priority: int = 0) -> None:
         """A request that never reached the router (it arrives after the run's horizon)."""
         c = self.cols
+        c["priority"][rid] = priority
         c["arrival_s"][rid] = arrival
         c["input_len"][rid] = input_len
         c["output_len"][rid] = output_len

@@ -28,7 +28,7 @@ REQUEST_FLOAT = (
 )
 REQUEST_INT = (
     "request_id", "input_len", "output_len", "cached_tokens", "prefill_instance", "decode_instance",
-    "preemptions", "recompute_tokens", "loaded_tokens", "recomputes", "retries",
+    "preemptions", "recompute_tokens", "loaded_tokens", "recomputes", "retries", "priority",
 )
 # the request table's column order (drop_reason is a string or None)
 REQUEST_COLUMNS = (
@@ -36,7 +36,7 @@ REQUEST_COLUMNS = (
     "decode_instance", "routed_s", "prefill_start_s", "prefill_end_s", "transfer_start_s",
     "transfer_end_s", "decode_alloc_s", "decode_admit_s", "first_token_s", "finish_s",
     "drop_reason", "preemptions", "recompute_tokens", "transfer_bytes", "kv_load_s", "loaded_tokens",
-    "d_load_s", "recomputes", "retries",
+    "d_load_s", "recomputes", "retries", "priority",
 )
 # per-step columns of an instance's step log
 STEP_COLUMNS = ("time_s", "step_s", "prefill_tokens", "running_batch", "kv_used", "queue_depth")

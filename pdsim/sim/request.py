@@ -18,7 +18,7 @@ NAN = math.nan
 class Request:
     __slots__ = (
         # identity and workload
-        "rid", "arrival", "input_len", "output_len", "hash_ids",
+        "rid", "arrival", "input_len", "output_len", "hash_ids", "priority",
         # the record's timestamps and counters
         "routed", "prefill_start", "prefill_end", "transfer_start", "transfer_end",
         "d_alloc", "decode_admit", "first_token", "finish", "drop_reason",
@@ -41,6 +41,7 @@ class Request:
         self.input_len = input_len
         self.output_len = output_len
         self.hash_ids = hash_ids
+        self.priority = 0  # the workload's priority class (batch schedulers ``priority*``)
         self.routed = self.prefill_start = self.prefill_end = NAN
         self.transfer_start = self.transfer_end = self.d_alloc = NAN
         self.decode_admit = self.first_token = self.finish = NAN

@@ -17,6 +17,10 @@ from .engine.scheduler import SCHEDULERS
 from .kv.tiers import EVICTION
 from .transports import TRANSPORTS
 
+# the scenario field naming each plug-in kind -> its registry (``pdsim list plugins``)
+REGISTRIES = {"router.policy": ROUTERS, "engine.schedule_policy": SCHEDULERS, "transfer.backend": TRANSPORTS,
+              "kv_offload.eviction": EVICTION, "faults.plugins[].policy": FAULTS, "autoscaler.policy": AUTOSCALERS}
+
 
 def resolve_plugins(sc: Scenario, trust: Trust | None = None) -> dict[str, PluginRef]:
     """The scenario's plug-ins (class + typed parameters), checked against ``trust``."""
@@ -25,8 +29,9 @@ def resolve_plugins(sc: Scenario, trust: Trust | None = None) -> dict[str, Plugi
                                      params_field="router.params"),
            "transport": TRANSPORTS.resolve(sc.transfer.backend, sc.transfer.params, "transfer.backend", trust,
                                            params_field="transfer.params"),
-           "schedulers": {(role, gi): SCHEDULERS.resolve(g.engine.schedule_policy, None,
-                                                         f"cluster.{role}[{gi}].engine.schedule_policy", trust)
+           "schedulers": {(role, gi): SCHEDULERS.resolve(g.engine.schedule_policy, g.engine.schedule_params,
+                                                         f"cluster.{role}[{gi}].engine.schedule_policy", trust,
+                                                         params_field=f"cluster.{role}[{gi}].engine.schedule_params")
                           for role, gi, g in sc.cluster.groups()}}
     if sc.autoscaler is not None:
         out["autoscaler"] = AUTOSCALERS.resolve(sc.autoscaler.policy, sc.autoscaler.params, "autoscaler.policy", trust,

@@ -93,6 +93,7 @@ class World:
                                              instance=self.instances.__getitem__, ports=self,
                                              overheads=sc.overheads))
         self.router = plugins["router"].create(rng=self.rng)
+        self.router.scenario = sc
         self.env.process(self._client())
         # failures and the cluster's capacity over time (control/faults.py)
         self.events: list[tuple[float, str, str, str]] = []  # (time, kind, what, detail)
@@ -127,6 +128,7 @@ class World:
         arrivals, inputs, outputs = t.arrival_s.tolist(), t.input_len.tolist(), t.output_len.tolist()
         hashes = t.hash_ids
         cc = t.max_concurrency
+        prios = t.priority.tolist() if getattr(t, "priority", None) is not None else None
         for i in range(len(arrivals)):
             dt = arrivals[i] - env.now
             if dt > 0:
@@ -134,6 +136,8 @@ class World:
             # block ids as Python ints: the prefix cache hashes them at every lookup, and numpy
             # scalars hash several times slower
             req = Request(i, arrivals[i], inputs[i], outputs[i], _ids(hashes[i]) if hashes is not None else None)
+            if prios is not None:
+                req.priority = prios[i]
             self.live[i] = req
             self.created += 1
             if cc is not None and self.in_flight >= cc:
@@ -444,7 +448,8 @@ class World:
         t = self.table
         for i in range(self.created, n):  # arrivals after the horizon
             self.ledger.write_unarrived(i, float(t.arrival_s[i]), int(t.input_len[i]), int(t.output_len[i]),
-                                        "not_arrived_by_end")
+                                        "not_arrived_by_end",
+                                        int(t.priority[i]) if getattr(t, "priority", None) is not None else 0)
         wall = time.perf_counter() - wall0
         if self.check:
             self._check_conservation(n, created, cut)

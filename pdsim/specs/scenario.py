@@ -46,7 +46,8 @@ class EngineSpec:
     min_kv_reserve_tokens: int = 4096  # the memory check's minimum KV pool per instance
     disable_radix_cache: bool = False  # prefix caching of prompt blocks (prefill/colocated)
     max_retractions_per_request: int = 32  # pdsim: drop a request retracted more often (KV thrashing)
-    schedule_policy: str = "fcfs"  # prefill queue order: fcfs, lpm, dfs-weight, lof, spf or a plug-in
+    schedule_policy: str = "fcfs"  # prefill queue order: fcfs, lpm, dfs-weight, lof, spf, priority or a plug-in
+    schedule_params: dict[str, Any] = field(default_factory=dict)  # the batch scheduler's typed parameters
     speculative: SpeculativeSpec | None = None  # MTP / EAGLE speculative decoding (decode-capable groups)
 
     def __post_init__(self) -> None:

@@ -11,10 +11,13 @@ Simple policies implement ``pick_prefill`` (and ``pick_decode``); ``route`` buil
 decision from them. Policies with a view of the whole request's path (P and D chosen
 together, early rejection) override ``route``.
 
-Built in: SGLang's mini load balancer pairs one prefill and one decode server per request
-(``round_robin`` or ``random``, not load-aware); ``least_loaded`` is the load-aware
-alternative (outstanding tokens per GPU); ``cache_aware`` follows SGLang router's
-cache-aware policy (longest cached prefix, balance threshold).
+Built in here: SGLang's mini load balancer pairs one prefill and one decode server per
+request (``round_robin`` or ``random``, not load-aware); ``least_loaded`` is the load-aware
+alternative (outstanding tokens per GPU); ``cache_aware`` is pdsim's oracle: it reads the
+engines' actual prefix caches (longest cached prefix, with a balance threshold), which no
+real router can. The published routers (SGLang router's approximate-tree cache-aware policy,
+Dynamo's KV router, llm-d, Mooncake's Conductor, vLLM's xPyD proxy) live in
+``control/routers/`` (docs/policies.md).
 """
 from __future__ import annotations
 
@@ -43,7 +46,11 @@ class Reject:
 
 
 class Router(Plugin):
-    """Base class. ``rng`` is the world's seeded generator (use it, not global randomness)."""
+    """Base class. ``rng`` is the world's seeded generator (use it, not global randomness).
+    ``scenario``: the scenario spec the world runs (specs.scenario.Scenario: its SLOs, transfer
+    block, ...), set by the world before the first request (None outside a world)."""
+
+    scenario = None
 
     def __init__(self, params=None, rng: np.random.Generator | None = None):
         super().__init__(params)

@@ -51,6 +51,7 @@ class Instance:
         self.nvl_node: str | None = None  # its NVLink endpoint, when it shares a node with peers
         self.nodes: tuple[str, ...] = ()  # the nodes it occupies (build.Placement)
         self.scheduler = scheduler
+        self._chunk_hook, self._retract_hook = scheduler.hooks() if hasattr(scheduler, "hooks") else (False, False)
         self.kv = kv
         self.pool = kv.pool
         self.cache = kv.cache
@@ -435,7 +436,10 @@ class Instance:
         """Free pages by retracting the most recently admitted requests (recompute later)."""
         b = self.batch
         while self.pool.free < pages_needed and b.running:
-            req = b.newest()
+            req = self.scheduler.retract_victim(b.running) if self._retract_hook else b.newest()
+            if req.rid not in b.running:
+                raise RuntimeError(f"{type(self.scheduler).__name__}.retract_victim returned a request "
+                                   "that is not running")
             ctx = self._leave(req, b.step - 1)
             req.finish_step = -1  # its heap entry is now stale
             self.pool.release(req.d_pages)
@@ -524,6 +528,11 @@ class Instance:
         rank_max = 0
         for q in self.pq:
             budget = per_rank_budget
+            if self._chunk_hook and q:
+                budget = self.scheduler.chunk_tokens(per_rank_budget, q, self.batch.n)
+                if not (isinstance(budget, int) and 0 <= budget <= per_rank_budget):
+                    raise RuntimeError(f"{type(self.scheduler).__name__}.chunk_tokens returned {budget!r}; "
+                                       f"expected an int in [0, {per_rank_budget}] (the engine's budget)")
             attn = 0.0
             before = tokens
             for req in order(q, cache):

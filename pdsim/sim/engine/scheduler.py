@@ -23,8 +23,12 @@ Built in (SGLang names):
   A request's class is its ``priority`` (the workload's priority column; 0 when absent).
   SGLang's preemption of running requests by more urgent waiting ones is not modelled.
 
-The chunk size (tokens of a prompt per step) is the engine's ``chunked_prefill_size``; a
-chunk-size policy needs a hook in the engine loop (see docs/policies.md).
+Two more decisions are hooks of the same plug-in (defaults reproduce SGLang):
+- ``chunk_tokens(rank_budget, queue, running)``: the prefill token budget of one DP rank this
+  step (default: the engine's ``chunked_prefill_size`` share, ``rank_budget``); a chunk-size
+  policy (e.g. smaller chunks while many requests decode, to keep ITL down) overrides it;
+- ``retract_victim(running)``: which running request loses its KV when a decode step needs
+  pages the pool does not have (default: the most recently admitted, SGLang's retraction).
 """
 from __future__ import annotations
 
@@ -41,6 +45,23 @@ class BatchScheduler(Plugin):
 
     def order(self, queue, cache) -> Iterable:
         return queue
+
+    def chunk_tokens(self, rank_budget: int, queue, running: int) -> int:
+        """Prefill tokens one DP rank may schedule this step (>= 0); ``queue``: its waiting
+        prompts, ``running``: requests in the instance's decode batch."""
+        return rank_budget
+
+    def retract_victim(self, running: dict):
+        """The request to retract from ``running`` (request id -> request, oldest admission
+        first); called while a decode step lacks pages."""
+        return running[next(reversed(running))]
+
+    def hooks(self) -> tuple[bool, bool]:
+        """Whether this class overrides (chunk_tokens, retract_victim): the engine skips the
+        calls otherwise (they run every step)."""
+        cls = type(self)
+        return (cls.chunk_tokens is not BatchScheduler.chunk_tokens,
+                cls.retract_victim is not BatchScheduler.retract_victim)
 
 
 SCHEDULERS: Registry[BatchScheduler] = Registry("batch scheduler", BatchScheduler)

@@ -30,18 +30,22 @@ cached prefix from another prefill instance (or the DRAM/SSD pool) before prefil
 has no P->P KV copy — so a prefill instance is judged on its own cache only; and the
 paper's hot-block replication.
 
-SLOs and the transfer backend are parameters because a router does not see the scenario:
-set ``ttft_slo_ms``/``tbt_slo_ms`` to the scenario's ``slo`` (null: never reject on it) and
-``transfer`` to its ``transfer`` block when it is not the default Mooncake batched engine.
+The transfer prediction uses the scenario's ``transfer`` block (the world hands the router
+its scenario) unless ``transfer`` is given. The rejection thresholds are the policy's own
+(``ttft_slo_ms``/``tbt_slo_ms``; null: never reject on it), or with ``use_scenario_slo`` the
+scenario's ``slo.ttft_ms`` and ``slo.tpot_ms`` (else ``slo.itl_ms``) where a threshold is null.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ....specs._convert import check
 from ....specs.scenario import TransferSpec
 from ..predict import cached_tokens, decode_step_s, decode_wait_s, prefill_time_s, queue_time_s, transfer_time_s
 from ..router import ROUTERS, Hold, Reject, Route, Router
+
+
+_DEFAULT_TRANSFER = TransferSpec()
 
 
 @ROUTERS.register("mooncake_conductor")
@@ -53,8 +57,9 @@ class MooncakeConductor(Router):
         ttft_slo_ms: float | None = None  # reject above this predicted TTFT (x (1 + margin))
         tbt_slo_ms: float | None = None  # reject above this predicted time between tokens
         margin: float = 0.0  # tolerated excess over the SLO before rejecting (0.2 = 20 %)
-        transfer: TransferSpec = field(default_factory=TransferSpec)  # the scenario's transfer block
+        transfer: TransferSpec | None = None  # null: the scenario's transfer block
         use_offload: bool = True  # count prefix blocks in the offload tiers (Mooncake's DRAM/SSD pool)
+        use_scenario_slo: bool = False  # null thresholds take the scenario's slo.ttft_ms / slo.tpot_ms
 
         def __post_init__(self) -> None:
             check(self.ttft_slo_ms is None or self.ttft_slo_ms > 0, "must be > 0 or null", "ttft_slo_ms")
@@ -64,6 +69,21 @@ class MooncakeConductor(Router):
     def __init__(self, params=None, rng=None):
         super().__init__(params, rng)
         self.last = None  # the last decision's prediction (ttft_s, tbt_s), for tests and traces
+
+    def _transfer(self) -> TransferSpec:
+        if self.params.transfer is not None:
+            return self.params.transfer
+        return self.scenario.transfer if self.scenario is not None else _DEFAULT_TRANSFER
+
+    def _slos(self) -> tuple[float | None, float | None]:
+        """(TTFT, TBT) rejection thresholds, ms (None: never reject on it)."""
+        prm = self.params
+        ttft, tbt = prm.ttft_slo_ms, prm.tbt_slo_ms
+        if prm.use_scenario_slo and self.scenario is not None:
+            slo = self.scenario.slo
+            ttft = ttft if ttft is not None else slo.ttft_ms
+            tbt = tbt if tbt is not None else (slo.tpot_ms if slo.tpot_ms is not None else slo.itl_ms)
+        return ttft, tbt
 
     def best_prefill(self, req, instances):
         """(instance, queue_s + prefill_s) minimising predicted TTFT before the transfer."""
@@ -94,7 +114,7 @@ class MooncakeConductor(Router):
             p, t_p = self.best_prefill(req, ps)
             d, wait, tbt = self.best_decode(req, ds)
             # D pre-allocates while P prefills: the transfer starts when both are done
-            ttft = max(t_p, wait) + transfer_time_s(p, d, req.input_len, self.params.transfer)
+            ttft = max(t_p, wait) + transfer_time_s(p, d, req.input_len, self._transfer())
         else:
             cs = members.views("colocated")
             if not cs:
@@ -104,8 +124,9 @@ class MooncakeConductor(Router):
             d, tbt = p, decode_step_s(p, req.input_len)
         self.last = (ttft, tbt)
         prm = self.params
-        if prm.ttft_slo_ms is not None and ttft * 1e3 > prm.ttft_slo_ms * (1 + prm.margin):
+        ttft_slo, tbt_slo = self._slos()
+        if ttft_slo is not None and ttft * 1e3 > ttft_slo * (1 + prm.margin):
             return Reject("ttft_slo")
-        if prm.tbt_slo_ms is not None and tbt * 1e3 > prm.tbt_slo_ms * (1 + prm.margin):
+        if tbt_slo is not None and tbt * 1e3 > tbt_slo * (1 + prm.margin):
             return Reject("tbt_slo")
         return Route(p, d)
