@@ -57,6 +57,7 @@ KNOBS: dict[str, str | None] = {
     "engine.max_retractions_per_request": None,
     "engine.schedule_policy": "--schedule-policy (fcfs, lpm, dfs-weight, lof); priority: --enable-priority-scheduling "
                               "(--schedule-low-priority-values-first for priority-low-first)",
+    "engine.schedule_params": None,
     "engine.speculative": "--speculative-algorithm NEXTN (mtp) / EAGLE / EAGLE3, --speculative-num-steps, "
                           "--speculative-eagle-topk, --speculative-num-draft-tokens, --speculative-draft-model-path",
     "router.policy": "sglang_router --policy (least_loaded -> power_of_two; cache_aware -> cache_aware prefill, "
@@ -101,6 +102,7 @@ WHY_NOT = {
     "transfer.link": "the transfer engine picks NVLink or RDMA itself; Mooncake's NVLink transport "
                      "(SGLANG_MOONCAKE_CUSTOM_MEM_POOL, MC_FORCE_MNNVL) is not written",
     "overheads": "fixed costs the simulator adds; nothing to configure",
+    "engine.schedule_params": "a pdsim batch-scheduler plug-in's parameters",
     "faults": "simulated failures, not deployment settings",
     "autoscaler": "a simulated scaling policy: the router and a cluster manager would implement it",
     "network": "the fabric's topology is the data centre's, not a server flag",
@@ -308,6 +310,8 @@ def _unmapped_changes(sc) -> list[tuple[str, str]]:
     if sc.router.params:
         out.append(("router.params", WHY_NOT["router.params"]))
     for role, gi, g in sc.cluster.groups():
+        if g.engine.schedule_params:
+            out.append((f"cluster.{role}[{gi}].engine.schedule_params", WHY_NOT["engine.schedule_params"]))
         if g.expert_service:
             out.append((f"cluster.{role}[{gi}].expert_service", WHY_NOT["group.expert_service"]))
     if sc.transfer.link != "rdma":

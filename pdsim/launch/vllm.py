@@ -62,6 +62,7 @@ KNOBS: dict[str, str | None] = {
     "engine.disable_radix_cache": "--no-enable-prefix-caching",
     "engine.max_retractions_per_request": None,
     "engine.schedule_policy": "--scheduling-policy fcfs; priority-low-first: --scheduling-policy priority",
+    "engine.schedule_params": None,
     "engine.speculative": "--speculative-config (method deepseek_mtp / eagle / eagle3, num_speculative_tokens)",
     "router.policy": "the example proxy round-robins (pdsim's vllm_xpyd)",
     "router.params": None,
@@ -99,6 +100,7 @@ WHY_NOT = {
     "experts": "expert-as-a-service servers have no vLLM launch form",
     "transfer.link": "NCCL picks NVLink between GPUs of one node by itself",
     "overheads": "fixed costs the simulator adds; nothing to configure",
+    "engine.schedule_params": "a pdsim batch-scheduler plug-in's parameters",
     "faults": "simulated failures, not deployment settings",
     "autoscaler": "a simulated scaling policy, not a server flag",
     "network": "the fabric's topology is the data centre's, not a server flag",
@@ -276,6 +278,8 @@ def _unmapped_changes(sc) -> list[tuple[str, str]]:
     if sc.router.params:
         out.append(("router.params", WHY_NOT["router.params"]))
     for role, gi, g in sc.cluster.groups():
+        if g.engine.schedule_params:
+            out.append((f"cluster.{role}[{gi}].engine.schedule_params", WHY_NOT["engine.schedule_params"]))
         if g.expert_service:
             out.append((f"cluster.{role}[{gi}].expert_service", WHY_NOT["group.expert_service"]))
     for k in ("kv_offload", "overheads", "faults", "autoscaler", "experts"):
