@@ -1,4 +1,5 @@
-"""Command line: ``pdsim run | list | sweep | experiment | compare | calibrate | sensitivity | workload | dashboard``.
+"""Command line: ``pdsim run | list | sweep | experiment | compare | calibrate | sensitivity | workload |
+replay | validate | launch | schema | dashboard``.
 
 One module per command under ``pdsim/cli/``; each defines ``register(sub)`` (its argparse
 sub-parser, cheap to import) and imports its heavy machinery only when run, so ``pdsim --help``
@@ -15,7 +16,7 @@ from ..specs.errors import SpecError
 
 # order of appearance in `pdsim --help`
 COMMANDS = ("run", "list", "sweep", "experiment", "compare", "calibrate", "sensitivity", "workload", "replay",
-            "validate", "dashboard")
+            "validate", "launch", "schema", "dashboard")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,7 +3,9 @@
 Definitions (DOMAIN.md s1): TTFT = first token - arrival; ITL = every gap between consecutive
 tokens (percentiles over all gaps of all requests, as bench_serving); TPOT = (t_last - t_first)
 / (N - 1) per request; E2E = t_last - arrival. Throughputs divide by the benchmark duration
-(first arrival to last finish). Goodput: requests meeting every SLO bound (vLLM --goodput).
+(first arrival to last finish). Goodput: requests meeting every SLO bound (vLLM --goodput);
+``slo_failures`` says how many requests miss each term (SLOSpec documents the terms; the
+worst-gap term ``max_itl_ms`` is opt-in).
 """
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from ..sim.record import GapHistogram
-from ..specs.scenario import SLOSpec
 
 
 def _stats(prefix: str, values_s, out: dict) -> None:
@@ -42,18 +43,54 @@ def _stats(prefix: str, values_s, out: dict) -> None:
     out[f"p99_{prefix}_ms"] = float(np.percentile(v, 99))
 
 
-def meets_slo(df: pd.DataFrame, itl_max_s: np.ndarray, slo: SLOSpec) -> np.ndarray:
+# SLO terms in report order: (short name used in summary["slo_failures"] and the request
+# columns ``slo_fail_<name>``, SLOSpec field, label)
+SLO_TERMS = (("ttft", "ttft_ms", "TTFT"), ("tpot", "tpot_ms", "TPOT"), ("itl", "itl_ms", "mean ITL"),
+             ("max_itl", "max_itl_ms", "worst ITL"), ("e2e", "e2e_ms", "E2E"))
+
+
+def slo_term_failures(df: pd.DataFrame, itl_max_s: np.ndarray, slo) -> dict[str, np.ndarray]:
+    """For each SLO term that has a bound: True where a *finished* request misses it.
+
+    ``slo`` has the SLOSpec bounds in ms as attributes (None = not checked); ``itl_max_s`` is
+    each request's worst inter-token gap (s). ``itl`` bounds the request's mean gap, which is
+    its TPOT; ``max_itl`` (opt-in) its worst gap. Requests without a gap (one output token)
+    pass the gap terms. Unfinished requests are not counted here: they fail every term."""
+    fin = df["finished"].to_numpy()
+    ttft = df["ttft_s"].to_numpy() * 1e3
+    tpot = df["tpot_s"].to_numpy() * 1e3
+    worst = np.asarray(itl_max_s, dtype=float) * 1e3
+    e2e = df["e2e_s"].to_numpy() * 1e3
+    values = {"ttft": ttft, "tpot": tpot, "itl": tpot, "max_itl": worst, "e2e": e2e}
+    out = {}
+    for name, field, _label in SLO_TERMS:
+        bound = getattr(slo, field, None)
+        if bound is None:
+            continue
+        v = values[name]
+        with np.errstate(invalid="ignore"):
+            out[name] = fin & ~np.isnan(v) & (v > bound)
+    return out
+
+
+def meets_slo(df: pd.DataFrame, itl_max_s: np.ndarray, slo) -> np.ndarray:
+    """Whether each request finished and meets every SLO bound (vLLM ``--goodput``).
+
+    Also records which term each request missed: a boolean column ``slo_fail_<term>`` per SLO
+    term with a bound is added to ``df`` (the request table), which ``summarize`` counts."""
     ok = df["finished"].to_numpy().copy()
-    if slo.ttft_ms is not None:
-        ok &= (df["ttft_s"].to_numpy() * 1e3 <= slo.ttft_ms)
-    if slo.tpot_ms is not None:
-        t = df["tpot_s"].to_numpy()
-        ok &= np.isnan(t) | (t * 1e3 <= slo.tpot_ms)
-    if slo.itl_ms is not None:
-        ok &= np.isnan(itl_max_s) | (itl_max_s * 1e3 <= slo.itl_ms)
-    if slo.e2e_ms is not None:
-        ok &= (df["e2e_s"].to_numpy() * 1e3 <= slo.e2e_ms)
+    for name, failed in slo_term_failures(df, itl_max_s, slo).items():
+        df[f"slo_fail_{name}"] = failed
+        ok &= ~failed
     return ok
+
+
+def slo_failures(df: pd.DataFrame) -> dict[str, int]:
+    """Requests missing each SLO term (``slo_fail_<term>`` columns, see meets_slo) and the
+    requests that did not finish (they miss every term); a request can miss several terms."""
+    out = {name: int(df[f"slo_fail_{name}"].sum()) for name, _f, _l in SLO_TERMS if f"slo_fail_{name}" in df}
+    out["dropped"] = int((~df["finished"]).sum())
+    return out
 
 
 def summarize(df: pd.DataFrame, itls: np.ndarray, ok: np.ndarray, nodes: float, gpus: int) -> dict:
@@ -80,6 +117,7 @@ def summarize(df: pd.DataFrame, itls: np.ndarray, ok: np.ndarray, nodes: float, 
     _stats("e2e_latency", fin["e2e_s"].to_numpy(), out)
     out["goodput_share"] = float(ok.sum() / len(df)) if len(df) else 0.0
     out["request_goodput"] = float(ok.sum() / duration)
+    out["slo_failures"] = slo_failures(df)
     out["preemptions"] = int(df["preemptions"].sum())
     out["cached_tokens"] = int(df["cached_tokens"].sum())
     if len(fin):

@@ -278,6 +278,7 @@ SUMMARY_ROWS = [
     ("request_throughput", "request throughput (req/s)", "{:.2f}"),
     ("input_throughput", "input tokens/s", "{:.0f}"), ("output_throughput", "output tokens/s", "{:.0f}"),
     ("output_throughput_per_node", "output tokens/s per node", "{:.0f}"),
+    ("output_throughput_per_gpu", "output tokens/s per GPU", "{:.0f}"),
     ("goodput_share", "goodput share (meets SLO)", "{:.1%}"), ("request_goodput", "goodput (req/s)", "{:.2f}"),
     ("mean_ttft_ms", "mean TTFT (ms)", "{:.1f}"), ("median_ttft_ms", "median TTFT (ms)", "{:.1f}"),
     ("p90_ttft_ms", "p90 TTFT (ms)", "{:.1f}"), ("p99_ttft_ms", "p99 TTFT (ms)", "{:.1f}"),
@@ -289,7 +290,8 @@ SUMMARY_ROWS = [
 
 
 def summary_rows(summary: dict) -> list[tuple[str, str]]:
-    """(label, formatted value) pairs for tables in the CLI, HTML report and dashboard."""
+    """(label, formatted value) pairs for tables in the CLI, HTML report and dashboard, one per
+    SUMMARY_ROWS entry in its order (the dashboard pairs them by position)."""
     rows = []
     for key, label, fmt in SUMMARY_ROWS:
         v = summary.get(key)

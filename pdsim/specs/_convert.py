@@ -12,6 +12,7 @@ import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from . import aliases
 from .errors import SpecError
 from .yamlio import excerpt, read_yaml  # noqa: F401 - read_yaml re-exported for spec loaders
 
@@ -162,6 +163,7 @@ def build(cls: type, data: Any, path: str = "") -> Any:
             name = str(key)[:60]
             close = difflib.get_close_matches(name, fields, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = f" ({alias})" if (alias := aliases.hint(cls, name, fields)) else hint  # vLLM & co. names
             raise SpecError(f"unknown field{hint}; expected one of {', '.join(sorted(fields))}",
                             field=_join(path, name))
         kwargs[key] = convert(hints[key], value, _join(path, key))

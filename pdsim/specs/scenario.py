@@ -199,17 +199,32 @@ class TransferSpec:
 
 @dataclass(frozen=True)
 class SLOSpec:
-    """Per-request service-level objective, in milliseconds; null = not checked. A request
-    meets the SLO when every given bound holds (vLLM ``--goodput`` semantics; ``itl_ms``
-    bounds the request's worst inter-token gap)."""
+    """Per-request service-level objective, in milliseconds; null = not checked.
+
+    A request meets the SLO (counts towards goodput) when it finished and every given bound
+    holds, as with vLLM's ``--goodput ttft:<ms> tpot:<ms> e2el:<ms>``:
+
+    - ``ttft_ms``: time to first token (arrival to first token).
+    - ``tpot_ms``: time per output token after the first, (t_last - t_first) / (N - 1).
+    - ``itl_ms``: the request's mean inter-token latency, the name bench_serving reports ITL
+      under. A request's gaps average to exactly its TPOT, so this bounds the same quantity as
+      ``tpot_ms`` (give either; with both, the smaller bound decides).
+    - ``e2e_ms``: end-to-end latency (vLLM's ``e2el``).
+    - ``max_itl_ms``: opt-in, the request's *worst* inter-token gap (a stall behind a long
+      prefill chunk, a retraction or a KV load). vLLM's goodput has no such term and one slow
+      step among hundreds fails the whole request, so it is checked only when given.
+
+    Requests with a single output token have no inter-token gap and pass the TPOT/ITL terms.
+    """
 
     ttft_ms: float | None = 2000.0
     itl_ms: float | None = None
     tpot_ms: float | None = 50.0
     e2e_ms: float | None = None
+    max_itl_ms: float | None = None
 
     def __post_init__(self) -> None:
-        for f in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        for f in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "max_itl_ms"):
             v = getattr(self, f)
             check(v is None or v > 0, f"must be > 0 or null, got {v}", f)
 
