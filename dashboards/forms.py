@@ -132,9 +132,9 @@ def _build_fields() -> list[Field]:
     out.append(_field("f-workload-trace-path", "workload.trace.path", "trace file", "workload", "select"))
     for key, label in [("format", "trace format"), ("time_scale", "time_scale (<1 = heavier)"), ("limit", "first N")]:
         out.append(_field(_cid(f"workload.trace.{key}"), f"workload.trace.{key}", label, "workload"))
-    for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
-        out.append(_field(_cid(f"slo.{key}"), f"slo.{key}", f"SLO {key.replace('_ms', '').upper()} ms", "slo",
-                          clear="null"))
+    for key in ("ttft_ms", "itl_ms", "max_itl_ms", "tpot_ms", "e2e_ms"):
+        label = {"itl_ms": "SLO mean ITL ms", "max_itl_ms": "SLO worst ITL ms"}.get(key, f"SLO {key[:-3].upper()} ms")
+        out.append(_field(_cid(f"slo.{key}"), f"slo.{key}", label, "slo", clear="null"))
     return [f for f in out if f is not None]
 
 

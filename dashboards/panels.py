@@ -39,6 +39,33 @@ def _summary(v: RunView):
     return html.Div(views.summary_cards(v.summary, v.label), id="cards", className="cards")
 
 
+_SEVERITY_COLOURS = {"high": "#b00020", "medium": "#b26a00", "info": "#1b7a1b"}
+
+
+def _verdicts(v: RunView):
+    """What limits the run (metrics/verdicts.py), without re-simulating the suggestions: the
+    page must stay responsive; `pdsim run` checks them."""
+    from pdsim.metrics.verdicts import check_text, diagnose, slo_failure_lines
+
+    items = [html.P(line) for line in slo_failure_lines(v.summary)]
+    for vd in diagnose(v.res, check=False):
+        colour = _SEVERITY_COLOURS.get(vd.severity, "#555")
+        tries = []
+        for s in vd.suggestions:
+            tries.append(html.Div([html.B("try: "), s.action, " "]
+                                  + [x for o in s.overrides for x in (html.Code(f"--set {o}"), " ")]
+                                  + [html.Br(), html.I(s.why)]
+                                  + ([html.Br(), html.Span("checked: " + check_text(s.check))] if s.check else [])
+                                  + ([html.Br(), html.Span(s.note, className="hint")] if s.note and not s.check else []),
+                                  className="verdict-try"))
+        items.append(html.Div([html.H4([html.Code(vd.kind), html.Span(f" ({vd.severity}) ", style={"color": colour}),
+                                        vd.title]),
+                               html.Ul([html.Li(e) for e in vd.evidence])] + tries,
+                              className="verdict", style={"borderLeft": f"6px solid {colour}", "padding": "4px 12px",
+                                                          "margin": "8px 0", "background": "#fafafa"}))
+    return html.Div(items, id="verdicts")
+
+
 def _links(v: RunView):
     if not v.res.record.disaggregated:
         return views.empty_state("No KV transfer links: this deployment is colocated (prefill and decode in one "
@@ -72,6 +99,7 @@ RUN_SECTIONS: list[Section] = [
     Section("header", None, lambda v: views.run_header(v.res)),
     Section("slo", None, lambda v: html.Div(views.slo_banner(v.summary), id="slo-banner")),
     Section("summary", lambda v: f"Summary of run {v.label}", _summary),
+    Section("verdicts", "What limits this run", _verdicts),
     Section("instances", "Instances", lambda v: html.Div(views.instance_table(v.summary), id="instances")),
     Section("latency", "Latency against the SLO", lambda v: dcc.Graph(id="g-cdf", figure=latency_cdf_figure(v.res))),
     Section("ttft", "Where TTFT goes, and throughput", lambda v: html.Div(

@@ -493,8 +493,9 @@ def test_results_panel_sections_name_the_run_and_explain_what_is_missing(finishe
     col = panels.results_panel(finished_runs["colocated"], "#1 small-colocated [C1x1g]")
     ids = _ids(col)
     keys = [s.id for s in col]
-    assert keys == ["res-header", "res-slo", "res-summary", "res-instances", "res-latency", "res-ttft",
-                    "res-timelines", "res-links", "res-lives"]
+    assert keys == ["res-header", "res-slo", "res-summary", "res-verdicts", "res-instances", "res-latency",
+                    "res-ttft", "res-timelines", "res-links", "res-lives"]
+    assert ids["verdicts"].children and "verdict" in str(ids["verdicts"].children[-1].className)
     assert ids["res-summary"].children[0].children == "Summary of run #1 small-colocated [C1x1g]"
     assert all(c.title == "#1 small-colocated [C1x1g]" for c in ids["cards"].children)
     assert "g-links" not in ids and "colocated" in str(ids["links-none"].children)

@@ -19,6 +19,9 @@ def register(sub) -> None:
                    help="inline plotly.js in report.html (~5 MB, works alone offline); by default the report "
                         "loads plotly.min.js written once next to it")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on a terminal only)")
+    r.add_argument("--no-verdict-check", action="store_true",
+                   help="state the verdicts without re-simulating their suggested fixes (those checks add a few "
+                        "runs, at most 60 s, and only when the run itself took under 20 s)")
     add_allow_plugin(r)
     r.set_defaults(fn=run)
 
@@ -77,13 +80,14 @@ def run(args: argparse.Namespace) -> int:
 
     for line in slo_failure_lines(s):
         print("  " + line)
-    verdicts = diagnose(res)  # suggestions re-simulated when the run was cheap (metrics/what_if.py)
+    # suggestions re-simulated when the run was cheap (metrics/what_if.py)
+    verdicts = diagnose(res, check=not args.no_verdict_check)
     for line in verdict_lines(verdicts):
         print("  " + line)
     if args.out:
         from ..report.outputs import write_run_outputs
 
         written = write_run_outputs(res, args.out, args.format, report=not args.no_report,
-                                    standalone=args.standalone_report)
+                                    standalone=args.standalone_report, verdicts=verdicts)
         print(f"  wrote {args.out}/: " + ", ".join(written))
     return 0

@@ -21,6 +21,7 @@ class SLO:
         self.itl_ms = bounds.get("itl_ms")
         self.tpot_ms = bounds.get("tpot_ms")
         self.e2e_ms = bounds.get("e2e_ms")
+        self.max_itl_ms = bounds.get("max_itl_ms")
 
 
 class Results:

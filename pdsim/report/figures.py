@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 
 from ..metrics.results import Results
 from ..sim.record import GapHistogram
+from .verdict_html import verdicts_html
 
 RunSet = Mapping[str, Results]
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
@@ -346,10 +347,11 @@ MISSING_PLOTLY_NOTE = (
     "</script>")
 
 
-def report_html(res: Results, path: str | Path, standalone: bool = False) -> None:
+def report_html(res: Results, path: str | Path, standalone: bool = False, verdicts=None) -> None:
     """Write the HTML report of one run. By default the page loads ``plotly.min.js`` from its
     own folder (written there once, shared by every report in the folder: ~5 MB once instead of
-    per report); ``standalone`` inlines plotly.js so the single file works anywhere offline."""
+    per report); ``standalone`` inlines plotly.js so the single file works anywhere offline.
+    ``verdicts`` (metrics.verdicts.diagnose): what limits the run, shown after the summary."""
     import html
 
     path = Path(path)
@@ -376,7 +378,8 @@ def report_html(res: Results, path: str | Path, standalone: bool = False) -> Non
            f"<h1>{title}</h1><p>{desc}</p><p>{s['gpus']} GPUs ({s['nodes']:g} nodes) on "
            f"{html.escape(str(meta.get('hardware', '?')))}, model {html.escape(str(meta.get('model', '?')))}; "
            f"simulated {s['sim_time_s']:.1f} s in {s['wall_s']:.2f} s wall.</p>"
-           f"<table>{table}</table>" + "".join(parts) + ("" if standalone else MISSING_PLOTLY_NOTE)
+           f"<table>{table}</table>" + (verdicts_html(verdicts, s) if verdicts is not None else "")
+           + "".join(parts) + ("" if standalone else MISSING_PLOTLY_NOTE)
            + "</body></html>")
     with open(path, "w", encoding="utf-8") as f:
         f.write(doc)

@@ -48,14 +48,19 @@ def _write_parts(parts, path: Path, fmt: str, empty=None) -> None:
 
 
 def write_run_outputs(res: Results, out: str | Path, fmt: str = "parquet", report: bool = True,
-                      bench_json: bool = False, standalone: bool = False) -> list[str]:
-    """Write the run's files into ``out`` (created); returns the names written."""
+                      bench_json: bool = False, standalone: bool = False, verdicts=None) -> list[str]:
+    """Write the run's files into ``out`` (created); returns the names written. ``verdicts``
+    (metrics.verdicts.diagnose) go into summary.json and the report."""
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"format must be parquet or csv, got {fmt!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = ["summary.json"]
     s = res.summary()
+    if verdicts is not None:
+        from ..metrics.verdicts import verdicts_json
+
+        s["verdicts"] = verdicts_json(verdicts)
     with open(out / "summary.json", "w") as f:
         json.dump(s, f, indent=2, default=float)
     req = res.requests
@@ -67,7 +72,7 @@ def write_run_outputs(res: Results, out: str | Path, fmt: str = "parquet", repor
     if report:
         from ..report.figures import report_html
 
-        report_html(res, str(out / "report.html"), standalone=standalone)
+        report_html(res, str(out / "report.html"), standalone=standalone, verdicts=verdicts)
         written.append("report.html")
         if not standalone:
             written.append("plotly.min.js")

@@ -534,7 +534,7 @@ class World:
                  "allocated_gpus": [(t, g) for t, g in self.alloc_log]}
         sc = self.resolved.scenario
         gpus = sum(i.gpus for i in self.instances) + (self.experts.gpus if self.experts else 0)
-        slo = {k: getattr(sc.slo, k) for k in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")}
+        slo = {k: getattr(sc.slo, k) for k in ("ttft_ms", "itl_ms", "max_itl_ms", "tpot_ms", "e2e_ms")}
         meta = {"source": self.resolved.source, "description": sc.description, "hardware": self.hw.name,
                 "model": self.model.name, "seed": sc.seed}
         return RunRecord(sc.name, "simulated", cols, tokens, infos, gpus, gpus / self.hw.gpus_per_node, slo,
