@@ -160,6 +160,7 @@ def test_release_schedule_is_when_running_requests_finish_and_what_they_free():
     n = 10
     w = _world(scenario_dict(), RequestTable(np.zeros(n), rng.integers(500, 2000, n), rng.integers(20, 200, n)))
     env, dv, d = w.env, w.members.views("decode")[0], w.instances[1]
+    env.inline = False  # one engine step per event: the loop below looks between steps
     while dv.running < n:
         env.step()
     schedule, at = dv.decode_release_schedule(), d.batch.step

@@ -21,6 +21,7 @@ from ..costs.pd_overheads import pd_fixed_costs
 from ..specs.scenario import ResolvedScenario
 from ..workload.table import RequestTable
 from .build import Builder, group_plans, pair_plan
+from .clock import Clock
 from ..costs.registry import resolve_cost_kind
 from .control.autoscaler import AutoscaleController, ClusterState, GroupState
 from .control.faults import FaultController
@@ -51,7 +52,7 @@ class World:
         sc = resolved.scenario
         self.resolved = resolved
         self.hw, self.model = resolved.hardware, resolved.model
-        self.env = simpy.Environment()
+        self.env = Clock(horizon=sc.duration_limit_s if sc.duration_limit_s is not None else math.inf)
         self.rng = np.random.default_rng(sc.seed)
         self.table = table
         self.progress = progress
@@ -501,7 +502,7 @@ class World:
             for c in ("first_token_s", "finish_s"):
                 cols[c] = cols[c] + self.egress_s
         tokens = StepTokens(*self.ledger.segments(),
-                            [i.batch.step_end.array() + self.egress_s for i in self.instances])
+                            [i.batch.step_end.columns()["t"] + self.egress_s for i in self.instances])
         infos = [InstanceInfo(i.name, i.role, i.gpus, i.pool.capacity, i.pool.peak, i.busy_time, i.tokens_out,
                               i.retractions) for i in self.instances]
         steps = [i.steps.columns() for i in self.instances]
@@ -513,12 +514,13 @@ class World:
                 for j, tier in enumerate(inst.cache.tiers.tiers):
                     tier_usage.append((tier.name, tier.capacity, t, used[:, j]))
         link_names = sorted(self.fabric.capacity)
-        code = {k: j for j, k in enumerate(link_names)}
-        lu = self.fabric.usage_log
-        link_usage = {"time_s": np.asarray([x[0] for x in lu], dtype=np.float64),
-                      "link": np.asarray([code[x[1]] for x in lu], dtype=np.int64),
-                      "bytes_per_s": np.asarray([x[2] for x in lu], dtype=np.float64),
-                      "flows": np.asarray([x[3] for x in lu], dtype=np.int64)}
+        # the fabric's codes (first use) -> positions in the sorted link names
+        remap = np.zeros(max(len(self.fabric.link_codes), 1), dtype=np.int32)
+        index = {k: j for j, k in enumerate(link_names)}
+        for name, c in self.fabric.link_codes.items():
+            remap[c] = index[name]
+        link_usage = self.fabric.usage_log.columns()
+        link_usage["link"] = remap[link_usage["link"]]
         caches = [i.cache for i in self.instances if i.cache is not None]
         stats = {"tiers": [t.stats() for t in self._all_tiers()],
                  "caches": {i.name: {"lookup_tokens": i.cache.lookup_tokens, "hit_tokens": i.cache.hit_tokens,

@@ -94,7 +94,7 @@ class InstanceView:
     @property
     def recent_step_s(self) -> float:
         """Duration of the last engine step, seconds (0 before the first)."""
-        return self._i.steps.last_step_s
+        return self._i.steps.last(1)
 
     @property
     def in_flight_sends(self) -> int:

@@ -16,7 +16,7 @@ import heapq
 import math
 
 from ..kv.pool import pages_for
-from .step_log import CHUNK, TimeLog
+from ..columns import CHUNK, time_log
 
 
 class DecodeBatch:
@@ -37,7 +37,7 @@ class DecodeBatch:
         self.rem_out = 0  # decode steps still owed to them (admission reserve)
         self.bucket = [0] * page_size
         self.step = 0  # decode steps run so far
-        self.step_end = TimeLog()  # end time of every decode step (token times)
+        self.step_end = time_log()  # end time of every decode step (token times)
 
     def pages_needed(self) -> int:
         """New KV pages the next decode step needs (one per request crossing a page border)."""
@@ -93,10 +93,9 @@ class DecodeBatch:
         time, in heap order (each is finished before the next is looked at)."""
         step = self.step
         self.step = step + 1
-        ends = self.step_end.vals
+        ends = self.step_end.lists[0]
         if len(ends) >= CHUNK:
             self.step_end.flush()
-            ends = self.step_end.vals
         ends.append(now)
         if self.q == 1.0:
             self.sum_ctx += n

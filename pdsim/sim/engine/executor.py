@@ -25,6 +25,7 @@ class LocalExecutor:
 
     __slots__ = ("cost", "step_time", "_memo", "_coeffs")
     gate = None  # never stalls
+    pure = True  # step_time has no side effects: the engine may price a step it then does not run
 
     def idle(self) -> None:
         pass

@@ -28,9 +28,13 @@ from ..kv.pool import pages_for
 from ..request import Request
 from ...costs.speculative import tokens_per_step
 from .decode_batch import DecodeBatch
-from .step_log import CHUNK, StepLog
+from ..columns import CHUNK, step_log
 
 STARTING, UP, DRAINING, DOWN = "starting", "up", "draining", "down"
+
+
+def _never(_t: float) -> bool:
+    return False  # a plain simpy.Environment: every step goes through the event queue
 
 
 class Instance:
@@ -83,7 +87,7 @@ class Instance:
         self.ratio_decay = (eng.init_new_token_ratio - eng.min_new_token_ratio) / eng.new_token_ratio_decay_steps
         self.ratio_init = eng.init_new_token_ratio
         # step log (the record's per-step columns)
-        self.steps = StepLog()
+        self.steps = step_log()
         self.tier_log: list[tuple[float, tuple[float, ...]]] = []
         self.buffer = None  # ReceiveBuffer of the P2P NCCL put modes (decode role; transports/nccl_p2p.py)
         self.block_on_send = False  # P2P NCCL PUT: the loop waits until its KV is sent
@@ -561,17 +565,23 @@ class Instance:
     # ---- the engine loop -----------------------------------------------------------------
     def _loop(self):
         env = self.env
+        skip_to = getattr(env, "skip_to", _never)
         price = self.executor.step_time
         role = self.role
         decode_role = role != "prefill"
         b = self.batch
         page = self.page
         log = self.steps
-        log_t, log_dur, log_pf, log_dec, log_kv, log_queue = log.t, log.dur, log.pf, log.dec, log.kv, log.queue
+        log_t, log_dur, log_pf, log_dec, log_kv, log_queue = log.lists
         pool = self.pool
         tiers = self.cache.tiers if self.cache is not None else None
+        # decode-only steps may run inline between events (see _quiet_decode)
+        quiet = (decode_role and tiers is None and hasattr(env, "quiet_until")
+                 and getattr(self.executor, "pure", False))
         while True:
             try:
+                if quiet and b.n and not (self.prealloc_q or self.ready_q or self.pq_tokens or self.remote_loads):
+                    self._quiet_decode()
                 if self.prealloc_q:
                     self._prealloc()
                 if self.ready_q:
@@ -650,7 +660,8 @@ class Instance:
                 self.busy_time += dur
                 self._step_start, self._step_dur = start, dur
                 self._dec_step, self._removed_in_step = n, 0
-                yield env.timeout(dur)
+                if not skip_to(start + dur):  # nothing else happens before the step ends (clock.py)
+                    yield env.timeout(dur)
                 self._step_start = -1.0
                 self._dec_step = 0
                 if n:
@@ -673,6 +684,70 @@ class Instance:
                 self._sleeping = False
                 self._dec_step = 0
                 yield self._up
+
+    def _quiet_decode(self) -> None:
+        """Run decode-only steps back to back, inline, while each would end before the next
+        scheduled event of the whole simulation: then nothing else can run, observe or change
+        anything meanwhile, and the steps are exactly what the engine loop would do one event
+        at a time (same batch, pages, prices, logs, clock), only without the event queue.
+
+        Stops before a step in which a request finishes (its finish reaches the world), a step
+        that needs more pages than are free (eviction or retraction), a step held by a KV load,
+        or one that would end at or after the next event or past the horizon; the loop then
+        takes over. The caller has checked that nothing waits to be admitted or prefilled."""
+        env = self.env
+        b = self.batch
+        if self.load_until > env.now:
+            return
+        nxt = env.quiet_until()
+        horizon = env.horizon
+        pool, heap, bucket, page, q = self.pool, b.heap, b.bucket, self.page, self.q
+        price = self.executor.step_time
+        n = b.n
+        log = self.steps
+        log_t, log_dur, log_pf, log_dec, log_kv, log_queue = log.lists
+        end_log = b.step_end
+        ends = end_log.lists[0]
+        waiting = self.pq_count + len(self.prealloc_q) + len(self.ready_q)  # nothing joins meanwhile
+        now = start = env.now
+        while True:
+            step = b.step
+            if heap and heap[0][0] <= step:
+                break  # a request finishes in this step (or a stale entry to drop): the loop's job
+            need = bucket[(-step) % page]
+            if need > pool.free:
+                break
+            dur = price(0, 0.0, 0, n, b.sum_ctx + (n if q == 1.0 else n * q))
+            end = now + dur
+            if end >= nxt or end > horizon:
+                break
+            # the step starts: pages for the tokens it writes, the step log
+            pool.alloc(need)
+            if len(log_t) >= CHUNK:
+                log.flush()
+            log_t.append(now)
+            log_dur.append(dur)
+            log_pf.append(0)
+            log_dec.append(n)
+            log_kv.append(pool.used)
+            log_queue.append(waiting)
+            self.busy_time += dur
+            # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
+            now = end
+            self.tokens_out += n
+            if self.ratio > self.ratio_min:
+                self.ratio = max(self.ratio_min, self.ratio - self.ratio_decay)
+            b.step = step + 1
+            if len(ends) >= CHUNK:
+                end_log.flush()
+            ends.append(now)
+            if q == 1.0:
+                b.sum_ctx += n
+                b.rem_out -= n
+            else:
+                b.sum_ctx += n * q
+        if now != start:
+            env.jump_to(now)
 
     def _after_decode(self, n: int) -> None:
         self.tokens_out += n

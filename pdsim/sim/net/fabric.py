@@ -11,7 +11,10 @@ import math
 from typing import Callable
 
 import networkx as nx
+import numpy as np
 import simpy
+
+from ..columns import CHUNK, ColumnLog
 
 INF = float("inf")
 
@@ -44,7 +47,9 @@ class Fabric:
         self._version = 0
         self._last = 0.0
         self._paths: dict[tuple[str, str], tuple[str, ...]] = {}
-        self.usage_log: list[tuple[float, str, float, int]] = []  # (time, link, bytes/s in use, flows)
+        # every change of a link's use: time, link (code into ``link_codes``), bytes/s in use, flows
+        self.usage_log = ColumnLog(("time_s", "link", "bytes_per_s", "flows"), (np.float64, np.int32, np.float64, np.int32))
+        self.link_codes: dict[str, int] = {}  # link name -> code in the usage log (first use order)
         self._log = log_usage
         self.bytes_sent = 0.0
         self._busy: set[str] = set()
@@ -138,11 +143,21 @@ class Fabric:
                     cap_left[link] = max(0.0, cap_left[link] - rate)
         if self._log:
             now = self.env.now
+            log = self.usage_log
+            if len(log.lists[0]) >= CHUNK:
+                log.flush()
+            t, code, rate, nflows = log.lists
+            codes = self.link_codes
             for link in users:
-                used = sum(f.rate for f in users[link])
-                self.usage_log.append((now, link, used, len(users[link])))
+                t.append(now)
+                code.append(codes.setdefault(link, len(codes)))
+                rate.append(sum(f.rate for f in users[link]))
+                nflows.append(len(users[link]))
             for link in self._busy - users.keys():
-                self.usage_log.append((now, link, 0.0, 0))
+                t.append(now)
+                code.append(codes[link])
+                rate.append(0.0)
+                nflows.append(0)
         self._busy = set(users)
 
     def _reschedule(self) -> None:
