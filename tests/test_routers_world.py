@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import simpy
 import pandas as pd
 import pytest
 
@@ -180,7 +181,10 @@ def test_predicted_wait_for_decode_kv_follows_the_world():
     env, dv, inst = w.env, w.members.views("decode")[0], w.instances[1]
     snaps, seen = [], set()
     while env.peek() < float("inf"):
-        env.step()
+        try:
+            env.step()
+        except simpy.core.StopSimulation:  # the world stops when its last request is done
+            break
         q = inst.prealloc_q
         if q and q[-1].rid not in seen:  # a request just joined the queue: predict its wait
             seen.add(q[-1].rid)

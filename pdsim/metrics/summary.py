@@ -93,8 +93,14 @@ def slo_failures(df: pd.DataFrame) -> dict[str, int]:
     return out
 
 
-def summarize(df: pd.DataFrame, itls: np.ndarray, ok: np.ndarray, nodes: float, gpus: int) -> dict:
-    fin = df[df["finished"]]
+# the request columns the summary reads of finished requests (copied once, not the whole table)
+_FINISHED_COLUMNS = ("finish_s", "input_len", "output_len", "ttft_s", "tpot_s", "e2e_s", "queue_s", "prefill_s",
+                     "transfer_s", "kv_load_s")
+
+
+def summarize(df: pd.DataFrame, itls, ok: np.ndarray, nodes: float, gpus: int) -> dict:
+    """``itls``: every inter-token gap (s), an array or a GapHistogram."""
+    fin = df.loc[df["finished"].to_numpy(), [c for c in _FINISHED_COLUMNS if c in df.columns]]
     out: dict = {}
     start = float(df["arrival_s"].min()) if len(df) else 0.0
     end = float(fin["finish_s"].max()) if len(fin) else start

@@ -75,10 +75,10 @@ def latency_cdf_figure(res: Results | RunSet, log_x: bool | None = None) -> go.F
     medians: list[list[float]] = [[], [], [], []]
     for k, (name, r) in enumerate(runs.items()):
         df = r.requests[r.requests["finished"]]
-        ms = GapHistogram(r.itl_hist.values * 1e3, r.itl_hist.counts)
-        series = [df["ttft_s"].to_numpy() * 1e3, ms, df["tpot_s"].to_numpy() * 1e3, df["e2e_s"].to_numpy() * 1e3]
+        series = [df["ttft_s"].to_numpy(), r.itl_hist, df["tpot_s"].to_numpy(), df["e2e_s"].to_numpy()]
         for j, vals in enumerate(series):
             x, y = _cdf(vals if isinstance(vals, GapHistogram) else np.asarray(vals, dtype=float))
+            x = x * 1e3  # ms
             if x.size:
                 medians[j].append(float(np.median(x)))
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=name, legendgroup=name, showlegend=j == 0,

@@ -54,7 +54,6 @@ def empty_requests(n: int) -> dict[str, np.ndarray]:
     return cols
 
 
-@dataclass
 class GapHistogram:
     """A multiset of inter-token gaps (seconds): ``values[i]`` occurs ``counts[i]`` times.
 
@@ -62,10 +61,14 @@ class GapHistogram:
     step shares the step's gap), so a run's ITL statistics cost memory in engine steps, not in
     tokens. Statistics equal NumPy's on the expanded array: quantiles use the same linear
     interpolation (bit for bit); the mean and standard deviation are the weighted sums (equal
-    up to float summation order)."""
+    up to float summation order). The values are sorted once, on first use."""
 
-    values: np.ndarray  # float64
-    counts: np.ndarray  # int64, > 0
+    __slots__ = ("values", "counts", "_sorted")
+
+    def __init__(self, values: np.ndarray, counts: np.ndarray):
+        self.values = np.asarray(values, dtype=np.float64)
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def of(cls, samples: np.ndarray) -> "GapHistogram":
@@ -76,10 +79,17 @@ class GapHistogram:
     def n(self) -> int:
         return int(self.counts.sum())
 
+    def _order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(values sorted, cumulative counts in that order)."""
+        if self._sorted is None:
+            order = np.argsort(self.values, kind="stable")
+            self._sorted = (self.values[order], np.cumsum(self.counts[order]))
+        return self._sorted
+
     def expand(self) -> np.ndarray:
         """Every gap (sorted by value), as an array."""
-        order = np.argsort(self.values, kind="stable")
-        return np.repeat(self.values[order], self.counts[order])
+        v, c = self._order()
+        return np.repeat(v, np.diff(c, prepend=0))
 
     def sample(self, k: int, seed: int = 0) -> np.ndarray:
         """``k`` gaps drawn without replacement (all of them, expanded, when there are fewer):
@@ -87,14 +97,13 @@ class GapHistogram:
         n = self.n
         if n <= k:
             return self.expand()
+        v, c = self._order()
         pos = np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
-        order = np.argsort(self.values, kind="stable")
-        ends = np.cumsum(self.counts[order])
-        return self.values[order][np.searchsorted(ends, pos, side="right")]
+        return v[np.searchsorted(c, pos, side="right")]
 
     def finite(self) -> "GapHistogram":
         keep = ~np.isnan(self.values)
-        return GapHistogram(self.values[keep], self.counts[keep])
+        return self if keep.all() else GapHistogram(self.values[keep], self.counts[keep])
 
     def mean(self) -> float:
         return float(np.dot(self.values, self.counts) / self.n)
@@ -109,8 +118,7 @@ class GapHistogram:
 
     def quantiles(self, q: np.ndarray) -> np.ndarray:
         """``np.quantile(expanded, q)`` (linear method) for fractions ``q`` in [0, 1]."""
-        order = np.argsort(self.values, kind="stable")
-        v, c = self.values[order], np.cumsum(self.counts[order])
+        v, c = self._order()
         n = int(c[-1])
         h = (n - 1) * np.asarray(q, dtype=np.float64)
         lo = np.floor(h)
@@ -216,13 +224,13 @@ class StepTokens:
                 continue
             d_end = np.diff(end, prepend=np.nan)
             # how many finished stretches cover step s beyond their first step: a difference array
-            cover = np.zeros(len(end) + 1, dtype=np.int64)
-            np.add.at(cover, a_i[inner] + 1, 1)
-            np.add.at(cover, b_i[inner] + 1, -1)
-            cover = np.cumsum(cover[:-1])
-            used = cover > 0
+            cover = np.bincount(a_i[inner] + 1, minlength=len(end) + 1).astype(np.int32)
+            cover -= np.bincount(b_i[inner] + 1, minlength=len(end) + 1).astype(np.int32)
+            np.cumsum(cover, out=cover)
+            used = np.flatnonzero(cover[:-1] > 0)
             values.append(d_end[used])
             counts.append(cover[used])
+            del cover
             self._worst_inner(d_end, r_i[inner], a_i[inner], b_i[inner], req_max)
         return GapHistogram(np.concatenate(values), np.concatenate(counts)), req_max
 

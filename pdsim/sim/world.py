@@ -65,6 +65,7 @@ class World:
         self.live: dict[int, Request] = {}
         self.created = 0
         self.ledger = RequestLedger(len(table))
+        self._all_done = self.env.event()
         self.in_flight = 0
         self._cc_waiting: deque[int] = deque()
         self._held: list[Request] = []  # requests the router holds until membership changes
@@ -315,6 +316,11 @@ class World:
     def _done(self, req: Request) -> None:
         self.ledger.write(req)
         self.live.pop(req.rid, None)
+        if self.ledger.written == len(self.table) and not self._all_done.triggered:
+            # the last request is done: the run ends now (after the events already due now),
+            # not at whatever time the stepping loop happens to look
+            self._all_done.callbacks.append(simpy.core.StopSimulation.callback)
+            self._all_done.succeed()
 
     def evicted(self, req: Request, inst: Instance, reason: str) -> None:
         self._evict(req, reason)
@@ -424,8 +430,11 @@ class World:
             # step by hand: simpy's run(until=...) leaves its stop event queued, which would
             # hide an empty schedule (a stuck world) from peek()
             peek, stepper = env.peek, env.step
-            while peek() <= target:
-                stepper()
+            try:
+                while peek() <= target:
+                    stepper()
+            except simpy.core.StopSimulation:
+                break  # every request is done (see _done)
             if self.progress:
                 self.progress(env.now, time.perf_counter() - wall0, self.n_finished + self.n_dropped, n)
             if self.n_finished + self.n_dropped >= n and self.created == n:
@@ -501,11 +510,10 @@ class World:
         if self.egress_s:  # every token reaches the client egress_s after its engine emits it
             for c in ("first_token_s", "finish_s"):
                 cols[c] = cols[c] + self.egress_s
-        tokens = StepTokens(*self.ledger.segments(),
-                            [i.batch.step_end.columns()["t"] + self.egress_s for i in self.instances])
         infos = [InstanceInfo(i.name, i.role, i.gpus, i.pool.capacity, i.pool.peak, i.busy_time, i.tokens_out,
                               i.retractions) for i in self.instances]
         steps = [i.steps.columns() for i in self.instances]
+        tokens = StepTokens(*self.ledger.segments(), [self._decode_ends(i, st) for i, st in zip(self.instances, steps)])
         tier_usage = []
         for inst in self.instances:
             if inst.tier_log and inst.cache is not None:
@@ -542,6 +550,21 @@ class World:
         return RunRecord(sc.name, "simulated", cols, tokens, infos, gpus, gpus / self.hw.gpus_per_node, slo,
                          self.env.now, wall, sum(len(i.steps) for i in self.instances), self.disaggregated, steps,
                          tier_usage, link_usage, link_names, dict(self.fabric.capacity), stats, meta)
+
+    def _decode_ends(self, inst: Instance, steps: dict[str, np.ndarray]) -> np.ndarray:
+        """End time of every decode step ``inst`` completed (s, as the client sees the token):
+        start + duration of each logged step with a decode batch, but those a failure cut
+        short. The engine computed each end as exactly that sum (clock.py), so these are its
+        token times bit for bit, without a second per-step log."""
+        done = steps["running_batch"] > 0
+        # a step still in flight when the run ended (its end lies past the last event) made no tokens
+        done &= steps["time_s"] + steps["step_s"] <= self.env.now
+        if inst.cut_steps:
+            done[np.asarray(inst.cut_steps)] = False
+        ends = steps["time_s"][done] + steps["step_s"][done]
+        if len(ends) != inst.batch.step:  # pragma: no cover - a bookkeeping bug, never a user error
+            raise RuntimeError(f"{inst.name}: {len(ends)} decode-step ends for {inst.batch.step} decode steps")
+        return ends + self.egress_s if self.egress_s else ends
 
     def _gpu_hours(self, log) -> float:
         """GPU-hours of a (time, GPUs) log up to the end of the run."""

@@ -16,7 +16,6 @@ import heapq
 import math
 
 from ..kv.pool import pages_for
-from ..columns import CHUNK, time_log
 
 
 class DecodeBatch:
@@ -25,7 +24,7 @@ class DecodeBatch:
     KV is allocated (the instance does it), so the batch needs no per-step pages, a request
     finishes after ceil(remaining / q) steps, and the context sum grows by n q per step."""
 
-    __slots__ = ("running", "heap", "n", "sum_ctx", "rem_out", "bucket", "step", "step_end", "page", "q")
+    __slots__ = ("running", "heap", "n", "sum_ctx", "rem_out", "bucket", "step", "page", "q")
 
     def __init__(self, page_size: int, q: float = 1.0):
         self.page = page_size
@@ -37,7 +36,6 @@ class DecodeBatch:
         self.rem_out = 0  # decode steps still owed to them (admission reserve)
         self.bucket = [0] * page_size
         self.step = 0  # decode steps run so far
-        self.step_end = time_log()  # end time of every decode step (token times)
 
     def pages_needed(self) -> int:
         """New KV pages the next decode step needs (one per request crossing a page border)."""
@@ -93,10 +91,6 @@ class DecodeBatch:
         time, in heap order (each is finished before the next is looked at)."""
         step = self.step
         self.step = step + 1
-        ends = self.step_end.lists[0]
-        if len(ends) >= CHUNK:
-            self.step_end.flush()
-        ends.append(now)
         if self.q == 1.0:
             self.sum_ctx += n
             self.rem_out -= n

@@ -88,6 +88,9 @@ class Instance:
         self.ratio_init = eng.init_new_token_ratio
         # step log (the record's per-step columns)
         self.steps = step_log()
+        # steps a failure cut short: logged with the part that ran, they produced no tokens (the
+        # record's token times are the ends of the other decode steps)
+        self.cut_steps: list[int] = []
         self.tier_log: list[tuple[float, tuple[float, ...]]] = []
         self.buffer = None  # ReceiveBuffer of the P2P NCCL put modes (decode role; transports/nccl_p2p.py)
         self.block_on_send = False  # P2P NCCL PUT: the loop waits until its KV is sent
@@ -675,6 +678,7 @@ class Instance:
             except simpy.Interrupt:
                 # failed (fail()): the step in flight never completes; wait for the restart
                 if self._step_start >= 0:
+                    self.cut_steps.append(len(log) - 1)
                     cut = env.now - self._step_start
                     log_dur[-1] = cut
                     self.busy_time -= self._step_dur - cut
@@ -706,8 +710,6 @@ class Instance:
         n = b.n
         log = self.steps
         log_t, log_dur, log_pf, log_dec, log_kv, log_queue = log.lists
-        end_log = b.step_end
-        ends = end_log.lists[0]
         waiting = self.pq_count + len(self.prealloc_q) + len(self.ready_q)  # nothing joins meanwhile
         now = start = env.now
         while True:
@@ -738,9 +740,6 @@ class Instance:
             if self.ratio > self.ratio_min:
                 self.ratio = max(self.ratio_min, self.ratio - self.ratio_decay)
             b.step = step + 1
-            if len(ends) >= CHUNK:
-                end_log.flush()
-            ends.append(now)
             if q == 1.0:
                 b.sum_ctx += n
                 b.rem_out -= n
