@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import os
 import pstats
 import resource
 import time
+from pathlib import Path
 
 import pdsim
 from pdsim.sim.world import World
@@ -26,6 +28,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="cProfile one run: share of time in pdsim.costs")
+    ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core, as the target states
@@ -52,6 +55,14 @@ def main() -> None:
     print(f"metrics + summary   {t_metrics:.2f} s")
     print(f"peak RSS            {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
     print(f"completed           {s['completed']}  mean TTFT {s['mean_ttft_ms']:.0f} ms  mean ITL {s['mean_itl_ms']:.1f} ms")
+    if args.json:
+        from bench_scale import simpy_events_per_s
+
+        Path(args.json).write_text(json.dumps({
+            "scenario": sc.name, "requests": n, "gpus": s["gpus"], "repeat": args.repeat, "best_wall_s": best,
+            "requests_per_s": n / best, "engine_steps": rec.events, "steps_per_s": rec.events / best,
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "simpy_events_per_s": simpy_events_per_s()}, indent=2))
     if args.profile:
         pr = cProfile.Profile()
         pr.enable()

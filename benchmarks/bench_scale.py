@@ -13,6 +13,7 @@ as a machine normaliser.
 
     python benchmarks/bench_scale.py                          # 12k, 120k, 1.2M requests on P4D6
     python benchmarks/bench_scale.py --sizes 10000000 --fleet 12   # 10M requests, 960 GPUs
+    python benchmarks/bench_scale.py --sizes 144372 --fleet 12 --replicas --workers 2   # 12 replicas, 2 processes
     python benchmarks/bench_scale.py --json out.json          # machine-readable rows
 """
 from __future__ import annotations
@@ -80,17 +81,20 @@ def tiled_table(base, n: int, fleet: int = 1, gap_s: float = 60.0):
                         source=f"{base.source} x{copy}")
 
 
-def child(n: int, fleet: int, report: bool) -> dict:
-    if hasattr(os, "sched_setaffinity"):
+def child(n: int, fleet: int, report: bool, replicas: bool = False, workers: int = 1) -> dict:
+    if hasattr(os, "sched_setaffinity") and workers == 1:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
     import pdsim
     from pdsim.report.outputs import write_run_outputs
     from pdsim.sim.world import World
     from pdsim.workload import materialize
 
-    row: dict = {"requests": n, "fleet": fleet, "simpy_events_per_s": simpy_events_per_s()}
+    row: dict = {"requests": n, "fleet": fleet, "replicas": replicas, "workers": workers,
+                 "simpy_events_per_s": simpy_events_per_s()}
     sets = []
-    if fleet > 1:
+    if fleet > 1 and replicas:
+        sets = [f"replicas.count={fleet}"]
+    elif fleet > 1:
         sets = [f"cluster.prefill[0].count={2 * fleet}", f"cluster.decode[0].count={fleet}"]
     sc = pdsim.load_scenario(SCENARIO, sets)
     t0 = time.perf_counter()
@@ -99,7 +103,12 @@ def child(n: int, fleet: int, report: bool) -> dict:
     row["workload_s"] = time.perf_counter() - t0
     row["peak_mib_workload"] = peak_mib()
     t0 = time.perf_counter()
-    rec = World(sc, table).run()
+    if replicas:
+        from pdsim.sim import replicas as fleet_replicas
+
+        rec = fleet_replicas.simulate(sc, table, workers)
+    else:
+        rec = World(sc, table).run()
     del table, base
     gc.collect()  # as pdsim.simulate does after a large run
     row["simulate_s"] = time.perf_counter() - t0
@@ -124,6 +133,7 @@ def child(n: int, fleet: int, report: bool) -> dict:
             row["output_mib"] = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) / 2**20
         row["peak_mib_outputs"] = peak_mib()
     row["peak_mib"] = peak_mib()
+    row["peak_mib_workers"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return row
 
 
@@ -131,20 +141,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="12031,120310,1203100", help="comma-separated request counts")
     ap.add_argument("--fleet", type=int, default=1, help="copies of the P4D6 groups (80 GPUs each)")
+    ap.add_argument("--replicas", action="store_true",
+                    help="the fleet as independent replicas of P4D6 (replicas.count), not one router over all")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes for --replicas")
     ap.add_argument("--no-report", action="store_true", help="skip the output files and report.html")
     ap.add_argument("--json", help="write the rows to this file")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.fleet, not args.no_report)))
+        print(json.dumps(child(args.child, args.fleet, not args.no_report, args.replicas, args.workers)))
         return
     rows = []
     print(f"{'requests':>10} {'GPUs':>5} {'sim s':>8} {'req/s':>8} {'steps':>11} {'metrics s':>9} {'outputs s':>9} "
           f"{'peak MiB':>9} {'(sim / metrics / outputs)':>26} {'SimPy ev/s':>10}")
     for n in [int(x) for x in args.sizes.split(",")]:
-        cmd = [sys.executable, __file__, "--child", str(n), "--fleet", str(args.fleet)]
+        cmd = [sys.executable, __file__, "--child", str(n), "--fleet", str(args.fleet), "--workers", str(args.workers)]
         if args.no_report:
             cmd.append("--no-report")
+        if args.replicas:
+            cmd.append("--replicas")
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             print(f"{n:>10} failed:\n{p.stderr[-2000:]}")

@@ -12,9 +12,11 @@ cumulative time), to see where a configuration's time goes.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import tempfile
 import time
+from pathlib import Path
 
 from pdsim.explore import plan_sweep, run_sweep
 from pdsim.explore.runner import default_workers
@@ -47,6 +49,8 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--ray", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--no-resume", action="store_true", help="skip the resumed (all cached) rerun")
+    ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="pdsim-bench-sweep-")
     shutil.rmtree(out, ignore_errors=True)
@@ -62,9 +66,11 @@ def main() -> None:
     ok = df[df["status"] == "ok"]
     n_req = int(ok["completed"].sum() + ok["dropped"].sum())
 
-    t0 = time.perf_counter()
-    again = run_sweep(SWEEP, out, workers=workers, progress=False)
-    t_resume = time.perf_counter() - t0
+    t_resume, cached = float("nan"), 0
+    if not args.no_resume:
+        t0 = time.perf_counter()
+        again = run_sweep(SWEEP, out, workers=workers, progress=False)
+        t_resume, cached = time.perf_counter() - t0, again.attrs["cached"]
 
     print(f"sweep          {SWEEP.name}: {len(df)} configurations, {len(ok)} simulated, "
           f"{df.attrs['infeasible']} infeasible, {df.attrs['errors']} errors")
@@ -77,7 +83,12 @@ def main() -> None:
     print(f"requests       {n_req:,} simulated, {n_req / wall:,.0f} per wall-second")
     print(f"planning       {t_plan:.2f} s to validate axes and pre-check {len(plan.configs)} configurations")
     print(f"resume         {t_resume:.2f} s to rerun with every configuration cached "
-          f"({again.attrs['cached']} cached, {again.attrs['computed']} computed)")
+          f"({cached} cached)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "sweep": SWEEP.name, "configurations": len(df), "simulated": len(ok), "workers": workers,
+            "cores": default_workers(), "wall_s": wall, "cpu_s": float(ok["eval_wall_s"].sum()),
+            "requests": n_req, "requests_per_s": n_req / wall, "plan_s": t_plan, "resume_s": t_resume}, indent=2))
     print(f"outputs        {out}")
     if args.profile:
         profile_one()

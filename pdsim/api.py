@@ -9,6 +9,7 @@ from typing import Any, Callable
 from .metrics.results import Results
 from . import ingest  # noqa: F401 - registers the real-run file formats with the trace readers
 from .sim.resolve import resolve_plugins
+from .sim import replicas
 from .sim.world import World
 from .sim.experts import expert_service_check
 from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
@@ -96,11 +97,13 @@ def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None
 
 def simulate(scenario: ResolvedScenario | str | Path,
              progress: Callable[[float, float, int, int], None] | None = None,
-             table: RequestTable | None = None) -> Results:
+             table: RequestTable | None = None, workers: int | None = 1) -> Results:
     """Run one simulation. ``progress(sim_now_s, wall_s, done, total)`` is called periodically.
 
     ``table``: play these requests instead of the scenario's workload (e.g. the requests of a
-    real run read by ``pdsim.ingest``, so simulated and real requests align one to one)."""
+    real run read by ``pdsim.ingest``, so simulated and real requests align one to one).
+    ``workers``: processes for a scenario of several ``replicas`` (sim/replicas.py; the result
+    does not depend on it); a one-replica scenario runs in this process."""
     if not isinstance(scenario, ResolvedScenario):
         scenario = load_scenario(scenario)
     sc = scenario.scenario
@@ -111,7 +114,13 @@ def simulate(scenario: ResolvedScenario | str | Path,
             raise err.at(source=err.source or scenario.source) from None
     if len(table) == 0:
         raise SpecError("the workload produced no requests", source=scenario.source, field="workload")
-    record = World(scenario, table, progress=progress).run()
+    if sc.replicas is not None and sc.replicas.count > 1:
+        try:
+            record = replicas.simulate(scenario, table, workers, progress)
+        except SpecError as err:
+            raise err.at(source=err.source or scenario.source) from None
+    else:
+        record = World(scenario, table, progress=progress).run()
     if len(table) >= 100_000:
         # the finished world (its processes and their events form reference cycles) holds
         # memory the metrics would otherwise allocate on top of; small runs skip the pause

@@ -246,8 +246,9 @@ def fits(out: Path, facts: dict, name: str) -> dict:
     g["use"] = True
     a = pd.read_csv(out / "attention.csv")
     a["use"] = True
-    cal = {"gemm_bf16": fit_gemm(g, hw, "bf16")}
-    cal.update(fit_attention(a, hw))
+    g["hardware"], a["hardware"] = name, name  # the rows' own device (fit_compute keys profiles by row)
+    cal = {"gemm_bf16": fit_gemm(g, {name: hw}, "bf16")}
+    cal.update(fit_attention(a, {name: hw}))
     for k, v in cal.items():
         v["data"] = f"{out}/{'gemm' if k.startswith('gemm') else 'attention'}.csv"
     return cal
@@ -296,17 +297,25 @@ def overhead(args) -> None:
 
 
 def profile(args) -> None:
+    import dataclasses
+
+    from pdsim.calibrate.profile_io import calibration_yaml
     from pdsim.costs.calibrated import CalibratedStepCost
-    from pdsim.specs.catalog import load_model_ref
+    from pdsim.specs.catalog import load_hardware_ref, load_model_ref
+    from pdsim.specs.errors import SpecError
     from pdsim.specs.scenario import EngineSpec, GroupSpec
 
     out = Path(args.out)
     facts = json.loads((out / "machine.json").read_text())
-    cal = fits(out, facts, args.name)
+    # the kernel constants: the profile's calibration block as `pdsim calibrate fit` wrote it from
+    # calibration/data (where the rows of `measure` belong); a first run fits this folder's rows
+    try:
+        cal = load_hardware_ref(args.name).calibration
+    except SpecError:
+        cal = fits(out, facts, args.name)
     ov = json.loads((out / "overhead.json").read_text())
     model = load_model_ref(args.model, Path("."), args.model)
-    hw0 = _hw(facts, args.name)
-    hw0 = type(hw0)(hw0.name, hw0.description, hw0.gpu, hw0.node, hw0.efficiency, hw0.sources, cal)
+    hw0 = dataclasses.replace(_hw(facts, args.name), calibration=cal)
     group = GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0))
     cost = CalibratedStepCost(hw0, model, group, "colocated")
     # host overhead = measured ITL - priced compute at each concurrency B; a + b B by least squares
@@ -378,16 +387,17 @@ def profile(args) -> None:
             "provenance": f"{facts['cpu']}; {facts['torch']}; Python {facts['python']}; {facts['date']}; "
                           f"command: {facts['command']}",
         },
-        "calibration": cal,
-        "uncertainty": {"efficiency.step_overhead_us": 0.15, "efficiency.seq_overhead_us": 0.25},
     }
+    uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.15, "efficiency.seq_overhead_us": 0.25}}
     (out / "host_overheads.json").write_text(json.dumps(
         {"step_overhead_us": step_overhead_us, "seq_overhead_us": seq_overhead_us, "request_path_ms": path_ms,
          "rows": rows, "idle_ttft_us": ov["idle_ttft_us"], "priced_idle_prefill_us": prefill_us}, indent=2) + "\n")
     Path(args.yaml).write_text(f"# Hardware profile of this machine's CPU, written by calibration/microbench/"
                                f"cpu_profile.py ({dt.date.today().isoformat()}).\n# Units as in every profile: "
                                "*_tflops 1e12 FLOP/s, *_gbps 1e9 B/s, nic_gbit 1e9 bit/s, *_gib 2^30 B, *_us "
-                               "microseconds.\n" + yaml.safe_dump(doc, sort_keys=False, width=110))
+                               "microseconds.\n" + yaml.safe_dump(doc, sort_keys=False, width=110)
+                               + calibration_yaml(cal) + yaml.safe_dump(uncertainty, sort_keys=False))
+    load_hardware_ref(args.name)  # the written profile must load
     print(f"wrote {args.yaml}: step_overhead_us {step_overhead_us:.1f}, seq_overhead_us {seq_overhead_us:.1f}, "
           f"request path {path_ms:.2f} ms ({fit_lines})")
 

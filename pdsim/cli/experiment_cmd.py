@@ -7,7 +7,7 @@ import argparse
 
 def register(sub) -> None:
     from .run_cmd import add_allow_plugin
-    from .sweep_cmd import positive_int
+    from .run_cmd import positive_int
 
     ex = sub.add_parser("experiment", help="compare scheduling policies with confidence intervals",
                         description="Run every policy x workload x deployment x seed of an experiment YAML (common "

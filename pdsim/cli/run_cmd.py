@@ -22,8 +22,22 @@ def register(sub) -> None:
     r.add_argument("--no-verdict-check", action="store_true",
                    help="state the verdicts without re-simulating their suggested fixes (those checks add a few "
                         "runs, at most 60 s, and only when the run itself took under 20 s)")
+    r.add_argument("--workers", type=positive_int, metavar="N", default=1,
+                   help="worker processes for a scenario of several replicas (replicas.count; default 1); "
+                        "the result does not depend on it")
     add_allow_plugin(r)
     r.set_defaults(fn=run)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text[:40]!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
 
 
 def add_allow_plugin(parser) -> None:
@@ -63,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     sc = api.load_scenario(args.scenario, args.set or [], trust=trust_from(args))
     cb, bar = progress_bar(not args.no_progress and sys.stderr.isatty())
     try:
-        res = api.simulate(sc, progress=cb)
+        res = api.simulate(sc, progress=cb, workers=args.workers)
     finally:
         if bar is not None:
             bar.close()

@@ -5,7 +5,7 @@ import argparse
 
 
 def register(sub) -> None:
-    from .run_cmd import add_allow_plugin
+    from .run_cmd import add_allow_plugin, positive_int
 
     sw = sub.add_parser("sweep", help="simulate a grid/random/max-rate sweep of configurations",
                         description="Simulate every configuration of a sweep YAML (base scenario + axes), "
@@ -22,17 +22,6 @@ def register(sub) -> None:
                          "(default: the sweep file's report.heatmap, else two axes that do not move together)")
     add_allow_plugin(sw)
     sw.set_defaults(fn=run)
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text[:40]!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -252,6 +252,31 @@ class NetworkSpec:
 
 
 @dataclass(frozen=True)
+class ReplicaSpec:
+    """The deployment is ``count`` identical copies of ``cluster`` (replicas: each its own
+    router, instances, KV pools and network), behind a front end that sends each request to one
+    replica by ``split``:
+
+    - ``round_robin``: request i to replica i mod count (a plain L4/DNS balancer);
+    - ``prefix``: by the request's first prompt block, so requests sharing a prefix meet the
+      same replica's caches (round robin for requests without block ids);
+    - ``random``: uniformly, from the scenario's seed.
+
+    Replicas share nothing, so pdsim simulates each as its own world (seeded from the scenario's
+    seed and the replica's index) on as many worker processes as it is given: the results do
+    not depend on the number of workers. They are not those of one router over all instances
+    (a fleet-wide router sees every replica's load; the front end does not). Random faults and
+    an autoscaler act in every replica on their own; fault timeline ``events`` name instances
+    of one cluster and are refused with replicas."""
+
+    count: int = 1
+    split: Literal["round_robin", "prefix", "random"] = "round_robin"
+
+    def __post_init__(self) -> None:
+        check(1 <= self.count <= 100_000, f"must be in [1, 100000], got {self.count}", "count")
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     hardware: str  # profile key (see `pdsim list`) or a YAML path
@@ -271,9 +296,13 @@ class Scenario:
     autoscaler: AutoscalerSpec | None = None  # elastic scaling (specs/faults.py)
     experts: ExpertServiceSpec | None = None  # expert-as-a-service (specs/faults.py)
     network: NetworkSpec = field(default_factory=lambda: NetworkSpec())
+    replicas: ReplicaSpec | None = None  # identical independent copies of the cluster behind a front end
 
     def __post_init__(self) -> None:
         check(self.seed >= 0, f"must be >= 0, got {self.seed}", "seed")
+        if self.replicas is not None and self.replicas.count > 1 and self.faults is not None and self.faults.events:
+            raise SpecError("fault timeline events name instances of one cluster; with replicas use random "
+                            "faults (faults.random), which every replica draws on its own", field="faults.events")
         check(self.duration_limit_s is None or self.duration_limit_s > 0,
               f"must be > 0 seconds or null, got {self.duration_limit_s}", "duration_limit_s")
 

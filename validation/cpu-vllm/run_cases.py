@@ -14,6 +14,7 @@ cpu_profile.py overhead), never from these.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import warnings
 from pathlib import Path
@@ -34,6 +35,7 @@ def main() -> None:
     ap.add_argument("--model", required=True, help="tiny Llama folder (tests/engine/make_tiny_llama.py)")
     ap.add_argument("--port", type=int, default=8123)
     ap.add_argument("--loads", nargs="*", default=list(LOADS))
+    ap.add_argument("--endpoint", help="an already running server started with ENGINE_ARGS (default: start one)")
     args = ap.parse_args()
 
     import numpy as np
@@ -46,12 +48,14 @@ def main() -> None:
     from pdsim.workload.shaping import arrivals, with_arrivals
 
     sc = api.load_scenario(ROOT / SCENARIO)
-    with VLLMServer(args.python, args.model, args.port, log=f"/tmp/pdsim-vllm-{args.port}.log") as srv:
+    server = VLLMServer(args.python, args.model, args.port, log=f"/tmp/pdsim-vllm-{args.port}.log")
+    with (contextlib.nullcontext(server) if args.endpoint else server) as srv:
+        url = args.endpoint or srv.url
         # warm the server (compilation of new shapes) before any measured run
         warm = materialize(sc.scenario.workload, seed=99)
         from pdsim.workload.table import RequestTable
         replay(RequestTable(np.zeros(16), warm.input_len[:16], np.full(16, 16), max_concurrency=8),
-               ReplayConfig(srv.url, seed=99), name="warm-up")
+               ReplayConfig(url, seed=99), name="warm-up")
         # a prompt seed per run: vLLM's prefix cache must not see one run's prompts again in the next
         for k, load in enumerate(args.loads):
             rate, n = LOADS[load]
@@ -59,7 +63,7 @@ def main() -> None:
             t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
             t = with_arrivals(t, arrivals(n, rate, 1.0, np.random.default_rng(sc.scenario.seed), "poisson"))
             t.meta["request_rate"] = rate
-            rec = replay(t, ReplayConfig(srv.url, timeout_s=300, seed=1000 + k), name=f"cpu-vllm-{load}",
+            rec = replay(t, ReplayConfig(url, timeout_s=300, seed=1000 + k), name=f"cpu-vllm-{load}",
                          description=f"vLLM 0.32 CPU, tiny-llama, Poisson {rate:g} req/s ({load})",
                          hardware="cpu-epyc-2c (this machine, 2 cores)", model_label="tiny-llama",
                          workload_source=f"{SCENARIO} workload, seed {sc.scenario.seed}, Poisson {rate:g} req/s")
