@@ -86,10 +86,12 @@ def table(r: dict) -> str:
                      f"({row['gpus']:,} GPUs) behind one router, {row['requests']:,} requests | "
                      f"{row['requests_per_s']:,.0f} requests/s, {row['peak_mib']:,.0f} MiB peak |")
     w1, w2 = r["replicas"]
+    same = all(w1[k] == w2[k] for k in ("completed", "mean_ttft_ms", "p99_itl_ms", "engine_steps"))
     lines.append(f"| `bench_scale.py --replicas` | {w1['fleet']} independent P4D6 replicas ({w1['gpus']:,} GPUs), "
                  f"{w1['requests']:,} requests, 1 vs 2 worker processes | {w1['simulate_s']:.1f} s vs "
                  f"{w2['simulate_s']:.1f} s ({w1['simulate_s'] / w2['simulate_s']:.2f}x, "
-                 f"{w1['simulate_s'] / w2['simulate_s'] / 2:.0%} efficiency), identical results |")
+                 f"{w1['simulate_s'] / w2['simulate_s'] / 2:.0%} efficiency); "
+                 f"{'same' if same else 'DIFFERENT'} completed, mean TTFT, p99 ITL and steps |")
     s1, s2 = r["sweep"]
     lines.append(f"| `bench_sweep.py` | {s1['sweep']}: {s1['configurations']} configurations ({s1['simulated']} "
                  f"simulated), 1 vs 2 workers | {s1['wall_s']:.1f} s vs {s2['wall_s']:.1f} s "

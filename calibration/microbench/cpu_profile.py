@@ -14,10 +14,11 @@ the thread count vLLM's CPU worker uses for serving (it logs "Reducing Torch thr
    - loopback TCP bandwidth (one stream, 64 MiB) -> ``node.nic_gbit``
    - total memory (/proc/meminfo) -> ``gpu.hbm_gib`` / ``node.host_dram_gib``
 2. ``overhead`` (pdsim's replay client, system python): dedicated runs against the real server,
-   never the validation workloads: B = 1, 2, 4, ..., 32 requests started together (32 prompt /
-   256 output tokens), so the median ITL is one decode step of batch B; the median ITL minus the
-   step's priced compute (the fitted kernels below) is the host overhead, fitted as a + b B ->
-   ``efficiency.step_overhead_us`` (a) and ``efficiency.seq_overhead_us`` (b); and the idle TTFT
+   never the validation workloads: B = 1, 8, 32 requests at a time with prompts of 32, 512 and
+   1,024 tokens (192 output tokens), five times each, timed only while all B decode (no prefill
+   chunk in those steps), so the ITL is one decode step of batch B at a known context; the median ITL minus the step's priced compute (the fitted kernels)
+   is the host overhead, fitted as a + b B + c B context -> ``efficiency.step_overhead_us`` (a),
+   ``efficiency.seq_overhead_us`` (b) and ``efficiency.ctx_overhead_ns`` (c); and the idle TTFT
    of a 32-token prompt minus one priced prefill step -> the request path outside the engine
    (HTTP server, input processing, streaming), ``request_path_ms`` in ``host_overheads.json``,
    for the scenario's ``overheads.router_ms``.
@@ -254,42 +255,66 @@ def fits(out: Path, facts: dict, name: str) -> dict:
     return cal
 
 
-BATCHES = (1, 2, 4, 8, 16, 32)  # vLLM --max-num-seqs 32 in the validation engine
+BATCHES = (1, 8, 32)  # vLLM --max-num-seqs 32 in the validation engine
+PROMPTS = (32, 512, 1024)  # prompt tokens: the decode context grows from ~100 to ~1,100 tokens
+OUTPUT_TOKENS = 192
+REPEATS = 5
 
 
 def _median_itl_us(rec) -> float:
-    """Median over requests of the mean gap between consecutive tokens (TPOT): robust to the
-    server or the client coalescing several tokens into one read (zero gaps)."""
+    """One decode step of batch B: the B requests start together, and only the stretch where all
+    of them decode is timed, from the last first token (every prompt prefilled: no prefill
+    chunk mixes into these steps) to the first finish; per request the mean gap over its tokens
+    in that stretch (robust to the server coalescing tokens into one read), the median over the
+    requests (microseconds). NaN when the stretch holds fewer than 8 tokens for half of them."""
     import numpy as np
 
     t, off = rec.tokens.times, rec.tokens.offsets
-    per = [(t[b - 1] - t[a]) / (b - a - 1) for a, b in zip(off[:-1], off[1:]) if b - a > 2]
-    return float(np.median(per) * 1e6)
+    spans = [t[a:b] for a, b in zip(off[:-1], off[1:]) if b - a > 2]
+    if not spans:
+        return float("nan")
+    w0, w1 = max(s[0] for s in spans), min(s[-1] for s in spans)
+    per = []
+    for s in spans:
+        inside = s[(s >= w0) & (s <= w1)]
+        if len(inside) >= 8 and inside[-1] > inside[0]:
+            per.append((inside[-1] - inside[0]) / (len(inside) - 1))
+    return float(np.median(per) * 1e6) if 2 * len(per) >= len(spans) else float("nan")
 
 
 def overhead(args) -> None:
-    """Host overheads from dedicated runs (see the module doc): decode ITL at each concurrency
-    in BATCHES (B requests started together, 32 prompt / 256 output tokens, so every step but
-    the first and last decodes all B), and the idle TTFT of a 32-token prompt."""
+    """Host overheads from dedicated runs (see the module doc): the decode ITL at each
+    concurrency B in BATCHES and prompt length in PROMPTS (B requests started together,
+    OUTPUT_TOKENS each, timed while all B decode: _median_itl_us),
+    REPEATS times interleaved (the median is kept), and the idle TTFT of a 32-token prompt. Run
+    it pinned as the validation runs are (pin_frontend: the worker alone on its core)."""
     import numpy as np
 
     from pdsim.replay import ReplayConfig, replay
     from pdsim.workload.table import RequestTable
 
     out = Path(args.out)
-    rows = []
-    rec = None
-    for b in BATCHES:
-        n = 2 * b
-        table = RequestTable(np.zeros(n), np.full(n, 32), np.full(n, 256), max_concurrency=b, source="overhead")
-        rec = replay(table, ReplayConfig(args.endpoint, max_concurrency=b), name=f"overhead-b{b}")
-        rows.append({"batch": b, "requests": n, "median_itl_us": _median_itl_us(rec), "mean_context": 32 + 128})
-        print(rows[-1])
+    samples: dict[tuple[int, int], list[float]] = {}
+    rec, seed = None, 100
+    for _ in range(REPEATS):
+        for b in BATCHES:
+            for p in PROMPTS:
+                n, seed = b, seed + 1  # a new prompt seed: no prefix-cache hit across runs
+                table = RequestTable(np.zeros(n), np.full(n, p), np.full(n, OUTPUT_TOKENS), max_concurrency=b,
+                                     source="overhead")
+                rec = replay(table, ReplayConfig(args.endpoint, max_concurrency=b, seed=seed), name=f"overhead-b{b}")
+                samples.setdefault((b, p), []).append(_median_itl_us(rec))
+    rows = [{"batch": b, "prompt_tokens": p, "requests": b, "mean_context": p + OUTPUT_TOKENS // 2,  # the timed stretch sits mid-decode
+             "median_itl_us": float(np.nanmedian(v)) if not np.isnan(v).all() else None,
+             "repeats_us": [round(x, 1) for x in v]}
+            for (b, p), v in sorted(samples.items())]
+    for r in rows:
+        print(r)
     idle = RequestTable(np.arange(5) * 0.5, np.full(5, 32), np.full(5, 2), max_concurrency=1, source="idle-ttft")
     r = replay(idle, ReplayConfig(args.endpoint, max_concurrency=1), name="idle-ttft")
     ttft = (r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6
     info = {"endpoint": args.endpoint, "server_version": (rec.meta if rec else {}).get("server_version"),
-            "prompt_tokens": 32, "output_tokens": 256, "itl_by_batch": rows,
+            "output_tokens": OUTPUT_TOKENS, "client_cpus": sorted(os.sched_getaffinity(0)), "itl_by_batch": rows,
             "idle_ttft_us": float(np.median(ttft)), "idle_ttft_prompt_tokens": 32,
             "date": dt.date.today().isoformat()}
     (out / "overhead.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -318,27 +343,32 @@ def profile(args) -> None:
     hw0 = dataclasses.replace(_hw(facts, args.name), calibration=cal)
     group = GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0))
     cost = CalibratedStepCost(hw0, model, group, "colocated")
-    # host overhead = measured ITL - priced compute at each concurrency B; a + b B by least squares
-    rows = ov["itl_by_batch"]
+    # host overhead = measured ITL - priced compute (the fitted kernels) at each (B, context):
+    # a + b B + c B context by least squares
+    import numpy as np
+
+    rows = [r for r in ov["itl_by_batch"] if r["median_itl_us"] is not None]  # None: every repeat coalesced
     xs, ys = [], []
     for r in rows:
-        b = r["batch"]
-        parts = cost.breakdown(0, 0.0, 0, b, float(b * r["mean_context"]))
+        b, ctx = r["batch"], r["mean_context"]
+        parts = cost.breakdown(0, 0.0, 0, b, float(b * ctx))
         compute_us = (sum(parts.values()) - parts["overhead"]) * 1e6
-        xs.append(b)
+        xs.append([1.0, b, b * ctx])
         ys.append(r["median_itl_us"] - compute_us)
         r["priced_compute_us"] = round(compute_us, 1)
-    n, sx, sy = len(xs), sum(xs), sum(ys)
-    sxx, sxy = sum(x * x for x in xs), sum(x * y for x, y in zip(xs, ys))
-    seq_overhead_us = max(0.0, (n * sxy - sx * sy) / (n * sxx - sx * sx))
-    step_overhead_us = (sy - seq_overhead_us * sx) / n
+    coef = np.linalg.lstsq(np.asarray(xs), np.asarray(ys), rcond=None)[0]
+    step_overhead_us, seq_overhead_us, ctx_overhead_ns = float(coef[0]), float(coef[1]), float(coef[2]) * 1e3
+    if min(step_overhead_us, seq_overhead_us, ctx_overhead_ns) < 0:
+        raise SystemExit(f"the overhead fit came out negative ({coef}); rerun the overhead runs on a quiet machine")
+    for r, x, y in zip(rows, xs, ys):
+        r["fit_error"] = round(float((np.dot(coef, x) - y) / r["median_itl_us"]), 4)
     # the request path outside the engine: idle TTFT minus one priced prefill step of the prompt
     p = ov["idle_ttft_prompt_tokens"]
     parts = cost.breakdown(p, p * p / 2.0, 1, 0, 0.0)
     prefill_us = (sum(parts.values()) - parts["overhead"]) * 1e6 + step_overhead_us + seq_overhead_us
     path_ms = max(0.0, (ov["idle_ttft_us"] - prefill_us) / 1e3)
-    fit_lines = "; ".join(f"B={r['batch']}: ITL {r['median_itl_us']:.0f} us, compute {r['priced_compute_us']:.0f} us"
-                          for r in rows)
+    fit_lines = "; ".join(f"B={r['batch']} ctx {r['mean_context']}: ITL {r['median_itl_us']:.0f} us, compute "
+                          f"{r['priced_compute_us']:.0f} us, fit {r['fit_error']:+.0%}" for r in rows)
     gb = facts["copy_bytes_per_s"] / 1e9
     doc = {
         "name": args.name,
@@ -349,7 +379,8 @@ def profile(args) -> None:
         "node": {"gpus_per_node": 1, "nics_per_node": 1, "nic_gbit": round(facts["loopback_gbit"], 3),
                  "host_dram_gib": round(facts["mem_gib"], 2)},
         "efficiency": {"layer_launch_us": 0.0, "graph_launch_us": 0.0, "nic": 1.0, "gemm_m_tile": 1.0,
-                       "step_overhead_us": round(step_overhead_us, 2), "seq_overhead_us": round(seq_overhead_us, 2)},
+                       "step_overhead_us": round(step_overhead_us, 2), "seq_overhead_us": round(seq_overhead_us, 2),
+                       "ctx_overhead_ns": round(ctx_overhead_ns, 2)},
         "sources": {
             "gpu.name": f"/proc/cpuinfo model name; the 'device' is {facts['threads']} core(s) of this CPU",
             "gpu.bf16_tflops": f"measured: {facts['peak_gemm']} ({facts['torch']}, {facts['threads']} thread)",
@@ -360,6 +391,7 @@ def profile(args) -> None:
             "gpu.nvlink_gbps": "no NVLink on a CPU: the measured memory copy bandwidth (what a tp>1 what-if's "
                                "shared-memory all-reduce would move at); unused at tp=1",
             "gpu.pcie_gen": "no host-device link on a CPU; the schema needs a generation, unused",
+            "gpu.arch": "a CPU: its kernels are its own, measured; no GPU constants are borrowed",
             "gpu.pcie_gbps": "no host-device link: host<->'device' copies are memory copies, the measured copy bandwidth",
             "node.nic_gbit": "measured: one TCP stream over 127.0.0.1, 64 MiB (loopback: the proxy and KV connectors "
                              "on this host)",
@@ -371,12 +403,16 @@ def profile(args) -> None:
             "efficiency.gemm_m_tile": "measured: CPU GEMMs (oneDNN / torch) have no tensor-core row tile; the "
                                       "fitted GEMM form runs per row: 1",
             "efficiency.step_overhead_us": (
-                f"measured: intercept of (median decode ITL - priced compute) vs concurrency B in dedicated runs "
-                f"against vLLM {ov.get('server_version')} at {ov['endpoint']} ({fit_lines}; {ov['date']}); never "
-                "fitted to the validation runs"),
+                f"measured: a of the least-squares fit ITL - priced compute = a + b B + c B context over dedicated "
+                f"runs against vLLM {ov.get('server_version')} at {ov['endpoint']} (worker, engine core, HTTP server and "
+                f"client sharing the cores; "
+                f"{fit_lines}; {ov['date']}); never fitted to the validation runs"),
             "efficiency.seq_overhead_us": (
-                "measured: slope per sequence of the same least-squares line (per-sequence host work: input "
-                "preparation, sampling, output processing and streaming, on the 2 shared cores)"),
+                "measured: b of the same fit (per-sequence host work: input preparation, sampling, output "
+                "processing and streaming)"),
+            "efficiency.ctx_overhead_ns": (
+                "measured: c of the same fit (per context token of the decode batch, per step: the decode step grows "
+                "with the sequences' length far beyond the attention kernel measured alone)"),
             **{f"efficiency.{f}": "unused: no price of a single CPU device at tp=1 reads it (no tensor cores, "
                                   "FP8, MLA, NVLink, collectives or two-batch overlap); default kept"
                for f in ("gemm", "fp8_m_tile", "attention", "mla_decode", "mla_decode_hbm", "hbm", "nvlink", "pcie",
@@ -388,9 +424,11 @@ def profile(args) -> None:
                           f"command: {facts['command']}",
         },
     }
-    uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.15, "efficiency.seq_overhead_us": 0.25}}
+    uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.25, "efficiency.seq_overhead_us": 0.25,
+                                   "efficiency.ctx_overhead_ns": 0.2}}
     (out / "host_overheads.json").write_text(json.dumps(
-        {"step_overhead_us": step_overhead_us, "seq_overhead_us": seq_overhead_us, "request_path_ms": path_ms,
+        {"step_overhead_us": step_overhead_us, "seq_overhead_us": seq_overhead_us, "ctx_overhead_ns": ctx_overhead_ns,
+         "request_path_ms": path_ms,
          "rows": rows, "idle_ttft_us": ov["idle_ttft_us"], "priced_idle_prefill_us": prefill_us}, indent=2) + "\n")
     Path(args.yaml).write_text(f"# Hardware profile of this machine's CPU, written by calibration/microbench/"
                                f"cpu_profile.py ({dt.date.today().isoformat()}).\n# Units as in every profile: "
@@ -399,6 +437,7 @@ def profile(args) -> None:
                                + calibration_yaml(cal) + yaml.safe_dump(uncertainty, sort_keys=False))
     load_hardware_ref(args.name)  # the written profile must load
     print(f"wrote {args.yaml}: step_overhead_us {step_overhead_us:.1f}, seq_overhead_us {seq_overhead_us:.1f}, "
+          f"ctx_overhead_ns {ctx_overhead_ns:.1f}, "
           f"request path {path_ms:.2f} ms ({fit_lines})")
 
 

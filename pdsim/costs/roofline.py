@@ -110,6 +110,7 @@ class RooflineStepCost:
         self.launch_graph = e.graph_launch_us * 1e-6 * L
         self.step_overhead = e.step_overhead_us * 1e-6 if with_overhead else 0.0
         self.seq_overhead = e.seq_overhead_us * 1e-6 if with_overhead else 0.0
+        self.ctx_overhead = e.ctx_overhead_ns * 1e-9 if with_overhead else 0.0
         mode = eng.deepep_mode
         self.deepep_prefill_ll = mode == "low_latency"
         self.deepep_decode_ll = mode != "normal"
@@ -207,5 +208,7 @@ class RooflineStepCost:
         """Seconds per component for one step (sums to ``step_time``)."""
         parts, ca, cc = self._coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens, decode_tokens_per_seq)
         out = dict(zip(self.PARTS, parts))
-        out["attn_core"] += ca * prefill_attn + cc * decode_ctx
+        host_ctx = self.ctx_overhead / self.dp if decode_batch else 0.0  # c_ctx's host share (step.py)
+        out["attn_core"] += ca * prefill_attn + (cc - host_ctx) * decode_ctx
+        out["overhead"] += host_ctx * decode_ctx
         return out

@@ -32,7 +32,9 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   attention would hide the communication);
 - LM head GEMM over the sequences' logits; DP-attention synchronisation (one small collective
   per step over the world); kernel launches (CUDA graph replay or eager); per-step host overhead
-plus a per-sequence share (input preparation, sampling, output processing: ``seq_overhead_us``).
+plus a per-sequence share (input preparation, sampling, output processing: ``seq_overhead_us``) and
+a share per context token of the decode batch (``ctx_overhead_ns``: host work that grows with the
+sequences' lengths, measured on the CPU engine; 0 on GPUs).
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def make_coeffs(c):
     sync = c.c_dp_sync
     n_dense, n_moe = c.n_dense, c.n_moe
     graph_bs, launch_graph, launch_eager = c.graph_bs, c.launch_graph, c.launch_eager
-    overhead, seq_overhead = c.step_overhead, c.seq_overhead
+    overhead, seq_overhead, ctx_overhead = c.step_overhead, c.seq_overhead, c.ctx_overhead
     lm_on = c.lm_head_on
     tbo, tbo_loss = c.tbo, c.tbo_loss
     sm_share = c.sm_share_normal
@@ -140,7 +142,7 @@ def make_coeffs(c):
         c_ctx = 0.0
         if decode_batch:
             fl = dec_fl * q
-            c_ctx = L * (dec_kv if dec_kv > fl else fl)
+            c_ctx = L * (dec_kv if dec_kv > fl else fl) + ctx_overhead
             core += L * dec_lat * split
         if tbo:
             ap, dm, mo, cm, ar = layer_costs(n_tok / 2.0, m / 2.0, prefill)

@@ -233,6 +233,11 @@ def _instance_commands(p: Placement, resolved, model: str, disaggregated: bool) 
 def vllm_plan(resolved, model_override: str | None = None) -> LaunchPlan:
     """The vLLM deployment of ``resolved`` (P2P NCCL xPyD, or colocated instances)."""
     sc = resolved.scenario
+    if sc.cluster.disaggregated and sc.transfer.backend == "shared_storage":
+        raise SpecError("vLLM's shared-storage handoff (ExampleConnector) is a debugging connector pdsim launch does not "
+                        "write commands for; validation/cpu-vllm-pd/run_case.py starts such a pair (P and D with "
+                        "--kv-transfer-config ExampleConnector kv_both, python -m pdsim.replay.pd_proxy in front)",
+                        field="transfer.backend")
     if sc.cluster.disaggregated and sc.transfer.backend != "nccl":
         raise SpecError(f"vLLM {VLLM_VERSION} P/D here means P2P NCCL (backend: nccl); this scenario uses "
                         f"{sc.transfer.backend!r}, SGLang's transport: write SGLang commands (--engine sglang)",

@@ -20,6 +20,13 @@ from pathlib import Path
 ENGINE_ARGS = ("--dtype", "bfloat16", "--max-num-seqs", "32", "--max-num-batched-tokens", "512",
                "--block-size", "128", "--max-model-len", "4096", "--served-model-name", "tiny-llama")
 ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+# P of a shared-storage 1P1D pair: ExampleConnector saves the KV of the tokens a step computes
+# under a folder keyed by the whole prompt, so P must compute every prompt whole, in one step: a
+# token budget no batch of waiting prompts can split (32 prompts x 1,024 tokens, the most the
+# validation workloads send) and no prefix cache (a hit would leave the cached part out of the
+# files) (workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml)
+PREFILL_ARGS = tuple("32768" if a == "512" and ENGINE_ARGS[i - 1] == "--max-num-batched-tokens" else a
+                     for i, a in enumerate(ENGINE_ARGS)) + ("--no-enable-prefix-caching",)
 
 
 class VLLMServer:
@@ -49,8 +56,10 @@ class VLLMServer:
 
     def __enter__(self) -> "VLLMServer":
         out = open(self.log, "w") if self.log else subprocess.DEVNULL
+        # the server starts on every core (vLLM binds its worker from the affinity it starts with),
+        # even when this process is pinned (bench scripts pin themselves to one core)
         self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_all_cpus)
         t0 = time.monotonic()
         while time.monotonic() - t0 < self.startup_s:
             if self.proc.poll() is not None:
@@ -73,3 +82,52 @@ class VLLMServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def shared_storage_args(path: str | Path) -> tuple[str, ...]:
+    """vLLM's ``--kv-transfer-config`` of one side of a shared-storage P/D pair (ExampleConnector,
+    ``kv_both``: P saves the prompt's KV as files under ``path``, D loads them)."""
+    import json
+
+    cfg = {"kv_connector": "ExampleConnector", "kv_role": "kv_both",
+           "kv_connector_extra_config": {"shared_storage_path": str(path)}}
+    return ("--kv-transfer-config", json.dumps(cfg))
+
+
+def _all_cpus() -> None:
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))
+
+
+class PDProxy:
+    """``python -m pdsim.replay.pd_proxy`` in its own process group (127.0.0.1 only), as a
+    context manager: P first (one token), then D's stream (pd_proxy.py)."""
+
+    def __init__(self, python: str | Path, prefill_url: str, decode_url: str, port: int, startup_s: float = 60.0):
+        self.command = [str(python), "-m", "pdsim.replay.pd_proxy", "--prefill", prefill_url, "--decode", decode_url,
+                        "--port", str(port)]
+        self.port, self.startup_s = port, startup_s
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "PDProxy":
+        self.proc = subprocess.Popen(self.command, start_new_session=True)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < self.startup_s:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the P/D proxy exited with status {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.__exit__()
+        raise TimeoutError(f"the P/D proxy did not answer within {self.startup_s:.0f} s")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(10)

@@ -126,6 +126,7 @@ class Efficiency:
     graph_launch_us: float = 5.0  # per-layer cost when replaying a CUDA graph
     step_overhead_us: float = 2000.0  # per-step scheduler/sampling CPU overhead
     seq_overhead_us: float = 0.0  # per-sequence per-step host work (inputs, sampling, output processing)
+    ctx_overhead_ns: float = 0.0  # per-step host work per context token of the decode batch (CPU engine)
     tbo_overlap_loss: float = 0.1  # two-batch overlap: share of the hidden time lost to contention
     deepep_normal_sm_share: float = 0.18  # SMs DeepEP normal kernels hold while overlapped (24 of 132)
 

@@ -76,7 +76,10 @@ def run_all(root: str | Path, docs: str | Path = "docs/validation.md", figures: 
     for r in results:
         bad = ", ".join(f"{row.metric} {fmt(row.error, True)}" for row in r.rows if row.verdict == "FAIL")
         summary.append(f"| {r.name} | {'pass' if r.passed else 'FAIL'} | {r.requests} | {bad or '-'} |")
-    text = HEADER.format(date=dt.date.today().isoformat()) + "\n" + "\n".join(summary) + "\n\n" + "\n".join(body)
+    about = Path(root) / "README.md"  # the cases' own account (harness, what limits the accuracy), kept by hand
+    extra = ("\n" + about.read_text().strip() + "\n\n") if about.is_file() else "\n"
+    text = (HEADER.format(date=dt.date.today().isoformat()) + "\n" + "\n".join(summary) + "\n" + extra
+            + "\n".join(body))
     docs.parent.mkdir(parents=True, exist_ok=True)
     docs.write_text(text)
     return results

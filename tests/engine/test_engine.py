@@ -69,3 +69,44 @@ def test_replay_then_validate_against_vllm(tmp_path):
     assert rc in (0, 3) and (vout / "validation.html").is_file()
     summ = json.loads((vout / "summaries.json").read_text())
     assert summ["real"]["completed"] == summ["simulated"]["completed"] == 40
+
+
+def test_pd_through_shared_storage_then_validate(tmp_path):
+    """1P1D on the real engine: P and D vLLM servers with ExampleConnector (kv_both, one folder),
+    pdsim's P/D proxy in front; D loads every request's KV from P's files ("External Cache
+    Hit!"), the replay records every token, and validate runs the 1P1D scenario on the same
+    requests (shared-storage transport)."""
+    import sys
+
+    from pdsim.cli import main
+    from pdsim.ingest import read_run
+    from pdsim.replay.local_server import ENGINE_ARGS, PREFILL_ARGS, PDProxy, VLLMServer, shared_storage_args
+
+    kv = shared_storage_args(tmp_path / "kv")
+    wl = tmp_path / "wl.yaml"
+    wl.write_text(yaml.safe_dump({"kind": "synthetic", "num_requests": 12, "rate": 2, "arrival": "poisson",
+                                  "input": {"dist": "uniform", "min": 200, "max": 600},
+                                  "output": {"dist": "uniform", "min": 8, "max": 32}}))
+    out = tmp_path / "real"
+    p_port, d_port, x_port = _port(), _port(), _port()
+    with VLLMServer(PYTHON, MODEL, p_port, args=PREFILL_ARGS + kv, env={"VLLM_CPU_OMP_THREADS_BIND": "0"},
+                    log=tmp_path / "p.log") as p, \
+            VLLMServer(PYTHON, MODEL, d_port, args=ENGINE_ARGS + kv, env={"VLLM_CPU_OMP_THREADS_BIND": "1"},
+                       log=tmp_path / "d.log") as d, \
+            PDProxy(sys.executable, p.url, d.url, x_port) as proxy:
+        rc = main(["replay", str(wl), "--endpoint", proxy.url, "--out", str(out), "--no-progress", "--seed", "11",
+                   "--name", "engine-pd"])
+    assert rc == 0
+    saved = [f for f in (tmp_path / "kv").rglob("*") if f.is_file()]
+    assert saved, "P saved no KV files"
+    assert (tmp_path / "d.log").read_text(errors="replace").count("External Cache Hit!") >= 12
+    ing = read_run(out)
+    req = ing.record.requests
+    assert len(ing.record) == 12 and all(x is None for x in req["drop_reason"])
+    assert (req["output_tokens"] == req["output_len"]).all()
+    vout = tmp_path / "val"
+    rc = main(["validate", str(out), "--scenario", str(ROOT / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"),
+               "--out", str(vout), "--tolerance", "output_throughput=0.5"])
+    assert rc in (0, 3) and (vout / "validation.html").is_file()
+    summ = json.loads((vout / "summaries.json").read_text())
+    assert summ["real"]["completed"] == summ["simulated"]["completed"] == 12

@@ -1,0 +1,114 @@
+"""Record the CPU vLLM 1P1D validation case: two vLLM servers handing KV over through files.
+
+P and D are vLLM CPU servers with the engine configuration of the colocated cases
+(pdsim.replay.local_server.ENGINE_ARGS) plus ``--kv-transfer-config`` with vLLM's
+``ExampleConnector`` (``kv_both``, one shared_storage_path); P's worker is bound to core 0 and
+D's to core 1 (``VLLM_CPU_OMP_THREADS_BIND``). ExampleConnector supports no chunked prefill (it saves the
+KV a step computes), so P takes whole prompts, uncached (PREFILL_ARGS: a 32,768-token budget no
+batch of waiting prompts can split, no prefix caching). ``pdsim.replay.pd_proxy`` sends each request to P
+with max_tokens 1, then to D, and relays D's stream. The workload of
+``workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml`` is replayed through the proxy with Poisson
+arrivals at a light load; the case goes to ``validation/cpu-vllm-pd-light/``.
+
+    PYTHONPATH=. python validation/cpu-vllm-pd/run_case.py --python /work/venvs/vllm/bin/python \
+        --model /work/venvs/vllm-models/tiny-llama
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SCENARIO = "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"
+LOADS = {"light": (3.0, 150)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--python", required=True, help="python of the vLLM venv")
+    ap.add_argument("--model", required=True, help="tiny Llama folder (tests/engine/make_tiny_llama.py)")
+    ap.add_argument("--port", type=int, default=8140, help="P's port; D +1, the proxy +2")
+    ap.add_argument("--loads", nargs="*", default=list(LOADS))
+    args = ap.parse_args()
+
+    import numpy as np
+
+    from pdsim import api
+    from pdsim.metrics.results import Results
+    from pdsim.replay import ReplayConfig, replay, write_run_outputs
+    from pdsim.replay.local_server import (ENGINE_ARGS, ENGINE_ENV, PREFILL_ARGS, PDProxy, VLLMServer,
+                                           shared_storage_args)
+    from pdsim.workload import materialize
+    from pdsim.workload.shaping import arrivals, with_arrivals
+    from pdsim.workload.table import RequestTable
+
+    sc = api.load_scenario(ROOT / SCENARIO)
+    store = Path(tempfile.mkdtemp(prefix="pdsim-kv-"))
+    kv = shared_storage_args(store)
+    p_srv = VLLMServer(args.python, args.model, args.port, args=PREFILL_ARGS + kv,
+                       env={"VLLM_CPU_OMP_THREADS_BIND": "0"}, log=f"/tmp/pdsim-vllm-p-{args.port}.log")
+    d_srv = VLLMServer(args.python, args.model, args.port + 1, args=ENGINE_ARGS + kv,
+                       env={"VLLM_CPU_OMP_THREADS_BIND": "1"}, log=f"/tmp/pdsim-vllm-d-{args.port}.log")
+    try:
+        with p_srv, d_srv, PDProxy(sys.executable, p_srv.url, d_srv.url, args.port + 2) as proxy:
+            warm = materialize(sc.scenario.workload, seed=99)
+            replay(RequestTable(np.zeros(16), warm.input_len[:16], np.full(16, 16), max_concurrency=4),
+                   ReplayConfig(proxy.url, seed=99), name="warm-up")
+            for k, load in enumerate(args.loads):
+                rate, n = LOADS[load]
+                base = materialize(sc.scenario.workload, seed=sc.scenario.seed)
+                t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
+                t = with_arrivals(t, arrivals(n, rate, 1.0, np.random.default_rng(sc.scenario.seed), "poisson"))
+                t.meta["request_rate"] = rate
+                rec = replay(t, ReplayConfig(proxy.url, timeout_s=300, seed=2000 + k), name=f"cpu-vllm-pd-{load}",
+                             description=f"vLLM 0.32 CPU 1P1D (shared-storage KV), tiny-llama, Poisson {rate:g} "
+                                         f"req/s ({load})",
+                             hardware="cpu-epyc-2c (this machine, 2 cores)", model_label="tiny-llama",
+                             workload_source=f"{SCENARIO} workload, seed {sc.scenario.seed}, Poisson {rate:g} req/s")
+                rec.meta.update(engine_command=" ".join(p_srv.command), engine_env=ENGINE_ENV,
+                                engine_args=f"P: {' '.join(PREFILL_ARGS + kv)}; D: {' '.join(ENGINE_ARGS + kv)}")
+                case = ROOT / "validation" / f"cpu-vllm-pd-{load}"
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    res = Results(rec)
+                    write_run_outputs(res, case / "real", "csv", report=False, bench_json=True)
+                    s = res.summary()
+                for f in ("requests.csv", "timeline.csv"):
+                    (case / "real" / f).unlink()
+                hits = Path(d_srv.log).read_text(errors="replace").count("External Cache Hit!")
+                doc = {
+                    "name": f"cpu-vllm-pd-{load}",
+                    "description": f"vLLM 0.32 CPU build as 1P1D (P and D servers, one core each, KV handed over "
+                                   f"through files by ExampleConnector, pdsim.replay.pd_proxy in front), tiny Llama, "
+                                   f"Poisson arrivals at {rate:g} req/s ({load}), {n} requests",
+                    "source": {"what": "recorded here by validation/cpu-vllm-pd/run_case.py (pdsim replay through "
+                                       "pdsim.replay.pd_proxy)",
+                               "provenance": f"{rec.meta.get('server_version')} x2 at 127.0.0.1, {rec.meta['date']}, "
+                                             f"engine: {' '.join(ENGINE_ARGS)} (P: --max-num-batched-tokens 32768 --no-enable-prefix-caching) + "
+                                             f"ExampleConnector kv_both, "
+                                             f"VLLM_CPU_KVCACHE_SPACE=1; D logged {hits} external cache hits",
+                               "licence": "generated by this project (Apache-2.0)"},
+                    "real": "real/bench.json",
+                    "scenario": f"../../{SCENARIO}",
+                    "arrivals": "send_times",
+                    "tolerances": {"mean_ttft_ms": 0.2, "p90_ttft_ms": 0.2, "mean_itl_ms": 0.2, "p90_itl_ms": 0.2},
+                }
+                (case / "case.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=110))
+                print(json.dumps({"load": load, "rate": rate, "hits": hits, "mean_ttft_ms": s["mean_ttft_ms"],
+                                  "p90_ttft_ms": s["p90_ttft_ms"], "mean_itl_ms": s["mean_itl_ms"],
+                                  "p90_itl_ms": s["p90_itl_ms"], "output_throughput": s["output_throughput"]}),
+                      flush=True)
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
