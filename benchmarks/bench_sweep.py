@@ -33,7 +33,7 @@ def profile_one() -> None:
 
     plan = plan_sweep(SWEEP)
     cfg = next(c for c in plan.configs if c.status == "pending")
-    simulate_metrics(cfg.data, str(plan.base_dir))  # warm-up (numba, imports)
+    simulate_metrics(cfg.data, str(plan.base_dir))  # warm-up (imports)
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()

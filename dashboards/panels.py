@@ -43,12 +43,13 @@ _SEVERITY_COLOURS = {"high": "#b00020", "medium": "#b26a00", "info": "#1b7a1b"}
 
 
 def _verdicts(v: RunView):
-    """What limits the run (metrics/verdicts.py), without re-simulating the suggestions: the
+    """What limits the run (metrics/detectors.py), without re-simulating the suggestions: the
     page must stay responsive; `pdsim run` checks them."""
-    from pdsim.metrics.verdicts import check_text, diagnose, slo_failure_lines
+    from pdsim.metrics.detectors import diagnose
+    from pdsim.metrics.verdicts import check_text, slo_failure_lines
 
     items = [html.P(line) for line in slo_failure_lines(v.summary)]
-    for vd in diagnose(v.res, check=False):
+    for vd in diagnose(v.res):
         colour = _SEVERITY_COLOURS.get(vd.severity, "#555")
         tries = []
         for s in vd.suggestions:

@@ -37,3 +37,15 @@ def resolve(d: dict):
 
 
 
+
+
+def assert_same_requests(a, b) -> None:
+    """Two RunRecords hold the same per-request columns, bit for bit (NaN equal to NaN)."""
+    import numpy as np
+
+    for col, va in a.requests.items():
+        vb = b.requests[col]
+        if va.dtype == object:
+            assert list(va) == list(vb), col
+        else:
+            assert np.array_equal(va, vb, equal_nan=True), col

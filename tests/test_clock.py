@@ -17,7 +17,7 @@ from pdsim.sim.world import World
 from pdsim.workload import materialize
 
 from strategies import scenarios
-from builders import resolve
+from builders import assert_same_requests, resolve
 
 
 def _run(resolved, inline: bool):
@@ -28,12 +28,7 @@ def _run(resolved, inline: bool):
 
 
 def _same(a, b) -> None:
-    for col, va in a.requests.items():
-        vb = b.requests[col]
-        if va.dtype == object:
-            assert list(va) == list(vb), col
-        else:
-            assert np.array_equal(va, vb, equal_nan=True), col
+    assert_same_requests(a, b)
     for sa, sb in zip(a.steps, b.steps):
         for col in sa:
             assert np.array_equal(sa[col], sb[col]), col

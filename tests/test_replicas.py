@@ -5,14 +5,13 @@ once with its global id, and each replica's rows must be exactly those of a stan
 on that replica's requests with that replica's seed."""
 from __future__ import annotations
 
-import copy
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from golden.cases import _small
-from builders import resolve
+from builders import assert_same_requests, resolve
 from pdsim import api
 from pdsim.sim import replicas
 from pdsim.sim.world import World
@@ -28,20 +27,11 @@ def _scenario(count: int, split: str = "round_robin", n: int = 120, **over) -> d
     return d
 
 
-def _same_requests(a, b) -> None:
-    for col, va in a.requests.items():
-        vb = b.requests[col]
-        if va.dtype == object:
-            assert list(va) == list(vb), col
-        else:
-            assert np.array_equal(va, vb, equal_nan=True), col
-
-
 def test_workers_do_not_change_the_result():
     rs = resolve(_scenario(3))
     one = api.simulate(rs, workers=1)
     two = api.simulate(rs, workers=2)
-    _same_requests(one.record, two.record)
+    assert_same_requests(one.record, two.record)
     s1, s2 = one.summary(), two.summary()
     for k in s1:
         if k not in ("wall_s",):
@@ -80,7 +70,7 @@ def test_one_replica_is_the_plain_run():
     d = _small("disagg")
     d["replicas"] = {"count": 1}
     one = api.simulate(resolve(d))
-    _same_requests(plain.record, one.record)
+    assert_same_requests(plain.record, one.record)
 
 
 @settings(max_examples=6, deadline=None)

@@ -8,8 +8,8 @@ import pytest
 
 import pdsim
 from pdsim.metrics.results import Results
-from pdsim.metrics.verdicts import Suggestion, Verdict, diagnose, verdict_lines, verdicts_json
-from pdsim.metrics.what_if import check_suggestions
+from pdsim.explore.what_if import check_suggestions, diagnose
+from pdsim.metrics.verdicts import Suggestion, Verdict, verdict_lines, verdicts_json
 from pdsim.report.verdict_html import verdicts_html
 
 from builders import resolve, scenario_dict

@@ -3,7 +3,7 @@ push it out of its SLO), and the overloaded case shown next to it gets its overl
 from __future__ import annotations
 
 import pdsim
-from pdsim.metrics.verdicts import diagnose
+from pdsim.explore.what_if import diagnose
 
 from builders import REPO
 

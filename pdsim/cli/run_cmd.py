@@ -90,11 +90,12 @@ def run(args: argparse.Namespace) -> int:
         print("  drop reasons: " + ", ".join(f"{k}={v}" for k, v in s["drop_reasons"].items()))
     print(f"  simulated {s['sim_time_s']:,.1f} s in {s['wall_s']:.2f} s wall "
           f"({len(res.requests) / max(s['wall_s'], 1e-9):,.0f} requests/s, {s['sim_events']:,} engine steps)")
-    from ..metrics.verdicts import diagnose, slo_failure_lines, verdict_lines
+    from ..explore.what_if import diagnose
+    from ..metrics.verdicts import slo_failure_lines, verdict_lines
 
     for line in slo_failure_lines(s):
         print("  " + line)
-    # suggestions re-simulated when the run was cheap (metrics/what_if.py)
+    # suggestions re-simulated when the run was cheap (explore/what_if.py)
     verdicts = diagnose(res, check=not args.no_verdict_check)
     for line in verdict_lines(verdicts):
         print("  " + line)

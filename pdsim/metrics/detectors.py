@@ -16,8 +16,8 @@ from .detect_util import (HIGH_SHARE, IMBALANCE_UTIL_SPREAD, IMBALANCE_WAIT_RATI
                           QUEUE_SHARE, SATURATED_UTIL, STEP_EFFICIENCY, TARGET_UTIL, busiest_group, group, misses, pct,
                           set_override, ttft_matters)
 from .run_facts import TTFT_PARTS
-from .run_facts import RunFacts, queue_trend
-from .verdicts import HEALTHY_GOODPUT, Suggestion, Verdict
+from .run_facts import RunFacts, queue_trend, run_facts
+from .verdicts import HEALTHY_GOODPUT, SEVERITY_ORDER, Suggestion, Verdict
 
 
 def _load_suggestion(res, f: RunFacts, ratio: float) -> Suggestion | None:
@@ -283,3 +283,14 @@ def all_detectors() -> tuple:
 
     return (failures, overload, prefill_bound, decode_bound, kv_capacity_bound, transfer_bound, router_imbalance,
             offload_bound)
+
+
+def diagnose(res) -> list[Verdict]:
+    """The verdicts of a run, most severe first, from the run alone (pdsim.explore.what_if.diagnose
+    also re-simulates their suggestions)."""
+    facts = run_facts(res)
+    found = [v for det in all_detectors() if (v := det(res, facts)) is not None]
+    found.sort(key=lambda v: (SEVERITY_ORDER[v.severity], -v.metrics.get("explains", 0.0)))
+    if not found:
+        found = [healthy_or_misses(res, facts)]
+    return found

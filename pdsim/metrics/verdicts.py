@@ -1,6 +1,6 @@
 """Verdicts: what limits a run, with the evidence, and the knobs most likely to help.
 
-``diagnose(res)`` reads a run's Results (request table, step logs, link usage; the step prices
+``detectors.diagnose(res)`` reads a run's Results (request table, step logs, link usage; the step prices
 of its scenario where a verdict needs them) and returns a list of Verdicts, most severe first:
 
 - ``overload``: queueing from an arrival rate above the front role's capacity (the capacity is
@@ -16,9 +16,9 @@ of its scenario where a verdict needs them) and returns a list of Verdicts, most
 - ``healthy``: none of the above and the SLO met (goodput >= 90 %), with the headroom;
 - ``slo_misses``: the SLO is missed and no bottleneck above explains it (the terms that fail).
 
-Each verdict carries suggestions as ``--set`` overrides; ``diagnose(check=True)`` re-simulates
-them within a budget (what_if.py) and records the before/after of the metric the verdict is
-about and of goodput. Verdicts serialise to JSON (``to_dict``) for summary.json.
+Each verdict carries suggestions as ``--set`` overrides; ``pdsim.explore.what_if.diagnose``
+re-simulates them within a budget (it runs simulations, so it lives above the API) and records
+the before/after of the metric the verdict is about and of goodput. Verdicts serialise to JSON (``to_dict``) for summary.json.
 """
 from __future__ import annotations
 
@@ -88,26 +88,6 @@ class Verdict:
         for s in d["suggestions"]:
             s["overrides"] = list(s["overrides"])
         return d
-
-
-def diagnose(res, check: bool = True, budget_s: float = 60.0, max_checks: int = 4,
-             max_run_wall_s: float = 20.0) -> list[Verdict]:
-    """The verdicts of a run, most severe first. ``check``: re-simulate suggestions when the run
-    took at most ``max_run_wall_s`` of wall time, at most ``max_checks`` runs and ``budget_s``
-    seconds in all (what_if.check_suggestions)."""
-    from .detectors import all_detectors, healthy_or_misses
-    from .run_facts import run_facts
-
-    facts = run_facts(res)
-    found = [v for det in all_detectors() if (v := det(res, facts)) is not None]
-    found.sort(key=lambda v: (SEVERITY_ORDER[v.severity], -v.metrics.get("explains", 0.0)))
-    if not found:
-        found = [healthy_or_misses(res, facts)]
-    if check:
-        from .what_if import check_suggestions
-
-        found = check_suggestions(res, found, budget_s=budget_s, max_checks=max_checks, max_run_wall_s=max_run_wall_s)
-    return found
 
 
 def verdicts_json(verdicts: list[Verdict]) -> list[dict]:

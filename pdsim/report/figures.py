@@ -351,7 +351,7 @@ def report_html(res: Results, path: str | Path, standalone: bool = False, verdic
     """Write the HTML report of one run. By default the page loads ``plotly.min.js`` from its
     own folder (written there once, shared by every report in the folder: ~5 MB once instead of
     per report); ``standalone`` inlines plotly.js so the single file works anywhere offline.
-    ``verdicts`` (metrics.verdicts.diagnose): what limits the run, shown after the summary."""
+    ``verdicts`` (metrics.detectors.diagnose): what limits the run, shown after the summary."""
     import html
 
     path = Path(path)

@@ -50,7 +50,7 @@ def _write_parts(parts, path: Path, fmt: str, empty=None) -> None:
 def write_run_outputs(res: Results, out: str | Path, fmt: str = "parquet", report: bool = True,
                       bench_json: bool = False, standalone: bool = False, verdicts=None) -> list[str]:
     """Write the run's files into ``out`` (created); returns the names written. ``verdicts``
-    (metrics.verdicts.diagnose) go into summary.json and the report."""
+    (metrics.detectors.diagnose) go into summary.json and the report."""
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"format must be parquet or csv, got {fmt!r}")
     out = Path(out)

@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..parallel import run_jobs
 from ..specs.errors import SpecError
 from ..specs.scenario import ReplicaSpec, ResolvedScenario
 from ..workload.table import RequestTable
@@ -75,8 +76,6 @@ def simulate(resolved: ResolvedScenario, table: RequestTable, workers: int | Non
              progress: Callable[[float, float, int, int], None] | None = None,
              show_bar: bool = False) -> RunRecord:
     """Every replica's world on ``workers`` processes (1: this process), merged (module doc)."""
-    from ..explore.runner import run_jobs
-
     sc = resolved.scenario
     spec = sc.replicas or ReplicaSpec()
     if table.max_concurrency is not None:
@@ -93,8 +92,7 @@ def simulate(resolved: ResolvedScenario, table: RequestTable, workers: int | Non
             progress(max(r.end_s for r in records if r is not None), time.perf_counter() - t0, done[0], len(table))
 
     jobs = [(k, resolved, sub_table(table, parts[k]), k) for k in range(spec.count)]
-    run_jobs(jobs, on_done, workers=workers or 1, progress=show_bar, fn=run_replica, desc="replicas",
-             unit="replica")
+    run_jobs(jobs, on_done, run_replica, workers=workers or 1, progress=show_bar, desc="replicas", unit="replica")
     return merge([r for r in records if r is not None], parts, len(table), time.perf_counter() - t0,
                  {"replicas": spec.count, "split": spec.split, "workers": workers or 1, "seed": sc.seed})
 

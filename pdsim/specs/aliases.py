@@ -16,6 +16,8 @@ options; vLLM's ``--goodput`` keys; Hugging Face ``transformers`` config attribu
 """
 from __future__ import annotations
 
+import sys
+
 # spec class name -> {foreign name: (whose name, pdsim field, note or "")}
 ALIASES: dict[str, dict[str, tuple[str, str, str]]] = {
     "EngineSpec": {
@@ -126,16 +128,17 @@ def hint(cls: type, key: str, fields) -> str | None:
         whose, ours, note = entry
         text = f"{whose}'s `{name}` is `{ours}`" if whose else f"`{name}` is `{ours}`"
         return f"{text}: {note}" if note else text
-    # one level off: engine knobs under a group, group fields under an engine
-    from .scenario import EngineSpec, GroupSpec  # local: aliases is imported by the converter
-
-    if cls is GroupSpec:
-        engine_fields = EngineSpec.__dataclass_fields__
+    # one level off: engine knobs under a group, group fields under an engine. The two classes
+    # are taken from the module that defines ``cls`` (specs/scenario.py): the converter imports
+    # this module, so importing the scenario specs here would make a loop
+    home = sys.modules[cls.__module__]
+    if cls.__name__ == "GroupSpec":
+        engine_fields = home.EngineSpec.__dataclass_fields__
         if name in engine_fields or name in ALIASES["EngineSpec"]:
             ours = name if name in engine_fields else ALIASES["EngineSpec"][name][1]
             return f"`{ours}` is {_ENGINE_OF_GROUP[1]}"
-    if cls is EngineSpec:
-        group_fields = GroupSpec.__dataclass_fields__
+    if cls.__name__ == "EngineSpec":
+        group_fields = home.GroupSpec.__dataclass_fields__
         if name in group_fields or name in ALIASES["GroupSpec"]:
             ours = name if name in group_fields else ALIASES["GroupSpec"][name][1]
             return f"`{ours}` is {_GROUP_OF_ENGINE[1]}"

@@ -12,7 +12,8 @@ import dataclasses
 import time
 from typing import Any
 
-from .verdicts import Check, Suggestion, Verdict
+from ..metrics.verdicts import Check, Suggestion, Verdict
+from ..metrics.detectors import diagnose as _diagnose
 
 
 def plain(obj: Any) -> Any:
@@ -98,3 +99,14 @@ def _order(suggestions: list[Suggestion]) -> list[Suggestion]:
 def _annotate(verdicts: list[Verdict], note: str) -> list[Verdict]:
     return [dataclasses.replace(v, suggestions=tuple(dataclasses.replace(s, note=note) for s in v.suggestions))
             for v in verdicts]
+
+
+def diagnose(res, check: bool = True, budget_s: float = 60.0, max_checks: int = 4,
+             max_run_wall_s: float = 20.0) -> list[Verdict]:
+    """The verdicts of a run (pdsim.metrics.detectors.diagnose), most severe first, with their
+    suggestions re-simulated (``check``) when the run took at most ``max_run_wall_s`` of wall
+    time: at most ``max_checks`` runs and ``budget_s`` seconds in all (check_suggestions)."""
+    found = _diagnose(res)
+    if check:
+        found = check_suggestions(res, found, budget_s=budget_s, max_checks=max_checks, max_run_wall_s=max_run_wall_s)
+    return found
