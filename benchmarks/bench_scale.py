@@ -110,7 +110,9 @@ def child(n: int, fleet: int, report: bool, replicas: bool = False, workers: int
     else:
         rec = World(sc, table).run()
     del table, base
-    gc.collect()  # as pdsim.simulate does after a large run
+    from pdsim.sim import memory
+
+    memory.release()  # as pdsim.simulate does after a large run
     row["simulate_s"] = time.perf_counter() - t0
     row["sim_time_s"] = rec.end_s
     row["gpus"] = rec.gpus

@@ -1,15 +1,13 @@
 """The one public surface: ``load_scenario`` and ``simulate``. CLI, dashboard and sweeps call these."""
 from __future__ import annotations
 
-import gc
-
 from pathlib import Path
 from typing import Any, Callable
 
 from .metrics.results import Results
 from . import ingest  # noqa: F401 - registers the real-run file formats with the trace readers
 from .sim.resolve import resolve_plugins
-from .sim import replicas
+from .sim import memory, replicas
 from .sim.world import World
 from .sim.experts import expert_service_check
 from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
@@ -124,5 +122,5 @@ def simulate(scenario: ResolvedScenario | str | Path,
     if len(table) >= 100_000:
         # the finished world (its processes and their events form reference cycles) holds
         # memory the metrics would otherwise allocate on top of; small runs skip the pause
-        gc.collect()
+        memory.release()
     return Results(record, scenario)

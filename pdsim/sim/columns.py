@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 #: rows staged in lists before they move into a numpy chunk
-CHUNK = 4096
+CHUNK = 1 << 14  # 128 KiB a float64 column: a mapping of its own (memory.py)
 
 
 class ColumnLog:

@@ -30,6 +30,7 @@ from .control.membership import Membership
 from .control.router import Hold, Reject, Route
 from .engine.instance import Instance
 from .net.fabric import Fabric
+from . import memory
 from .ledger import RequestLedger
 from .record import InstanceInfo, RunRecord, StepTokens
 from .request import Request
@@ -407,6 +408,7 @@ class World:
         # generation less often (~15 % of the wall time at the default threshold of 700)
         thresholds = gc.get_threshold()
         gc.set_threshold(GC_GEN0, *thresholds[1:])
+        memory.large_blocks_mapped()  # log chunks freed after the join go back to the system
         try:
             return self._run(chunk_s)
         finally:
