@@ -11,10 +11,19 @@ def register(sub) -> None:
     st.add_argument("target", help="a trace file, a workload or scenario YAML, or a bundled trace/spec name")
     st.add_argument("--html", metavar="FILE", help="write the statistics figure here")
     st.add_argument("--skip-bad-rows", action="store_true", help="skip and count malformed trace rows instead of failing")
-    st.add_argument("--format", default="auto", choices=["auto", "mooncake", "azure", "burstgpt", "jsonl", "bench"],
+    st.add_argument("--format", default="auto", choices=trace_formats(),
                     help="trace format (default: detected from the content)")
     st.add_argument("--seed", type=seed_arg, metavar="N", help="seed for a generated workload spec (an integer >= 0)")
     st.set_defaults(fn=run)
+
+
+def trace_formats() -> list[str]:
+    """The formats a scenario's ``workload.trace.format`` accepts (specs/workload.py TraceSpec)."""
+    from typing import get_args, get_type_hints
+
+    from ..specs.workload import TraceSpec
+
+    return list(get_args(get_type_hints(TraceSpec)["format"]))
 
 
 def seed_arg(text: str) -> int:

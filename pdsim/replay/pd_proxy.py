@@ -35,14 +35,16 @@ def prefill_body(body: dict) -> dict:
 def make_app(prefill: str, decode: str, timeout_s: float = 600.0):
     from aiohttp import ClientSession, ClientTimeout, web
 
+    session_key = web.AppKey("session", ClientSession)
+
     async def start(app):
-        app["session"] = ClientSession(timeout=ClientTimeout(total=timeout_s))
+        app[session_key] = ClientSession(timeout=ClientTimeout(total=timeout_s))
 
     async def stop(app):
-        await app["session"].close()
+        await app[session_key].close()
 
     async def relay(request, base: str, body: bytes | None):
-        session = request.app["session"]
+        session = request.app[session_key]
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP and k.lower() != "host"}
         async with session.request(request.method, base + request.path_qs, data=body, headers=headers) as r:
             out = web.StreamResponse(status=r.status, headers={k: v for k, v in r.headers.items()
@@ -61,7 +63,7 @@ def make_app(prefill: str, decode: str, timeout_s: float = 600.0):
             return web.json_response({"error": "request body is not JSON"}, status=400)
         if not isinstance(body, dict):
             return web.json_response({"error": "request body must be a JSON object"}, status=400)
-        async with request.app["session"].post(prefill + request.path, json=prefill_body(body)) as r:
+        async with request.app[session_key].post(prefill + request.path, json=prefill_body(body)) as r:
             answer = await r.read()
             if r.status != 200:
                 return web.Response(status=r.status, body=answer, content_type=r.content_type)

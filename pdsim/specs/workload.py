@@ -213,7 +213,10 @@ class TraceSpec:
 
     ``format``: ``mooncake`` (JSONL, ms timestamps, hash_ids), ``azure`` (CSV), ``burstgpt``
     (CSV), ``bench`` (SGLang/vLLM benchmark result JSON/JSONL with per-request lengths),
-    ``jsonl`` (= mooncake) or ``auto`` (from the name and first line).
+    ``jsonl`` (= mooncake), a real run's file read by pdsim.ingest (``pdsim-replay``,
+    ``sglang-bench-serving``, ``vllm-bench-serve``, ``aiperf-profile-export``, ``genai-bench``,
+    ``sglang-log-requests``, ``vllm-request-log``, ``mooncake-sessions``: its requests in send order)
+    or ``auto`` (from the content; the name and first line for the trace formats).
     ``start_s`` / ``duration_s``: replay only this window of trace time (seconds from the
     first request); ``limit``: at most this many requests. ``block_size``: tokens per
     ``hash_ids`` entry (Mooncake: 512). ``sort``: sort rows by timestamp instead of rejecting
@@ -222,7 +225,9 @@ class TraceSpec:
     """
 
     path: str
-    format: Literal["auto", "mooncake", "azure", "burstgpt", "bench", "jsonl"] = "auto"
+    format: Literal["auto", "mooncake", "azure", "burstgpt", "bench", "jsonl", "pdsim-replay", "sglang-bench-serving",
+                    "vllm-bench-serve", "aiperf-profile-export", "genai-bench", "sglang-log-requests",
+                    "vllm-request-log", "mooncake-sessions"] = "auto"
     time_scale: float = 1.0  # inter-arrival times are multiplied by this
     limit: int | None = None  # first N requests
     start_s: float = 0.0  # skip requests before this trace time
