@@ -14,13 +14,12 @@ token times are known (no ITL samples for that request).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..specs.errors import SpecError
-from .common import Ingested, real_record, table_of
+from .common import Ingested, json_objects, real_record, table_of
 
 UNIT_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "seconds": 1.0, "milliseconds": 1e-3}
 
@@ -45,21 +44,14 @@ def _count(metric):
 def read_aiperf(path: str | Path) -> Ingested:
     p = Path(path)
     recs = []
-    with open(p, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise SpecError(f"line {lineno}: invalid JSON ({err.msg})", source=str(p)) from None
-            md = d.get("metadata") if isinstance(d, dict) else None
-            if not isinstance(md, dict) or "request_start_ns" not in md:
-                raise SpecError(f"line {lineno}: metadata.request_start_ns: missing (not an AIPerf record)",
-                                source=str(p))
-            if str(md.get("benchmark_phase", "profiling")).lower() == "warmup":
-                continue
-            recs.append((lineno, d))
+    for lineno, d in json_objects(p):
+        md = d.get("metadata")
+        if not isinstance(md, dict) or "request_start_ns" not in md:
+            raise SpecError(f"line {lineno}: metadata.request_start_ns: missing (not an AIPerf record)",
+                            source=str(p))
+        if str(md.get("benchmark_phase", "profiling")).lower() == "warmup":
+            continue
+        recs.append((lineno, d))
     if not recs:
         raise SpecError("no profiling records", source=str(p))
     t0 = min(d["metadata"]["request_start_ns"] for _, d in recs)

@@ -7,13 +7,16 @@ notes saying what had to be reconstructed.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..sim.record import ExplicitTokens, InstanceInfo, RunRecord, empty_requests
+from ..specs.errors import SpecError
 from ..workload.table import RequestTable
+from ..workload.textio import open_text
 
 NO_SLO = {"ttft_ms": None, "itl_ms": None, "tpot_ms": None, "e2e_ms": None}
 
@@ -102,3 +105,19 @@ def table_of(record: RunRecord, *, max_concurrency: int | None = None, source: s
     return RequestTable(np.nan_to_num(a, nan=float(np.nanmax(a)) if np.isfinite(a).any() else 0.0),
                         np.asarray(req["input_len"])[order], np.maximum(np.asarray(req["output_len"])[order], 1),
                         max_concurrency=max_concurrency, source=source, meta=dict(meta or {}))
+
+
+def json_objects(path):
+    """``(line number, object)`` for every non-blank line of a JSON-lines file (compressed files
+    read by their magic bytes); a line that is not JSON or not an object fails naming its line."""
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise SpecError(f"line {lineno}: invalid JSON ({err.msg})", source=str(path)) from None
+            if not isinstance(d, dict):
+                raise SpecError(f"line {lineno}: expected a JSON object", source=str(path))
+            yield lineno, d

@@ -13,50 +13,41 @@ wait for a simulated answer), which the table's source line states. Rows without
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..specs.errors import SpecError
 from ..workload.table import RequestTable
+from .common import json_objects
 
 
 def read_sessions(path: str | Path, block_size: int = 512) -> RequestTable:
     p = Path(path)
     last_t: dict[str, float] = {}
     rows = []
-    with open(p, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise SpecError(f"line {lineno}: invalid JSON ({err.msg})", source=str(p)) from None
-            if not isinstance(d, dict):
-                raise SpecError(f"line {lineno}: expected a JSON object", source=str(p))
-            sid = str(d.get("session_id", f"__row{lineno}"))
-            for key in ("input_length", "output_length"):
-                v = d.get(key)
-                if not isinstance(v, int) or v < 1:
-                    raise SpecError(f"line {lineno}: {key}: expected a positive integer, got {v!r}", source=str(p))
-            if d.get("timestamp") is not None:
-                t = float(d["timestamp"]) / 1000.0
-            elif d.get("delay") is not None:
-                if sid not in last_t:
-                    raise SpecError(f"line {lineno}: delay: the first turn of session {sid!r} needs a timestamp or no "
-                                    "delay", source=str(p))
-                t = last_t[sid] + float(d["delay"]) / 1000.0
-            else:
-                t = last_t.get(sid, 0.0)
-            if t < 0:
-                raise SpecError(f"line {lineno}: timestamp/delay: expected >= 0", source=str(p))
-            h = d.get("hash_ids")
-            if h is not None and (not isinstance(h, list) or not all(isinstance(x, int) for x in h)):
-                raise SpecError(f"line {lineno}: hash_ids: expected a list of integers", source=str(p))
-            last_t[sid] = t
-            rows.append((t, d["input_length"], d["output_length"], h))
+    for lineno, d in json_objects(p):
+        sid = str(d.get("session_id", f"__row{lineno}"))
+        for key in ("input_length", "output_length"):
+            v = d.get(key)
+            if not isinstance(v, int) or v < 1:
+                raise SpecError(f"line {lineno}: {key}: expected a positive integer, got {v!r}", source=str(p))
+        if d.get("timestamp") is not None:
+            t = float(d["timestamp"]) / 1000.0
+        elif d.get("delay") is not None:
+            if sid not in last_t:
+                raise SpecError(f"line {lineno}: delay: the first turn of session {sid!r} needs a timestamp or no "
+                                "delay", source=str(p))
+            t = last_t[sid] + float(d["delay"]) / 1000.0
+        else:
+            t = last_t.get(sid, 0.0)
+        if t < 0:
+            raise SpecError(f"line {lineno}: timestamp/delay: expected >= 0", source=str(p))
+        h = d.get("hash_ids")
+        if h is not None and (not isinstance(h, list) or not all(isinstance(x, int) for x in h)):
+            raise SpecError(f"line {lineno}: hash_ids: expected a list of integers", source=str(p))
+        last_t[sid] = t
+        rows.append((t, d["input_length"], d["output_length"], h))
     if not rows:
         raise SpecError("no rows", source=str(p))
     order = np.argsort([r[0] for r in rows], kind="stable")

@@ -201,3 +201,7 @@ def check_args(table: dict[str, tuple[str, tuple | None]], args: list[str]) -> l
                 problems.append(f"{flag}: {v!r} not in {choices}")
         i += 1 + n
     return problems
+
+#: scenario parts no engine's launch flags express (every engine's knob table lists them as None)
+NO_LAUNCH_FORM: dict[str, None] = dict.fromkeys(
+    ("transfer.params", "transfer.link", "kv_offload", "overheads", "faults", "autoscaler", "experts", "network"))

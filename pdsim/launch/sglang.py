@@ -12,7 +12,7 @@ restored under DP attention, where SGLang multiplies ``--schedule-conservativene
 from __future__ import annotations
 
 from ..specs.errors import SpecError
-from .flags import SGLANG_ROUTER_POLICIES, SGLANG_ROUTER_VERSION, SGLANG_VERSION
+from .flags import NO_LAUNCH_FORM, SGLANG_ROUTER_POLICIES, SGLANG_ROUTER_VERSION, SGLANG_VERSION
 from .placement import DIST_PORT, Placement, gpus_per_node_of, node_var, place
 from .plan import MODEL_IDS, Command, LaunchPlan, changed, model_path
 
@@ -72,14 +72,7 @@ KNOBS: dict[str, str | None] = {
     "transfer.nic_gbit": None,
     "transfer.kv_buffer_fraction": None,
     "transfer.host_pool_gib": None,
-    "transfer.params": None,
-    "transfer.link": None,
-    "kv_offload": None,
-    "overheads": None,
-    "faults": None,
-    "autoscaler": None,
-    "experts": None,
-    "network": None,
+    **NO_LAUNCH_FORM,
 }
 WHY_NOT = {
     "engine.min_kv_reserve_tokens": "pdsim's memory check only",

@@ -17,7 +17,7 @@ import json
 
 from ..specs.errors import SpecError
 from ..specs.memory import instance_memory
-from .flags import VLLM_PROXY_DISCOVERY_PORT, VLLM_VERSION
+from .flags import NO_LAUNCH_FORM, VLLM_PROXY_DISCOVERY_PORT, VLLM_VERSION
 from .placement import Placement, gpus_per_node_of, node_var, place
 from .plan import MODEL_IDS, Command, LaunchPlan, changed, model_path
 
@@ -74,14 +74,7 @@ KNOBS: dict[str, str | None] = {
     "transfer.nic_gbit": None,
     "transfer.kv_buffer_fraction": "--kv-transfer-config kv_buffer_size (bytes) of the consumer (and producer for GET)",
     "transfer.host_pool_gib": "--kv-transfer-config mem_pool_size_gb",
-    "transfer.params": None,
-    "transfer.link": None,
-    "kv_offload": None,
-    "overheads": None,
-    "faults": None,
-    "autoscaler": None,
-    "experts": None,
-    "network": None,
+    **NO_LAUNCH_FORM,
 }
 WHY_NOT = {
     "engine.init_new_token_ratio": "vLLM V1 admits without a reserve for future tokens and preempts when KV runs out",
