@@ -146,6 +146,28 @@ def test_completions_records_every_token(server):
     assert s["completed"] == 6 and s["mean_itl_ms"] >= ITL * 1e3 * 0.8
 
 
+def test_no_garbage_collection_while_timing_and_restored_after(server, monkeypatch):
+    """A collection in the client stalls every stream's reads at once (0.2-1.2 s measured
+    against vLLM): the replay runs with the collector off and the live objects frozen, and
+    leaves the collector as it found it."""
+    import gc
+
+    from pdsim.replay import client
+
+    seen = []
+
+    def probe(api, payload, state):
+        seen.append((gc.isenabled(), gc.get_freeze_count() > 0))
+        return real_parse(api, payload, state)
+
+    real_parse = client.parse_chunk
+    monkeypatch.setattr(client, "parse_chunk", probe)
+    assert gc.isenabled()
+    replay(_table(n=3), ReplayConfig(server.url))
+    assert seen and all(not on and frozen for on, frozen in seen)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
 def test_send_times_follow_the_trace_and_concurrency_bound(server):
     rec = replay(_table(n=4, rate_gap=0.1), ReplayConfig(server.url))
     a = rec.requests["arrival_s"]

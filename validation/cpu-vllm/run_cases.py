@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8123)
     ap.add_argument("--loads", nargs="*", default=list(LOADS))
     ap.add_argument("--endpoint", help="an already running server started with ENGINE_ARGS (default: start one)")
+    ap.add_argument("--suffix", default="", help="case folder suffix (a second recording: --suffix=-repeat)")
     args = ap.parse_args()
 
     import numpy as np
@@ -67,7 +68,7 @@ def main() -> None:
                          workload_source=f"{SCENARIO} workload, seed {sc.scenario.seed}, Poisson {rate:g} req/s")
             rec.meta.update(engine_command=" ".join(srv.command), engine_env=ENGINE_ENV,
                             engine_args=" ".join(ENGINE_ARGS))
-            s = write_case(rec, ROOT / "validation" / f"cpu-vllm-{load}", name=f"cpu-vllm-{load}",
+            s = write_case(rec, ROOT / "validation" / f"cpu-vllm-{load}{args.suffix}", name=f"cpu-vllm-{load}{args.suffix}",
                            description=f"vLLM 0.32 CPU build (V1 engine) serving the tiny Llama on this 2-core "
                                        f"machine, Poisson arrivals at {rate:g} req/s ({load}), {n} requests",
                            what="recorded here by validation/cpu-vllm/run_cases.py (pdsim replay)",
