@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from .specs.errors import SpecError
 
-Job = tuple  # (key, *arguments of fn)
+Job = tuple  # (key, *arguments of fn); sweeps: (key, data, base dir, evaluation, Trust); experiments: (key, data, base dir, Trust)
 OnDone = Callable[[Any, dict], None]
 
 

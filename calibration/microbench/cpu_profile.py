@@ -224,7 +224,7 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def _hw(facts: dict, name: str, step_overhead_us: float = 0.0):
+def _hw(facts: dict, name: str):
     from pdsim.specs.hardware import Efficiency, GPUSpec, HardwareProfile, NodeSpec
 
     gpu = GPUSpec(name=facts["cpu"], bf16_tflops=facts["peak_bf16_flops"] / 1e12, fp8_tflops=0.0,
@@ -232,7 +232,7 @@ def _hw(facts: dict, name: str, step_overhead_us: float = 0.0):
                   nvlink_gbps=facts["copy_bytes_per_s"] / 1e9, pcie_gen=4, pcie_gbps=facts["copy_bytes_per_s"] / 1e9)
     node = NodeSpec(gpus_per_node=1, nics_per_node=1, nic_gbit=facts["loopback_gbit"],
                     host_dram_gib=round(facts["mem_gib"], 2))
-    eff = Efficiency(layer_launch_us=0.0, graph_launch_us=0.0, step_overhead_us=step_overhead_us, nic=1.0)
+    eff = Efficiency(layer_launch_us=0.0, graph_launch_us=0.0, nic=1.0)
     src = {k: "measured" for k in ("gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit")}
     return HardwareProfile(name, f"{facts['cpu']} ({facts['threads']} torch thread)", gpu, node, eff, src)
 

@@ -5,13 +5,8 @@ results do not depend on the worker count or on where a run executed.
 """
 from __future__ import annotations
 
-from typing import Callable
-
-from ..parallel import run_jobs as _run_jobs
+from ..parallel import Job, OnDone, run_jobs as _run_jobs
 from .evaluate import evaluate_run
-
-Job = tuple  # (cache key, scenario data, base dir, Trust)
-OnDone = Callable[[str, dict], None]
 
 
 def run_jobs(jobs: list[Job], on_done: OnDone, workers: int | None = None, ray: bool = False,

@@ -25,14 +25,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from ..parallel import default_workers, run_jobs as _run_jobs
+from ..parallel import Job, OnDone, default_workers, run_jobs as _run_jobs
 from ..specs.errors import SpecError
 from .search import evaluate
 
 CACHE_FORMAT = 1
 
-Job = tuple  # (cache key, *arguments of the evaluation function); sweeps: (key, data, base dir, evaluation, Trust)
-OnDone = Callable[[str, dict], None]
 
 
 class Cache:

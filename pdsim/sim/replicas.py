@@ -53,9 +53,9 @@ def sub_table(table: RequestTable, idx: np.ndarray) -> RequestTable:
     """The requests ``idx`` of ``table`` (arrival order kept)."""
     return RequestTable(
         table.arrival_s[idx], table.input_len[idx], table.output_len[idx],
-        [table.hash_ids[i] for i in idx.tolist()] if table.hash_ids is not None else None,
-        table.block_size, None, table.source, 0, dict(table.meta),
-        table.priority[idx] if table.priority is not None else None)
+        hash_ids=[table.hash_ids[i] for i in idx.tolist()] if table.hash_ids is not None else None,
+        block_size=table.block_size, source=table.source, meta=dict(table.meta),
+        priority=table.priority[idx] if table.priority is not None else None)
 
 
 def replica_scenario(resolved: ResolvedScenario, k: int) -> ResolvedScenario:
@@ -73,8 +73,7 @@ def run_replica(resolved: ResolvedScenario, table: RequestTable, k: int) -> dict
 
 
 def simulate(resolved: ResolvedScenario, table: RequestTable, workers: int | None = 1,
-             progress: Callable[[float, float, int, int], None] | None = None,
-             show_bar: bool = False) -> RunRecord:
+             progress: Callable[[float, float, int, int], None] | None = None) -> RunRecord:
     """Every replica's world on ``workers`` processes (1: this process), merged (module doc)."""
     sc = resolved.scenario
     spec = sc.replicas or ReplicaSpec()
@@ -92,7 +91,7 @@ def simulate(resolved: ResolvedScenario, table: RequestTable, workers: int | Non
             progress(max(r.end_s for r in records if r is not None), time.perf_counter() - t0, done[0], len(table))
 
     jobs = [(k, resolved, sub_table(table, parts[k]), k) for k in range(spec.count)]
-    run_jobs(jobs, on_done, run_replica, workers=workers or 1, progress=show_bar, desc="replicas", unit="replica")
+    run_jobs(jobs, on_done, run_replica, workers=workers or 1, progress=False, desc="replicas", unit="replica")
     return merge([r for r in records if r is not None], parts, len(table), time.perf_counter() - t0,
                  {"replicas": spec.count, "split": spec.split, "workers": workers or 1, "seed": sc.seed})
 
@@ -120,7 +119,7 @@ def merge(records: list[RunRecord], parts: list[np.ndarray], n: int, wall_s: flo
     link_off = np.cumsum([0] + [len(r.link_names) for r in records])
     cols: dict[str, np.ndarray] = {}
     for c, v in first.requests.items():
-        cols[c] = np.empty(n, dtype=v.dtype) if v.dtype != object else np.empty(n, dtype=object)
+        cols[c] = np.empty(n, dtype=v.dtype)
     seg = {"r": [], "i": [], "a": [], "b": []}
     instances: list[InstanceInfo] = []
     steps, tier_usage, step_end = [], [], []

@@ -407,10 +407,13 @@ def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: Mo
 
     group_hw = group_hw or {}
     groups = resolved_scenario.cluster.groups()
-    n_inst = sum(g.count for _r, _i, g in groups)
-    check_at_most(n_inst, max_instances(), "instances", "PDSIM_MAX_INSTANCES", source=source, field="cluster")
-    n_gpus = sum(g.count * g.gpus_per_instance(group_hw.get((r, i), hw).gpus_per_node) for r, i, g in groups)
-    check_at_most(n_gpus, max_gpus(), "GPUs", "PDSIM_MAX_GPUS", source=source, field="cluster")
+    # the limits hold for the whole deployment: every replica builds the cluster again
+    copies = resolved_scenario.replicas.count if resolved_scenario.replicas is not None else 1
+    field = "replicas.count" if copies > 1 else "cluster"
+    n_inst = copies * sum(g.count for _r, _i, g in groups)
+    check_at_most(n_inst, max_instances(), "instances", "PDSIM_MAX_INSTANCES", source=source, field=field)
+    n_gpus = copies * sum(g.count * g.gpus_per_instance(group_hw.get((r, i), hw).gpus_per_node) for r, i, g in groups)
+    check_at_most(n_gpus, max_gpus(), "GPUs", "PDSIM_MAX_GPUS", source=source, field=field)
     for role, i, g in groups:
         ghw = group_hw.get((role, i), hw)
         _validate_group(resolved_scenario, role, i, g, ghw, model, source, group_memory(ghw, model, g, role))

@@ -45,7 +45,7 @@ def main() -> None:
                                            shared_storage_args)
     from pdsim.validate.case import write_case
     from pdsim.workload import materialize
-    from pdsim.workload.shaping import arrivals, with_arrivals
+    from pdsim.workload.shaping import open_loop
     from pdsim.workload.table import RequestTable
 
     sc = api.load_scenario(ROOT / SCENARIO)
@@ -64,7 +64,7 @@ def main() -> None:
                 rate, n = LOADS[load]
                 base = materialize(sc.scenario.workload, seed=sc.scenario.seed)
                 t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
-                t = with_arrivals(t, arrivals(n, rate, 1.0, np.random.default_rng(sc.scenario.seed), "poisson"))
+                t = open_loop(t, rate, 1.0, sc.scenario.seed, "poisson")
                 t.meta["request_rate"] = rate
                 rec = replay(t, ReplayConfig(proxy.url, timeout_s=300, seed=2000 + k), name=f"cpu-vllm-pd-{load}",
                              description=f"vLLM 0.32 CPU 1P1D (shared-storage KV), tiny-llama, Poisson {rate:g} "

@@ -44,7 +44,7 @@ def main() -> None:
     from pdsim.replay.local_server import ENGINE_ARGS, ENGINE_ENV, VLLMServer
     from pdsim.validate.case import write_case
     from pdsim.workload import materialize
-    from pdsim.workload.shaping import arrivals, with_arrivals
+    from pdsim.workload.shaping import open_loop
 
     sc = api.load_scenario(ROOT / SCENARIO)
     server = VLLMServer(args.python, args.model, args.port, log=f"/tmp/pdsim-vllm-{args.port}.log")
@@ -60,7 +60,7 @@ def main() -> None:
             rate, n = LOADS[load]
             base = materialize(sc.scenario.workload, seed=sc.scenario.seed)
             t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
-            t = with_arrivals(t, arrivals(n, rate, 1.0, np.random.default_rng(sc.scenario.seed), "poisson"))
+            t = open_loop(t, rate, 1.0, sc.scenario.seed, "poisson")
             t.meta["request_rate"] = rate
             rec = replay(t, ReplayConfig(url, timeout_s=300, seed=1000 + k), name=f"cpu-vllm-{load}",
                          description=f"vLLM 0.32 CPU, tiny-llama, Poisson {rate:g} req/s ({load})",

@@ -96,7 +96,7 @@ class Tier:
         self.bytes_written += nbytes
         if self.net is not None and src is not None:
             fabric, endpoint = self.net
-            fabric.send(src, endpoint, nbytes, self.write_bps, _ignore)
+            fabric.send(src, endpoint, nbytes, self.write_bps, background_write_done)
         else:
             self.occupy(now, nbytes, self.write_bps)
 
@@ -124,8 +124,9 @@ class Tier:
                 "bytes_read": self.bytes_read, "bytes_evicted": self.bytes_evicted, "hit_blocks": self.hit_blocks}
 
 
-def _ignore(_flow) -> None:
-    """Completion of a background write: nothing waits for it."""
+def background_write_done(_flow) -> None:
+    """Completion of a background write to a remote tier: nothing waits for it (its bytes were
+    counted when it was stored), so a run may end with one still on the fabric."""
 
 
 class TierStack:
