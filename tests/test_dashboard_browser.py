@@ -17,6 +17,7 @@ import pytest
 
 from test_dashboard import make_services, make_sweep
 
+pytestmark = pytest.mark.browser
 CHROME = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 DRIVER = shutil.which("chromedriver")
 try:

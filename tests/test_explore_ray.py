@@ -11,8 +11,9 @@ from pdsim.explore import run_sweep
 
 from builders import scenario_dict
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                                reason="ray is not installed (optional extra: pip install 'pdsim[ray]')")
+pytestmark = [pytest.mark.ray,
+              pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                 reason="ray is not installed (optional extra: pip install 'pdsim[ray]')")]
 
 AXES = [{"field": "cluster.colocated.engine.chunked_prefill_size", "values": [512, 2048]},
         {"field": "workload.rate", "values": [4.0, 16.0]}]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import importlib.util
 import os
 import time
 from pathlib import Path
@@ -22,6 +23,10 @@ PROFILE_KEYS = {"H100": "h100", "H200": "h200", "H800": "h800", "H20": "h20", "A
 
 
 def parser(desc: str, model: str = "workloads/models/llama-3.1-8b.yaml") -> argparse.ArgumentParser:
+    # every microbenchmark starts here: a missing torch is one line naming the extra, not a traceback
+    if importlib.util.find_spec("torch") is None:
+        raise SystemExit("the microbenchmarks need PyTorch, which is not installed: pip install 'pdsim[calibration]' "
+                         "(on this project's machines: pip install torch==2.13.0)")
     ap = argparse.ArgumentParser(description=desc)
     ap.add_argument("--model", default=model, help="pdsim model YAML")
     ap.add_argument("--out", default="calibration/data", help="folder for the CSV (appended)")
