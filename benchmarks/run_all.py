@@ -2,6 +2,12 @@
 
     python benchmarks/run_all.py            # full (about 10 minutes on 2 cores; the 1.2M run ~2.5)
     python benchmarks/run_all.py --quick    # smaller sizes, for a look (about 3 minutes)
+    python benchmarks/run_all.py --baseline COMMIT   # and the same-run speed/memory ratio against COMMIT
+
+With ``--baseline``, the README table opens with ``compare.py``'s same-run ratios (current tree vs
+COMMIT in a temporary worktree, interleaved and rotated, median and spread, bare SimPy in the same
+rounds, CPU beside wall time, the load average): the only speed claim the table makes. The absolute
+figures below it describe this machine on this day and are not compared with other days.
 
 Runs, each in its own process so each peak memory is its own:
 1. bench_core.py (best of 5) - requests per wall-second on one core, bare SimPy as a normaliser;
@@ -51,13 +57,17 @@ def _commit() -> str:
         return "unknown"
 
 
-def measure(quick: bool) -> dict:
+def measure(quick: bool, baseline: str | None = None, rounds: int = 7) -> dict:
     base = 12031
     sizes = [base, 10 * base] if quick else [base, 10 * base, 100 * base]
     fleets = [1, 4] if quick else [1, 4, 12]
     reps = 4 if quick else 12
     out: dict = {"date": dt.date.today().isoformat(), "commit": _commit(), "python": platform.python_version(),
                  "cores": os.cpu_count(), "machine": platform.processor() or platform.machine(), "quick": quick}
+    if baseline:
+        from compare import compare
+
+        out["versus"] = compare(baseline, rounds, "dsv3-h800-p4d6")
     out["core"] = _json_of("bench_core.py", "--repeat", "3" if quick else "5")
     out["length"] = _json_of("bench_scale.py", "--sizes", ",".join(map(str, sizes)))
     out["fleet"] = [_json_of("bench_scale.py", "--sizes", str(base * f), "--fleet", str(f))[0] for f in fleets]
@@ -69,7 +79,12 @@ def measure(quick: bool) -> dict:
 
 def table(r: dict) -> str:
     c = r["core"]
-    lines = [f"Measured {r['date']} at commit `{r['commit']}` on this {r['cores']}-core machine (Python "
+    versus = []
+    if r.get("versus"):
+        from compare import table as versus_table
+
+        versus = [versus_table(r["versus"]), "", "Absolute figures on this machine, this day:", ""]
+    lines = versus + [f"Measured {r['date']} at commit `{r['commit']}` on this {r['cores']}-core machine (Python "
              f"{r['python']}) by `python benchmarks/run_all.py`; bare SimPy runs "
              f"{c['simpy_events_per_s']:,.0f} events/s here (the machine normaliser).", "",
              "| benchmark | what | result |", "|---|---|---|",
@@ -137,11 +152,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a look, not the README's figures)")
     ap.add_argument("--from-json", help="rewrite the table and plot from a results file, without measuring")
+    ap.add_argument("--baseline", help="also measure the same-run ratio against this commit (benchmarks/compare.py)")
+    ap.add_argument("--rounds", type=int, default=7, help="rounds of the --baseline comparison")
     args = ap.parse_args()
     if args.from_json:
         r = json.loads(Path(args.from_json).read_text())
     else:
-        r = measure(args.quick)
+        r = measure(args.quick, args.baseline, args.rounds)
         (HERE / ("results-quick.json" if args.quick else "results.json")).write_text(json.dumps(r, indent=2) + "\n")
     if r.get("quick"):
         print(table(r))
