@@ -156,3 +156,42 @@ def test_cli_engine_version_and_ib_devices(capsys):
     assert "NCCL_IB_HCA=mlx5_0" in text and "SGLang 0.4.7-0.4.9" in text
     assert main(["launch", "dsv3-h800-p4d9", "--engine-version", "0.3.0"]) == 2
     assert "0.4.7-0.4.9" in capsys.readouterr().err
+
+
+def test_sweep_pick_breaks_ties_by_gpus_then_p90_ttft():
+    import pandas as pd
+
+    from pdsim.explore.select import pick
+
+    df = pd.DataFrame({"request_goodput": [36.2489, 36.2490, 36.25, 30.0], "gpus": [104, 96, 96, 8],
+                       "p90_ttft_ms": [400.0, 600.0, 500.0, 100.0]}, index=[10, 11, 12, 13])
+    idx, tied = pick(df, "request_goodput", "max")
+    assert (idx, tied) == (12, 3)  # 96 GPUs, then the lower p90 TTFT
+    assert pick(df, "p90_ttft_ms", "min") == (13, 1)
+
+
+def test_launch_from_a_sweep_names_the_layout_and_rounds(tmp_path, capsys):
+    import yaml
+
+    from pdsim.explore.sweep import run_sweep
+
+    from builders import REPO
+
+    sweep = {"name": "t", "base": str(REPO / "workloads" / "scenarios" / "llama8b-a800-colocated.yaml"),
+             "set": {"workload.num_requests": 30, "workload.rate": 1},
+             "axes": [{"field": "cluster.colocated.count", "values": [1, 2]}]}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    out = tmp_path / "out"
+    run_sweep(path, out, workers=1, progress=False)
+    summary = json.loads((out / "summary.json").read_text())
+    label, best = next(iter(summary["best"].items()))
+    assert main(["launch", str(out), "--objective", best["metric"]]) == 0
+    text = capsys.readouterr().out
+    header = [ln for ln in text.splitlines() if ln.startswith("# pdsim launch:")][0]
+    assert best["layout"] in header and "llama8b-a800-colocated" not in header.split("(")[0]
+    chosen = text.splitlines()[0]
+    value = chosen.split("(")[-1].split(")")[0]
+    assert len(value.replace(",", "").replace(".", "")) <= 5, chosen  # 4 significant digits
+    if best["tied"] > 1:
+        assert "fewest GPUs" in chosen and best["gpus"] == 1
