@@ -17,6 +17,16 @@ def _reduced(capacity: list, t: np.ndarray) -> np.ndarray:
     return gpus[np.clip(idx, 0, len(gpus) - 1)] < gpus.max()
 
 
+def _renamed_faults(res, name: str, count: int) -> tuple[str, ...]:
+    """Overrides that keep fault events on their instance when a group of one instance gets a
+    second: its instances are then named ``<name>.0``, ``<name>.1``."""
+    faults = res.scenario.scenario.faults
+    if count != 1 or faults is None:
+        return ()
+    return tuple(f"faults.events[{i}].instance={name}.0" for i, e in enumerate(faults.events)
+                 if getattr(e, "instance", None) == name)
+
+
 def failures(res, f: RunFacts) -> Verdict | None:
     """Instances failed and the SLO misses follow the capacity they took (arrivals while
     capacity was reduced, retried or dropped requests)."""
@@ -70,7 +80,7 @@ def failures(res, f: RunFacts) -> Verdict | None:
         g = group(res, role, gi)
         suggestions.append(Suggestion(
             f"a spare {role} instance: count {g.count} -> {g.count + 1} (+{inst.gpus} GPUs)",
-            (set_override(role, gi, "count", g.count + 1),),
+            (set_override(role, gi, "count", g.count + 1), *_renamed_faults(res, inst.name, g.count)),
             "the remaining instances carry the load while a failed one restarts"))
     return Verdict("failures", "high" if explains >= HIGH_SHARE else "medium",
                    f"failures cost the SLO: {pct(explains)} of requests miss it while capacity was reduced or after "
