@@ -83,3 +83,9 @@ def test_prefill_bound_does_not_blame_short_prompts():
     v = _the(diagnose(res), "prefill_bound")
     assert "long prompts" not in v.title and "share prefill steps" in v.title
     assert any("not longer than the others'" in e for e in v.evidence)
+
+
+def test_autoscaler_example_scales_and_says_so():
+    res = pdsim.simulate(pdsim.load_scenario("llama8b-a800-autoscale", ["workload.num_requests=1500"]))
+    v = _the(diagnose(res), "scaling")
+    assert v.metrics["scaled_up"] >= 1 and "GPU-hours" in " ".join(v.evidence)

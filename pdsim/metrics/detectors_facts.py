@@ -9,7 +9,9 @@
   re-simulation (the suggestions);
 - ``offload_tiers``: KV offload: the share of prompt tokens served from each tier (and from
   the HBM prefix cache), KV written against each tier's capacity (evicted or not), the load
-  time in TTFT, and a re-simulated run without the tiers to say whether they mattered.
+  time in TTFT, and a re-simulated run without the tiers to say whether they mattered;
+- ``scaling``: what an autoscaler did (instances added and drained, GPU-hours serving against
+  allocated).
 
 Each takes (Results, RunFacts, the verdicts found so far) and returns a Verdict or None.
 """
@@ -176,4 +178,28 @@ def offload_tiers(res, f: RunFacts, found: list[Verdict]) -> Verdict | None:
                                ("kv_offload=null",), "prefixes that were loaded are recomputed or hit in HBM"),))
 
 
-FACTS = (absorbed_failures, expert_imbalance, offload_tiers)
+def scaling(res, f: RunFacts, found: list[Verdict]) -> Verdict | None:
+    """What the autoscaler did: instances added and removed, how long a new one took to serve,
+    GPU-hours serving against allocated (start-up and drain are paid for, not served)."""
+    if res.scenario is None or res.scenario.scenario.autoscaler is None:
+        return None
+    st = res.record.stats
+    events = st.get("events", ())
+    started = [e for e in events if e.get("kind") == "starting"]
+    up = [e for e in events if e.get("kind") == "up" and e.get("detail") == "added"]
+    drained = [e for e in events if e.get("kind") in ("drained", "removed", "draining")]
+    a = res.scenario.scenario.autoscaler
+    evidence = [f"policy {a.policy!r} every {a.interval_s:g} s: {len(started)} instance(s) started, {len(up)} "
+                f"serving, {len(drained)} drain/remove event(s)"]
+    if started:
+        evidence.append("first scale-up at " + f"{started[0].get('time_s', 0):,.0f} s ({started[0].get('what')}, "
+                        f"{started[0].get('detail', '')})")
+    served, held = st.get("gpu_hours"), st.get("allocated_gpu_hours")
+    if served and held:
+        evidence.append(f"{served:,.3g} GPU-hours serving of {held:,.3g} allocated ({served / held:.0%}; the rest is "
+                        "start-up and drain)")
+    return Verdict("scaling", "info", f"autoscaler ({a.policy}): {len(started)} instance(s) added during the run",
+                   tuple(evidence), {"scaled_up": len(started), "scaled_down": len(drained)})
+
+
+FACTS = (absorbed_failures, expert_imbalance, offload_tiers, scaling)

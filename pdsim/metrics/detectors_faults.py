@@ -59,6 +59,10 @@ def failures(res, f: RunFacts) -> Verdict | None:
     evidence = [f"{len(failed)} failure(s): " + ", ".join(f"{e.get('what')} at {e.get('time_s', 0):,.0f} s "
                                                            f"({e.get('detail', '')})" for e in failed[:4])
                 + (" ..." if len(failed) > 4 else "")]
+    faults = res.scenario.scenario.faults if res.scenario is not None else None
+    if faults is not None and len(faults.events) > len(failed):
+        evidence.append(f"{len(faults.events) - len(failed)} of the scenario's {len(faults.events)} fault events hit "
+                        "an instance that was already down or restarting")
     if cap:
         evidence.append(f"serving capacity fell from {top:,} to as low as {low:,} GPUs; below full for "
                         f"{down_s:,.0f} s ({down_s / span:.0%} of the run)")
