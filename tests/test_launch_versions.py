@@ -195,3 +195,21 @@ def test_launch_from_a_sweep_names_the_layout_and_rounds(tmp_path, capsys):
     assert len(value.replace(",", "").replace(".", "")) <= 5, chosen  # 4 significant digits
     if best["tied"] > 1:
         assert "fewest GPUs" in chosen and best["gpus"] == 1
+
+
+def test_readme_python_api_example_works_from_any_directory(tmp_path):
+    """The README's API example names a bundled key, so it loads outside the repository."""
+    import re
+    import subprocess
+    import sys
+
+    from builders import REPO
+
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"## Python API\n\n```python\n(.*?)```", text, re.S).group(1)
+    load = "\n".join(ln for ln in block.splitlines() if "simulate" not in ln and "summary" not in ln)
+    code = load + "\nprint(sc.name, sc.scenario.workload.trace.time_scale)\n"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["dsv3-h800-p4d6", "0.5"]
