@@ -39,6 +39,8 @@ EPLB_PREFILL = ["--enable-eplb", "--eplb-algorithm", "deepseek", "--ep-dispatch-
 EXPERT_LOCATION = "${EXPERT_LOCATION}"
 
 # Every pdsim knob and what it becomes; None: no launch equivalent (the reason follows).
+# Kernel-backend knobs (attention / MoE runner / GEMM backends) go here as "engine.<knob>": "<flag>",
+# with their flags in flags.SGLANG_KERNEL_FLAGS (merged into every release table in versions.py).
 KNOBS: dict[str, str | None] = {
     "group.count": "one server (set of processes) per instance",
     "group.nodes": "--nnodes / --node-rank / --dist-init-addr, one process per node",

@@ -36,6 +36,8 @@ RAY_PORT = 6379
 PROXY = "disagg_proxy_p2p_nccl_xpyd.py"
 NCCL_NUM_CHANNELS = "16"  # docs/features/disagg_prefill p2p_nccl_connector example configs
 
+# Kernel-backend knobs (attention / MoE runner / GEMM backends) go here as "engine.<knob>": "<flag>",
+# with their flags in flags.VLLM_KERNEL_FLAGS (merged into every release table in versions.py).
 KNOBS: dict[str, str | None] = {
     "group.count": "one vllm serve per instance",
     "group.nodes": "DP ranks across nodes (--data-parallel-size-local/-address/-start-rank, --headless), or a Ray "

@@ -286,6 +286,12 @@ def healthy_or_misses(res, f: RunFacts) -> Verdict:
                           if f.share(c, failing=True) >= 0.05)
         evidence.append(f"TTFT of the requests that miss it: {f.ttft_mean_failing['ttft_s'] * 1e3:,.0f} ms on "
                         f"average ({parts})")
+        miss = df[df["slo_fail_ttft"] == True] if "slo_fail_ttft" in df else df.iloc[:0]  # noqa: E712
+        if len(miss):
+            m_len, all_len = float(miss["input_len"].median()), float(df["input_len"].median())
+            if m_len >= LONG_PROMPT_RATIO * all_len:
+                evidence.append(f"the requests that miss TTFT have long prompts: median {m_len:,.0f} tokens against "
+                                f"{all_len:,.0f} for all requests")
     return Verdict("slo_misses", "medium",
                    f"{1 - goodput:.1%} of requests miss the SLO and no single bottleneck explains it",
                    tuple(evidence), metrics)
