@@ -147,6 +147,8 @@ def test_vllm_1p1d_is_the_tuned_deployment():
     assert float(dec[dec.index("--gpu-memory-utilization") + 1]) == pytest.approx(0.78)
     assert float(pre[pre.index("--gpu-memory-utilization") + 1]) == pytest.approx(0.88)
     assert any("quart" in n for n in lp.notes)
+    get = plan(pdsim.load_scenario("llama8b-a800-1p1d", ["transfer.mode=get", "transfer.kv_buffer_fraction=0"]), "vllm")
+    assert any("send_type GET" in n for n in get.notes)
 
 
 def test_cli_engine_version_and_ib_devices(capsys):

@@ -281,6 +281,10 @@ def vllm_plan(resolved, model_override: str | None = None, version: str | None =
         notes.append(f"run the proxy on node 0 from vLLM's examples/online_serving/"
                      f"disaggregated_serving_p2p_nccl_xpyd folder (the instances' proxy_ip is {node_var(0)}); it "
                      "needs quart and aiohttp: pip install quart aiohttp")
+        if sc.transfer.mode == "get" and sc.transfer.kv_buffer_fraction == 0:
+            notes.append("send_type GET keeps each prompt's KV in the producer's buffer until D pulls it, and this "
+                         "scenario gives that buffer kv_buffer_size 0 (transfer.kv_buffer_fraction): every transfer "
+                         "then goes through the host pool; vLLM's example gives the buffer ~10% of HBM")
         if sc.router.policy not in ("round_robin", "vllm_xpyd"):
             unmapped.append(("router.policy", f"the example proxy round-robins; {sc.router.policy!r} has no "
                                               "equivalent there"))
