@@ -89,3 +89,12 @@ def test_autoscaler_example_scales_and_says_so():
     res = pdsim.simulate(pdsim.load_scenario("llama8b-a800-autoscale", ["workload.num_requests=1500"]))
     v = _the(diagnose(res), "scaling")
     assert v.metrics["scaled_up"] >= 1 and "GPU-hours" in " ".join(v.evidence)
+
+
+def test_slo_misses_name_long_prompts():
+    """Misses that no single bottleneck explains, concentrated on the long prompts: said."""
+    d = scenario_dict(slo={"ttft_ms": 600, "tpot_ms": 100})
+    d["workload"].update(num_requests=200, rate=4, input={"dist": "lognormal", "mean": 4000, "std": 6000, "min": 100,
+                                                          "max": 40000}, output={"dist": "uniform", "min": 10, "max": 50})
+    v = _the(diagnose(pdsim.simulate(resolve(d))), "slo_misses")
+    assert any(e.startswith("the requests that miss TTFT have long prompts") for e in v.evidence)
