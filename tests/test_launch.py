@@ -105,7 +105,8 @@ def test_p4d6_expected_flags():
                             ("--max-running-requests", "12288"), ("--cuda-graph-max-bs", "256"), ("--nnodes", "6"),
                             ("--mem-fraction-static", "0.835")):
             assert _value(opts, flag) == value, flag
-        assert "--enable-eplb" in opts
+        assert "--enable-eplb" not in opts and "--init-expert-location" in opts  # static placement on decode
+        assert "--chunked-prefill-size" not in opts and "--max-prefill-tokens" not in opts  # prefill-only
     assert sorted(_value(o, "--node-rank") for o in dec) == [str(i) for i in range(6)]
     # every process of an instance meets at its first node
     assert len({_value(o, "--dist-init-addr") for o in dec}) == 1
@@ -113,12 +114,15 @@ def test_p4d6_expected_flags():
     assert "--pd-disaggregation" in router and _value(router, "--policy") == "round_robin"
 
 
-def test_dp_attention_keeps_the_simulated_reserve():
-    """SGLang 0.5.3 scales the new-token reserve by 0.3 under DP attention; pdsim simulated 0.7,
-    so the command restores it with --schedule-conservativeness 1/0.3."""
+def test_dp_attention_reserve_is_sglangs_default():
+    """pdsim applies SGLang's x0.3 under DP attention itself, so the default reserve needs no
+    --schedule-conservativeness; a changed ratio is written as ratio / 0.7 on any server."""
     lp = plan(pdsim.load_scenario("dsv3-h800-p4d9"), "sglang")
     servers, _ = _split(lp)
-    assert float(_value(servers["decode"][0], "--schedule-conservativeness")) == pytest.approx(1 / 0.3, rel=1e-3)
+    assert all("--schedule-conservativeness" not in o for v in servers.values() for o in v)
+    lp = plan(pdsim.load_scenario("dsv3-h800-p4d9", ["cluster.decode.engine.init_new_token_ratio=0.35"]), "sglang")
+    servers, _ = _split(lp)
+    assert float(_value(servers["decode"][0], "--schedule-conservativeness")) == pytest.approx(0.5)
     lp = plan(pdsim.load_scenario("llama8b-a800-colocated"), "sglang")
     servers, routers = _split(lp)
     [opts] = servers["colocated"]

@@ -8,11 +8,19 @@ import pytest
 
 import pdsim
 from pdsim.metrics.results import Results
-from pdsim.explore.what_if import check_suggestions, diagnose
+from pdsim.explore import what_if
+from pdsim.explore.what_if import check_suggestions
 from pdsim.metrics.verdicts import Suggestion, Verdict, verdict_lines, verdicts_json
 from pdsim.report.verdict_html import verdicts_html
 
 from builders import resolve, scenario_dict
+
+
+def diagnose(res, **kw):
+    """what_if.diagnose with a generous check budget: these runs take a fraction of a second, and
+    the default budget (the run's own simulation time) would check one suggestion at most."""
+    kw.setdefault("budget_s", 60.0)
+    return what_if.diagnose(res, **kw)
 
 
 def _run(d: dict):
@@ -203,16 +211,38 @@ def test_verdicts_serialise_to_json():
 
 
 def test_checks_respect_the_budget():
+    """By default the checks take at most the run's own simulation time; a check that would not
+    fit is not started, one that overruns is stopped; each check announces itself first."""
     res = _run(kv_starved())
-    slow = diagnose(res, max_run_wall_s=0.0)
+    slow = diagnose(res, budget_s=0.0)
     notes = [s.note for v in slow for s in v.suggestions]
-    assert notes and all(n.startswith("not checked: the run took") for n in notes)
+    assert notes and all(n.startswith("not checked: the verdict-check budget") for n in notes)
+    seen = []
+    default = what_if.diagnose(res, on_check=lambda i, n, s, left: seen.append((i, n, left)))
+    sugg = [s for v in default for s in v.suggestions]
+    checked = [s for s in sugg if s.check is not None]
+    assert len(checked) <= 1 and len(seen) <= 1  # each check costs about the run itself
+    assert sum(s.check.wall_s for s in checked) <= res.record.wall_s * 3 + 0.5  # stopped near the budget
+    assert any("run's own simulation time" in s.note for s in sugg)
+    assert all(left <= res.record.wall_s + 1e-9 for _i, _n, left in seen)
     one = diagnose(res, max_checks=1)
     sugg = [s for v in one for s in v.suggestions]
     assert sum(s.check is not None for s in sugg) == 1
-    assert any("budget used" in s.note for s in sugg)
     unchecked = diagnose(res, check=False)
     assert all(s.check is None and not s.note for v in unchecked for s in v.suggestions)
+
+
+def test_a_check_past_the_budget_is_stopped():
+    res = _run(kv_starved())
+    v = Verdict("overload", "high", "test", ("e",), {}, "p90_ttft_ms",
+                (Suggestion("more decode", ("cluster.decode[0].count=2",), "why"),))
+    # a budget smaller than the run: the expected cost does not fit, so nothing starts
+    [out] = check_suggestions(res, [v], budget_s=res.record.wall_s * 0.5)
+    assert out.suggestions[0].check is None and "allows no more runs" in out.suggestions[0].note
+    with pytest.raises(what_if.OverBudget):
+        import time
+
+        what_if.resimulate(res.scenario, ("cluster.decode[0].count=2",), deadline=time.perf_counter() - 1.0)
 
 
 def test_a_refused_override_is_reported_not_raised():

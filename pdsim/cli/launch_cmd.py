@@ -23,10 +23,17 @@ def register(sub) -> None:
                    help="override a scenario field before writing the commands (as for pdsim run)")
     p.add_argument("--engine", choices=["sglang", "vllm"], default="sglang",
                    help="which engine's commands: sglang (Mooncake P/D, default) or vllm (P2P NCCL xPyD)")
+    p.add_argument("--engine-version", metavar="X.Y.Z",
+                   help="the engine release to write flags for: SGLang 0.4.7-0.4.9 (--enable-deepep-moe, mini_lb "
+                        "router) or 0.5.0-0.5.3 (default 0.5.3); vLLM 0.10.0-0.10.2 or 0.11.0 (default)")
+    p.add_argument("--ib-devices", metavar="LIST",
+                   help="each node's RDMA devices, e.g. mlx5_0,mlx5_1 (written as --disaggregation-ib-device and "
+                        "NCCL_IB_HCA)")
     p.add_argument("--config", metavar="ID", help="sweep folder: launch this configuration id (configs/ID.yaml)")
     p.add_argument("--objective", metavar="LABEL",
-                   help="sweep folder: launch the best configuration for this objective of its summary.json "
-                        "(default: the first objective listed there)")
+                   help="sweep folder: launch the best configuration for this objective of its summary.json, "
+                        "by its label or its metric (default: the first objective listed there); ties within "
+                        "0.1%% go to the fewest GPUs, then the lowest p90 TTFT")
     p.add_argument("--model-path", metavar="PATH",
                    help="model weights to serve (a Hugging Face id or a local folder); default: the bundled "
                         "model's Hugging Face id, else ${MODEL_PATH}")
@@ -40,8 +47,12 @@ def register(sub) -> None:
     p.set_defaults(fn=run)
 
 
-def _sweep_config(folder: Path, config: str | None, objective: str | None) -> tuple[Path, str]:
-    """(configuration YAML, how it was chosen) from a sweep output folder."""
+def _fmt(v) -> str:
+    return f"{v:,.4g}" if isinstance(v, float) else str(v)
+
+
+def _sweep_config(folder: Path, config: str | None, objective: str | None) -> tuple[Path, str, dict]:
+    """(configuration YAML, how it was chosen, its summary entry or {}) from a sweep output folder."""
     from ..specs.errors import SpecError
 
     summary_path = folder / "summary.json"
@@ -51,7 +62,7 @@ def _sweep_config(folder: Path, config: str | None, objective: str | None) -> tu
             have = sorted(p.stem for p in (folder / "configs").glob("*.yaml"))[:10]
             raise SpecError(f"no configuration {config!r} in this sweep (e.g. {', '.join(have) or 'none'})",
                             source=str(folder), field="--config")
-        return path, f"configuration {config}"
+        return path, f"configuration {config}", _row_of(folder, config)
     try:
         summary = json.loads(summary_path.read_text())
     except (OSError, ValueError) as err:
@@ -62,10 +73,43 @@ def _sweep_config(folder: Path, config: str | None, objective: str | None) -> tu
                         source=str(summary_path))
     label = objective or next(iter(best))
     if label not in best:
-        raise SpecError(f"unknown objective {label!r}; this sweep's are: {', '.join(best)}", source=str(summary_path),
-                        field="--objective")
+        by_metric = [k for k, e in best.items() if e.get("metric") == label]
+        if not by_metric:
+            raise SpecError(f"unknown objective {label!r}; this sweep's are: {', '.join(best)} (or a metric: "
+                            f"{', '.join(dict.fromkeys(e.get('metric', '') for e in best.values()))})",
+                            source=str(summary_path), field="--objective")
+        label = by_metric[0]
     entry = best[label]
-    return folder / entry["config"], f"best for {label}: configuration {entry['config_id']} ({entry.get('value')})"
+    how = f"best for {label}: configuration {entry['config_id']} ({_fmt(entry.get('value'))})"
+    if (entry.get("tied") or 1) > 1:
+        how += f"; {entry['tied']} configurations tie within 0.1%, chosen by {entry.get('tie_break')}"
+    return folder / entry["config"], how, entry
+
+
+def _row_of(folder: Path, config_id: str) -> dict:
+    """The layout and knobs of one configuration from the sweep's results.csv ({} if absent)."""
+    import csv
+
+    try:
+        with open(folder / "results.csv", newline="") as fh:
+            for row in csv.DictReader(fh):
+                if row.get("config_id") == config_id:
+                    return {"layout": row.get("layout"), "config_id": config_id, "knobs": {}}
+    except OSError:
+        pass
+    return {}
+
+
+def _named(lp, entry: dict, folder: Path):
+    """The plan named by its configuration's layout, not the sweep base's name."""
+    import dataclasses
+
+    if not entry.get("layout"):
+        return lp
+    knobs = ", ".join(f"{k}={_fmt(v)}" for k, v in (entry.get("knobs") or {}).items())
+    desc = f"configuration {entry['config_id']} of the sweep in {folder.name}, base {lp.scenario}" + \
+        (f"; {knobs}" if knobs else "")
+    return dataclasses.replace(lp, scenario=f"{entry['layout']} ({lp.model})", description=desc)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,16 +120,18 @@ def run(args: argparse.Namespace) -> int:
     from .run_cmd import trust_from
 
     target = Path(args.target)
-    chosen = ""
+    chosen, entry = "", {}
     if target.is_dir():
-        path, chosen = _sweep_config(target, args.config, args.objective)
+        path, chosen, entry = _sweep_config(target, args.config, args.objective)
         target_ref = str(path)
     else:
         if args.config or args.objective:
             raise SpecError("--config and --objective choose from a sweep output folder", field="--config")
         target_ref = args.target
     resolved = api.load_scenario(target_ref, args.set or [], trust=trust_from(args))
-    lp = launch_plan(resolved, args.engine, args.model_path)
+    lp = launch_plan(resolved, args.engine, args.model_path, args.engine_version, args.ib_devices)
+    if entry:
+        lp = _named(lp, entry, target)
     if args.per_node and not args.out:
         raise SpecError("--per-node writes files: give --out DIR", field="--per-node")
     if not args.out:

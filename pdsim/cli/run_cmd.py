@@ -20,8 +20,10 @@ def register(sub) -> None:
                         "loads plotly.min.js written once next to it")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on a terminal only)")
     r.add_argument("--no-verdict-check", action="store_true",
-                   help="state the verdicts without re-simulating their suggested fixes (those checks add a few "
-                        "runs, at most 60 s, and only when the run itself took under 20 s)")
+                   help="state the verdicts without re-simulating their suggested fixes")
+    r.add_argument("--verdict-budget-s", type=nonnegative_float, metavar="S",
+                   help="wall seconds the re-simulated checks of the verdicts' suggestions may take in all "
+                        "(default: as long as the run's own simulation took)")
     r.add_argument("--workers", type=positive_int, metavar="N", default=1,
                    help="worker processes for a scenario of several replicas (replicas.count; default 1); "
                         "the result does not depend on it")
@@ -38,6 +40,53 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
     return value
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse type: a number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text[:40]!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text[:40]!r}")
+    return value
+
+
+def check_out_dir(path: str) -> None:
+    """Refuse an --out folder that cannot be created or written, before any simulation runs."""
+    import tempfile
+    from pathlib import Path
+
+    from ..specs.errors import SpecError
+
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".pdsim-write-test-"):
+            pass
+    except OSError as err:
+        raise SpecError(f"cannot write here: {err.strerror or err}", source=path, field="--out") from None
+
+
+def hardware_text(sc) -> str:
+    """``2 GPUs of a800 (part of one node)``, ``48 GPUs: 32 h800 (4 nodes) + 16 h20 (2 nodes)``."""
+    per: dict[str, list[int]] = {}
+    for role, gi, g in sc.scenario.cluster.groups():
+        hw = sc.hardware_of(role, gi)
+        n = g.count * g.gpus_per_instance(hw.gpus_per_node)
+        per.setdefault(hw.name, [0, hw.gpus_per_node])[0] += n
+    total = sum(n for n, _ in per.values())
+
+    def nodes(n: int, gpn: int) -> str:
+        if n < gpn:
+            return "part of one node"
+        k = n / gpn
+        return f"{k:g} node{'s' if k != 1 else ''}"
+
+    if len(per) == 1:
+        name, (n, gpn) = next(iter(per.items()))
+        return f"{total} GPUs of {name} ({nodes(n, gpn)})"
+    return f"{total} GPUs: " + " + ".join(f"{n} {name} ({nodes(n, gpn)})" for name, (n, gpn) in per.items())
 
 
 def add_allow_plugin(parser) -> None:
@@ -75,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
     from ..report.figures import report_html, summary_rows
 
     sc = api.load_scenario(args.scenario, args.set or [], trust=trust_from(args))
+    if args.out:
+        check_out_dir(args.out)
     cb, bar = progress_bar(not args.no_progress and sys.stderr.isatty())
     try:
         res = api.simulate(sc, progress=cb, workers=args.workers)
@@ -82,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     s = res.summary()
-    print(f"pdsim run: {sc.name}  ({s['gpus']} GPUs, {s['nodes']:g} nodes of {sc.hardware.name}, {sc.model.name})")
+    print(f"pdsim run: {sc.name}  ({hardware_text(sc)}, {sc.model.name})")
     width = max(len(a) for a, _ in summary_rows(s))
     for label, value in summary_rows(s):
         print(f"  {label:<{width}}  {value:>12}")
@@ -95,8 +146,12 @@ def run(args: argparse.Namespace) -> int:
 
     for line in slo_failure_lines(s):
         print("  " + line)
-    # suggestions re-simulated when the run was cheap (explore/what_if.py)
-    verdicts = diagnose(res, check=not args.no_verdict_check)
+    # suggestions re-simulated within a budget: by default the run's own time (explore/what_if.py)
+    def announce(i: int, n: int, s, left: float) -> None:
+        print(f"  checking suggestion {i}/{n} by re-simulation ({left:,.1f} s of budget left): {s.action}",
+              file=sys.stderr, flush=True)
+
+    verdicts = diagnose(res, check=not args.no_verdict_check, budget_s=args.verdict_budget_s, on_check=announce)
     for line in verdict_lines(verdicts):
         print("  " + line)
     if args.out:

@@ -88,6 +88,27 @@ def _py(v: Any) -> Any:
     return v
 
 
+TIE_REL = 1e-3  # objective values within 0.1% of the best are a tie
+TIE_BREAK = "fewest GPUs, then lowest p90 TTFT"
+
+
+def pick(cand: pd.DataFrame, metric: str, goal: str) -> tuple[Any, int]:
+    """(index of the best row, how many rows tie for best) on ``metric``: rows within
+    ``TIE_REL`` of the best value tie; among them the fewest GPUs wins, then the lowest p90
+    TTFT, then plan order (the second objectives a deployment is chosen by: cost, then latency)."""
+    col = pd.to_numeric(cand[metric])
+    best = col.max() if goal == "max" else col.min()
+    tol = TIE_REL * abs(best)
+    tied = cand[(col - best).abs() <= tol]
+    if len(tied) == 1:
+        return tied.index[0], 1
+    keys = pd.DataFrame({"gpus": pd.to_numeric(tied["gpus"], errors="coerce") if "gpus" in tied else 0.0,
+                         "ttft": pd.to_numeric(tied["p90_ttft_ms"], errors="coerce") if "p90_ttft_ms" in tied
+                         else 0.0, "order": range(len(tied))}, index=tied.index)
+    keys = keys.fillna(float("inf"))
+    return keys.sort_values(["gpus", "ttft", "order"], kind="stable").index[0], len(tied)
+
+
 def best_per_objective(df: pd.DataFrame, objectives, knobs: list[str]) -> dict[str, dict]:
     """The best configuration per objective and workload group, among those meeting the SLO
     (and an objective's own ``min_goodput_share``). Keys: the objective's label, followed by
@@ -105,12 +126,12 @@ def best_per_objective(df: pd.DataFrame, objectives, knobs: list[str]) -> dict[s
             cand = cand[pd.to_numeric(cand[obj.metric], errors="coerce").notna()]
             if cand.empty:
                 continue
-            col = pd.to_numeric(cand[obj.metric])
-            idx = col.idxmax() if obj.goal == "max" else col.idxmin()  # first on ties
+            idx, tied = pick(cand, obj.metric, obj.goal)
             r = df.loc[idx]
             label = obj.label + (f" [{g}]" if len(groups) > 1 else "")
             out[label] = {"metric": obj.metric, "goal": obj.goal, "min_goodput_share": obj.min_goodput_share,
                           "workload": g or None, "value": _py(r[obj.metric]), "config_id": r["config_id"],
                           "layout": _py(r["layout"]), "gpus": _py(r["gpus"]),
-                          "knobs": {k: _py(r[k]) for k in knobs}, "config": f"configs/{r['config_id']}.yaml"}
+                          "knobs": {k: _py(r[k]) for k in knobs}, "config": f"configs/{r['config_id']}.yaml",
+                          "tied": tied, "tie_break": TIE_BREAK if tied > 1 else None}
     return out

@@ -1,10 +1,14 @@
 """Check suggestions by re-simulating them: the run's scenario with a suggestion's ``--set``
 overrides, on the same workload and seed, within a bounded budget.
 
-A run that took more than ``max_run_wall_s`` of wall time is not re-simulated (its
-suggestions say so); otherwise suggestions are tried most severe verdict first, at most
-``max_checks`` runs and until ``budget_s`` seconds of wall time are spent. An override that the
-scenario's validation refuses (a memory check, a divisibility rule) is reported as such.
+The budget is wall time: by default the run's own simulation time (``res.record.wall_s``), so
+checking the verdicts costs at most what the run did (``budget_s`` raises it: ``pdsim run
+--verdict-budget-s``). Suggestions are tried most severe verdict first, at most ``max_checks``
+runs; a check starts only when the time left covers what one run is expected to take (the run's
+own time, or the slowest check so far), and one that runs past the budget is stopped and says
+so. ``on_check(i, n, suggestion, budget_left_s)`` is called before each check (the CLI prints a
+progress line). An override that the scenario's validation refuses (a memory check, a
+divisibility rule) is reported as such.
 """
 from __future__ import annotations
 
@@ -27,13 +31,23 @@ def plain(obj: Any) -> Any:
     return obj
 
 
-def resimulate(resolved, overrides: tuple[str, ...]):
-    """Results of ``resolved`` with ``overrides`` applied (a SpecError when they are refused)."""
+class OverBudget(Exception):
+    """A re-simulation ran past the verdict-check budget."""
+
+
+def resimulate(resolved, overrides: tuple[str, ...], deadline: float | None = None):
+    """Results of ``resolved`` with ``overrides`` applied (a SpecError when they are refused);
+    OverBudget when ``deadline`` (time.perf_counter() seconds) passes first."""
     from ..api import resolve_scenario, simulate
     from ..specs.scenario import apply_overrides
 
     data = apply_overrides(plain(resolved.scenario), list(overrides))
-    return simulate(resolve_scenario(data, resolved.source, resolved.base_dir, resolved.trust))
+    progress = None
+    if deadline is not None:
+        def progress(_now, _wall, _done, _n):
+            if time.perf_counter() > deadline:
+                raise OverBudget()
+    return simulate(resolve_scenario(data, resolved.source, resolved.base_dir, resolved.trust), progress=progress)
 
 
 def _metric(summary: dict, metric: str | None) -> float | None:
@@ -41,37 +55,50 @@ def _metric(summary: dict, metric: str | None) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def check_suggestions(res, verdicts: list[Verdict], budget_s: float = 60.0, max_checks: int = 4,
-                      max_run_wall_s: float = 20.0) -> list[Verdict]:
-    """The verdicts with each suggestion's Check filled where the budget allows."""
+def check_suggestions(res, verdicts: list[Verdict], budget_s: float | None = None, max_checks: int = 4,
+                      on_check=None) -> list[Verdict]:
+    """The verdicts with each suggestion's Check filled where the budget allows (``budget_s``
+    seconds of wall time; None: the run's own simulation time)."""
     from ..specs.errors import SpecError
 
     if res.scenario is None:
         return _annotate(verdicts, "not checked: a real run has no scenario to re-simulate")
-    wall = res.record.wall_s
-    if wall > max_run_wall_s:
-        return _annotate(verdicts, f"not checked: the run took {wall:,.1f} s, over the {max_run_wall_s:g} s "
-                                   "budget for re-simulating suggestions")
+    wall = float(res.record.wall_s)
+    budget = wall if budget_s is None else float(budget_s)
+    how = (f"the run's own simulation time, {budget:,.1f} s" if budget_s is None else f"{budget:,.1f} s") + \
+        "; --verdict-budget-s raises it"
     before = res.summary()
-    spent, runs = 0.0, 0
+    todo = sum(len(v.suggestions) for v in verdicts)
+    spent, runs, expect, seen = 0.0, 0, wall, 0
     out = []
     for v in verdicts:
         done = []
         for s in v.suggestions:
-            if runs >= max_checks or spent >= budget_s:
-                done.append(dataclasses.replace(s, note=f"not checked: re-simulation budget used "
-                                                        f"({runs} runs, {spent:,.0f} s)"))
+            seen += 1
+            if runs >= max_checks or spent + expect > budget:
+                done.append(dataclasses.replace(s, note=f"not checked: the verdict-check budget ({how}) allows no "
+                                                        f"more runs ({runs} run(s), {spent:,.1f} s)"))
                 continue
+            if on_check is not None:
+                on_check(seen, todo, s, budget - spent)
             t = time.perf_counter()
             try:
-                after = resimulate(res.scenario, s.overrides).summary()
+                after = resimulate(res.scenario, s.overrides, deadline=t + (budget - spent)).summary()
             except SpecError as err:
                 done.append(dataclasses.replace(s, note=f"not applicable: {err}"))
                 spent += time.perf_counter() - t
                 continue
+            except OverBudget:
+                took = time.perf_counter() - t
+                spent += took
+                runs += 1
+                done.append(dataclasses.replace(s, note=f"not checked: stopped after {took:,.1f} s, past the "
+                                                        f"verdict-check budget ({how})"))
+                continue
             took = time.perf_counter() - t
             spent += took
             runs += 1
+            expect = max(expect, took)
             metric = v.metric or "goodput_share"
             done.append(dataclasses.replace(s, check=Check(
                 metric, _metric(before, metric), _metric(after, metric), float(before["goodput_share"]),
@@ -101,12 +128,12 @@ def _annotate(verdicts: list[Verdict], note: str) -> list[Verdict]:
             for v in verdicts]
 
 
-def diagnose(res, check: bool = True, budget_s: float = 60.0, max_checks: int = 4,
-             max_run_wall_s: float = 20.0) -> list[Verdict]:
+def diagnose(res, check: bool = True, budget_s: float | None = None, max_checks: int = 4,
+             on_check=None) -> list[Verdict]:
     """The verdicts of a run (pdsim.metrics.detectors.diagnose), most severe first, with their
-    suggestions re-simulated (``check``) when the run took at most ``max_run_wall_s`` of wall
-    time: at most ``max_checks`` runs and ``budget_s`` seconds in all (check_suggestions)."""
+    suggestions re-simulated (``check``) within ``budget_s`` seconds of wall time (None: the
+    run's own simulation time) and at most ``max_checks`` runs (check_suggestions)."""
     found = _diagnose(res)
     if check:
-        found = check_suggestions(res, found, budget_s=budget_s, max_checks=max_checks, max_run_wall_s=max_run_wall_s)
+        found = check_suggestions(res, found, budget_s=budget_s, max_checks=max_checks, on_check=on_check)
     return found

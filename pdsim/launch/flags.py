@@ -61,6 +61,13 @@ SGLANG_SERVER: dict[str, tuple[str, tuple | None]] = {
     "--deepep-mode": ("str", ("normal", "low_latency", "auto")),
     "--ep-num-redundant-experts": ("int", None),
     "--enable-eplb": ("bool", None),
+    "--eplb-algorithm": ("str", None),
+    "--ep-dispatch-algorithm": ("str", None),
+    "--eplb-rebalance-num-iterations": ("int", None),
+    "--init-expert-location": ("str", None),
+    "--moe-dense-tp-size": ("int", None),
+    "--enable-dp-lm-head": ("bool", None),
+    "--disaggregation-ib-device": ("str", None),
     "--enable-two-batch-overlap": ("bool", None),
     "--chunked-prefill-size": ("int", None),
     "--max-prefill-tokens": ("int", None),
@@ -91,7 +98,12 @@ SGLANG_SERVER: dict[str, tuple[str, tuple | None]] = {
     "--speculative-num-draft-tokens": ("int", None),
     "--speculative-draft-model-path": ("str", None),
 }
-SGLANG_ENV = ("SGLANG_INIT_NEW_TOKEN_RATIO", "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR", "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS")
+#: kernel-backend flags (attention / MoE runner / GEMM backends): the kernel-backend knobs of the
+#: step model add their launch flags here, per release table (none written yet)
+SGLANG_KERNEL_FLAGS: dict[str, tuple[str, tuple | None]] = {}
+VLLM_KERNEL_FLAGS: dict[str, tuple[str, tuple | None]] = {}
+SGLANG_ENV = ("SGLANG_INIT_NEW_TOKEN_RATIO", "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR", "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS",
+              "SGL_ENABLE_JIT_DEEPGEMM", "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK", "NCCL_IB_HCA")
 SGLANG_ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two")
 SGLANG_ROUTER: dict[str, tuple[str, tuple | None]] = {
     "--pd-disaggregation": ("bool", None),
@@ -142,7 +154,7 @@ VLLM_SERVE: dict[str, tuple[str, tuple | None]] = {
     "--pipeline-parallel-size": ("int", None),
     "--speculative-config": ("json", None),
 }
-VLLM_ENV = ("VLLM_ALL2ALL_BACKEND",)
+VLLM_ENV = ("VLLM_ALL2ALL_BACKEND", "NCCL_IB_HCA")
 VLLM_ALL2ALL = ("deepep_high_throughput", "deepep_low_latency")
 VLLM_P2P_SEND_TYPES = ("PUT", "PUT_ASYNC", "GET")
 VLLM_KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
@@ -170,7 +182,7 @@ def check_args(table: dict[str, tuple[str, tuple | None]], args: list[str]) -> l
             i += 1
             continue
         n = 2 if kind == "url+port" and i + 2 < len(args) and not args[i + 2].startswith("--") else 1
-        if kind == "urls":
+        if kind in ("urls", "ints"):
             n = 0
             while i + 1 + n < len(args) and not args[i + 1 + n].startswith("--"):
                 n += 1
@@ -187,6 +199,9 @@ def check_args(table: dict[str, tuple[str, tuple | None]], args: list[str]) -> l
                 float(v)
             elif kind == "json":
                 json.loads(v)
+            elif kind == "ints":
+                for x in values:
+                    int(x)
             elif kind in ("url", "url+port", "urls"):
                 for u in values[:1] if kind != "urls" else values:
                     if not u.startswith("http://"):

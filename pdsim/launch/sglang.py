@@ -1,20 +1,31 @@
-"""SGLang server and router commands for a scenario (flags: flags.py, SGLang 0.5.3).
+"""SGLang server and router commands for a scenario, for one release range (versions.py).
 
 One ``python -m sglang.launch_server`` per instance and node (a multi-node instance runs one
 process per node with ``--nnodes/--node-rank/--dist-init-addr``), P and D servers with
 ``--disaggregation-mode`` and the Mooncake transfer backend, and the router
 ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP_PORT ...
---decode URL ...`` (or ``--worker-urls`` for several colocated instances).
+--decode URL ...`` (0.5; on 0.4 ``python -m sglang.srt.disaggregation.mini_lb``), or
+``--worker-urls`` for several colocated instances.
 
-What pdsim simulated is what the commands ask for: the new-token reserve pdsim uses is
-restored under DP attention, where SGLang multiplies ``--schedule-conservativeness`` by 0.3.
+Large-scale EP servers (DP attention with DeepEP) follow the SGLang team's recipe (sgl-project/
+sglang issue #6017, LMSYS blog 2025-05-05 "large-scale EP"): ``--moe-dense-tp-size 1
+--enable-dp-lm-head`` (the dense layers and LM head per DP rank, as pdsim prices them), online
+EPLB on prefill (``--enable-eplb --eplb-algorithm deepseek --ep-dispatch-algorithm dynamic
+--eplb-rebalance-num-iterations 500``) and a static placement on decode (``--init-expert-location``
+from a recorded expert distribution), and the environment block (``SGL_ENABLE_JIT_DEEPGEMM=1``
+for FP8 weights on Hopper, ``SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK`` on low-latency
+decode, ``NCCL_IB_HCA`` with ``--ib-devices``). Decode servers get no prefill-only flags.
+
+The simulated new-token reserve is SGLang's own default (pdsim applies SGLang's x0.3 under DP
+attention), so no ``--schedule-conservativeness`` is written unless the scenario changes it.
 """
 from __future__ import annotations
 
 from ..specs.errors import SpecError
-from .flags import NO_LAUNCH_FORM, SGLANG_ROUTER_POLICIES, SGLANG_ROUTER_VERSION, SGLANG_VERSION
+from .flags import NO_LAUNCH_FORM, SGLANG_ROUTER_POLICIES
 from .placement import DIST_PORT, Placement, gpus_per_node_of, node_var, place
 from .plan import MODEL_IDS, Command, LaunchPlan, changed, model_path
+from .versions import Release, release
 
 ROUTER_PORT = 8000
 # SGLang defaults the reserve is expressed against (sglang/global_config.py, 0.5.3)
@@ -22,34 +33,41 @@ SGL_INIT_RATIO = 0.7
 SGL_MIN_RATIO_FACTOR = 0.14
 SGL_DECAY_STEPS = 600
 SGL_DP_CONSERVATIVENESS = 0.3  # server_args: enable_dp_attention multiplies conservativeness by this
+SGL_DISPATCH_TOKENS_DEFAULT = 128  # SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK's default (DeepEP LL buffers)
+EPLB_PREFILL = ["--enable-eplb", "--eplb-algorithm", "deepseek", "--ep-dispatch-algorithm", "dynamic",
+                "--eplb-rebalance-num-iterations", "500"]  # issue #6017's prefill values
+EXPERT_LOCATION = "${EXPERT_LOCATION}"
 
 # Every pdsim knob and what it becomes; None: no launch equivalent (the reason follows).
+# Kernel-backend knobs (attention / MoE runner / GEMM backends) go here as "engine.<knob>": "<flag>",
+# with their flags in flags.SGLANG_KERNEL_FLAGS (merged into every release table in versions.py).
 KNOBS: dict[str, str | None] = {
     "group.count": "one server (set of processes) per instance",
     "group.nodes": "--nnodes / --node-rank / --dist-init-addr, one process per node",
     "group.gpus": "--base-gpu-id for instances packed onto one node",
     "group.tp": "--tp-size",
     "group.dp": "--dp-size",
-    "group.ep": "--ep-size with --moe-a2a-backend deepep",
-    "group.enable_dp_attention": "--enable-dp-attention",
+    "group.ep": "--ep-size with --moe-a2a-backend deepep (0.4: --enable-deepep-moe)",
+    "group.enable_dp_attention": "--enable-dp-attention (with EP: --moe-dense-tp-size 1 --enable-dp-lm-head)",
     "group.engine": "the engine.* knobs",
     "group.name": "the instance label in the script's comments",
     "group.hardware": "the nodes the group's instances are placed on (named per profile in the script)",
     "group.pipeline": "--pp-size (the instance spans pp_size x the stage's nodes)",
     "group.expert_service": None,
-    "engine.chunked_prefill_size": "--chunked-prefill-size",
-    "engine.max_prefill_tokens": "--max-prefill-tokens",
+    "engine.chunked_prefill_size": "--chunked-prefill-size (prefill and colocated servers)",
+    "engine.max_prefill_tokens": "--max-prefill-tokens (prefill and colocated servers)",
     "engine.max_running_requests": "--max-running-requests",
     "engine.max_total_tokens": "--max-total-tokens",
     "engine.page_size": "--page-size",
     "engine.mem_fraction_static": "--mem-fraction-static",
     "engine.cuda_graph_max_bs": "--cuda-graph-max-bs on decode and colocated servers (0: --disable-cuda-graph)",
     "engine.enable_two_batch_overlap": "--enable-two-batch-overlap",
-    "engine.ep_num_redundant_experts": "--ep-num-redundant-experts with --enable-eplb",
+    "engine.ep_num_redundant_experts": "--ep-num-redundant-experts; prefill and colocated: online EPLB "
+                                       "(--enable-eplb ...), decode: a static --init-expert-location",
     "engine.deepep_mode": "--deepep-mode",
     "engine.kv_cache_dtype": "--kv-cache-dtype (fp8 -> fp8_e4m3)",
     "engine.enable_mixed_chunk": "--enable-mixed-chunk on colocated servers",
-    "engine.init_new_token_ratio": "--schedule-conservativeness (x 1/0.3 under DP attention)",
+    "engine.init_new_token_ratio": "--schedule-conservativeness (ratio / 0.7; both apply x0.3 under DP attention)",
     "engine.min_new_token_ratio": "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR",
     "engine.new_token_ratio_decay_steps": "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS",
     "engine.min_kv_reserve_tokens": None,
@@ -106,13 +124,14 @@ SCHEDULE_POLICIES = ("fcfs", "lpm", "dfs-weight", "lof")
 
 
 def _reserve(p: Placement) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
-    """(flags, env, unmapped) that give SGLang the new-token reserve pdsim simulated."""
-    e, g = p.group.engine, p.group
+    """(flags, env, unmapped) that give SGLang the new-token reserve pdsim simulated. pdsim's knobs
+    are SGLang's values before its DP-attention factor, which both apply (instance.py), so the
+    defaults need no flag."""
+    e = p.group.engine
     flags, env, unmapped = [], [], []
-    dp_factor = SGL_DP_CONSERVATIVENESS if g.enable_dp_attention else 1.0
-    conservativeness = e.init_new_token_ratio / SGL_INIT_RATIO / dp_factor
+    conservativeness = e.init_new_token_ratio / SGL_INIT_RATIO
     if abs(conservativeness - 1.0) > 1e-3:
-        if SGL_INIT_RATIO * conservativeness * dp_factor > 1.0 + 1e-9:
+        if SGL_INIT_RATIO * conservativeness > 1.0 + 1e-9:
             unmapped.append(("engine.init_new_token_ratio", "SGLang caps the initial ratio at 1.0"))
         flags += ["--schedule-conservativeness", f"{conservativeness:.4g}"]
     factor = e.min_new_token_ratio / e.init_new_token_ratio if e.init_new_token_ratio else 0.0
@@ -121,6 +140,31 @@ def _reserve(p: Placement) -> tuple[list[str], list[tuple[str, str]], list[tuple
     if e.new_token_ratio_decay_steps != SGL_DECAY_STEPS:
         env.append(("SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS", str(e.new_token_ratio_decay_steps)))
     return flags, env, unmapped
+
+
+def _expert_parallel(p: Placement, resolved, rel: Release) -> tuple[list[str], list[tuple[str, str]]]:
+    """(flags, env) of a DeepEP server: the a2a switch of the release, large-scale EP flags under
+    DP attention, EPLB per role (recipe: online on prefill, static on decode), the env block."""
+    g, e = p.group, p.group.engine
+    f = ["--ep-size", str(g.ep)]
+    f += ["--moe-a2a-backend", "deepep"] if rel.accepts("--moe-a2a-backend") else ["--enable-deepep-moe"]
+    f += ["--deepep-mode", e.deepep_mode]
+    if g.enable_dp_attention:
+        f += ["--moe-dense-tp-size", "1", "--enable-dp-lm-head"]
+    if e.ep_num_redundant_experts:
+        f += ["--ep-num-redundant-experts", str(e.ep_num_redundant_experts)]
+        f += ["--init-expert-location", EXPERT_LOCATION] if p.role == "decode" else EPLB_PREFILL
+    env = []
+    hw = resolved.hardware_of(p.role, p.group_index)
+    if resolved.model.weight_dtype == "fp8" and hw.gpu.arch == "hopper":
+        env.append(("SGL_ENABLE_JIT_DEEPGEMM", "1"))  # DeepGEMM's FP8 grouped GEMMs (the recipe's env)
+    if p.role == "decode" and e.deepep_mode != "normal":
+        spec = e.speculative
+        per_step = 1 if spec is None else spec.num_draft_tokens
+        tokens = e.cuda_graph_max_bs * per_step  # a rank's largest low-latency dispatch
+        if tokens != SGL_DISPATCH_TOKENS_DEFAULT and tokens > 0:
+            env.append(("SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK", str(tokens)))
+    return f, env
 
 
 def _speculative(p: Placement) -> list[str]:
@@ -134,24 +178,26 @@ def _speculative(p: Placement) -> list[str]:
     return f
 
 
-def _server_flags(p: Placement, resolved, disaggregated: bool) -> tuple[list[str], list, list]:
+def _server_flags(p: Placement, resolved, disaggregated: bool, rel: Release,
+                  ib_devices: str | None) -> tuple[list[str], list, list]:
     g, e = p.group, p.group.engine
     gpn = resolved.hardware_of(p.role, p.group_index).gpus_per_node
     unmapped: list[tuple[str, str]] = []
+    env: list[tuple[str, str]] = []
     f = ["--tp-size", str(g.world(gpn))]
     if g.pp > 1:
         f += ["--pp-size", str(g.pp)]
     if g.enable_dp_attention:
         f += ["--dp-size", str(g.dp), "--enable-dp-attention"]
     if g.ep > 1:
-        f += ["--ep-size", str(g.ep), "--moe-a2a-backend", "deepep", "--deepep-mode", e.deepep_mode]
-        if e.ep_num_redundant_experts:
-            f += ["--ep-num-redundant-experts", str(e.ep_num_redundant_experts), "--enable-eplb"]
+        ef, env = _expert_parallel(p, resolved, rel)
+        f += ef
     elif changed(e, "deepep_mode"):
         unmapped.append(("engine.deepep_mode", "ep is 1: no DeepEP all-to-all to configure"))
     if e.enable_two_batch_overlap:
         f.append("--enable-two-batch-overlap")
-    f += ["--chunked-prefill-size", str(e.chunked_prefill_size), "--max-prefill-tokens", str(e.max_prefill_tokens)]
+    if p.role != "decode":  # prefill-only knobs: a decode server never prefills (SGLang ignores them there)
+        f += ["--chunked-prefill-size", str(e.chunked_prefill_size), "--max-prefill-tokens", str(e.max_prefill_tokens)]
     if e.max_running_requests is not None:
         f += ["--max-running-requests", str(e.max_running_requests)]
     if e.max_total_tokens is not None:
@@ -162,14 +208,17 @@ def _server_flags(p: Placement, resolved, disaggregated: bool) -> tuple[list[str
     if e.kv_cache_dtype == "fp8":
         f += ["--kv-cache-dtype", KV_DTYPE["fp8"]]
     elif e.kv_cache_dtype == "bf16" and resolved.model.kv_dtype != "bf16":
-        unmapped.append(("engine.kv_cache_dtype", f"SGLang {SGLANG_VERSION} stores KV as the model's dtype "
+        unmapped.append(("engine.kv_cache_dtype", f"{rel.label} stores KV as the model's dtype "
                                                   "(auto) or FP8; a BF16 cache for an FP8 model has no flag"))
     if e.disable_radix_cache:
         f.append("--disable-radix-cache")
     if e.schedule_policy in ("priority", "priority-low-first"):
-        f.append("--enable-priority-scheduling")  # SGLang sorts by priority, then arrival (fcfs)
-        if e.schedule_policy == "priority-low-first":
-            f.append("--schedule-low-priority-values-first")
+        if rel.accepts("--enable-priority-scheduling"):
+            f.append("--enable-priority-scheduling")  # SGLang sorts by priority, then arrival (fcfs)
+            if e.schedule_policy == "priority-low-first":
+                f.append("--schedule-low-priority-values-first")
+        else:
+            unmapped.append(("engine.schedule_policy", f"{rel.label} has no priority scheduling (0.5 added it)"))
     elif e.schedule_policy in SCHEDULE_POLICIES:
         if e.schedule_policy != "fcfs":
             f += ["--schedule-policy", e.schedule_policy]
@@ -177,19 +226,29 @@ def _server_flags(p: Placement, resolved, disaggregated: bool) -> tuple[list[str
         unmapped.append(("engine.schedule_policy", f"{e.schedule_policy!r} is not one of SGLang's policies"))
     if p.role == "colocated" and e.enable_mixed_chunk:
         f.append("--enable-mixed-chunk")  # pdsim's default; SGLang's is off
-    f += _speculative(p)
-    rf, env, ru = _reserve(p)
+    spec = _speculative(p)
+    if spec and spec[1] not in rel.server["--speculative-algorithm"][1]:
+        unmapped.append(("engine.speculative", f"{spec[1]} is not a speculative algorithm of {rel.label}"))
+        spec = []
+    f += spec
+    rf, renv, ru = _reserve(p)
     f += rf
+    env += renv
     unmapped += ru
     if disaggregated:
         f += ["--disaggregation-mode", p.role, "--disaggregation-transfer-backend", "mooncake"]
         if p.role == "prefill":
             f += ["--disaggregation-bootstrap-port", str(p.bootstrap_port)]
+        if ib_devices:
+            f += ["--disaggregation-ib-device", ib_devices]
+    if ib_devices and (p.multi_node or g.ep > 1):
+        env.append(("NCCL_IB_HCA", ib_devices))
     return f, env, unmapped
 
 
-def _instance_commands(p: Placement, resolved, model: str, disaggregated: bool) -> tuple[list[Command], list]:
-    flags, env, unmapped = _server_flags(p, resolved, disaggregated)
+def _instance_commands(p: Placement, resolved, model: str, disaggregated: bool, rel: Release,
+                       ib_devices: str | None) -> tuple[list[Command], list]:
+    flags, env, unmapped = _server_flags(p, resolved, disaggregated, rel, ib_devices)
     head = ["python", "-m", "sglang.launch_server", "--model-path", model, "--trust-remote-code",
             "--host", "0.0.0.0", "--port", str(p.http_port)]
     cmds = []
@@ -239,7 +298,24 @@ def _policy(resolved, disaggregated: bool) -> tuple[list[str], list, str]:
     return [], [("router.policy", why)], ""
 
 
-def _router(placements: list[Placement], resolved, disaggregated: bool) -> tuple[list[Command], list]:
+def _mini_lb(placements: list[Placement], resolved, rel: Release) -> tuple[list[Command], list]:
+    """SGLang 0.4's P/D load balancer: it picks a P and a D at random for each request."""
+    url = lambda p: f"http://{node_var(p.nodes[0])}:{p.http_port}"  # noqa: E731
+    pre = [p for p in placements if p.role == "prefill"]
+    args = ["--prefill", *[url(p) for p in pre], "--decode", *[url(p) for p in placements if p.role == "decode"],
+            "--prefill-bootstrap-ports", *[str(p.bootstrap_port) for p in pre], "--host", "0.0.0.0",
+            "--port", str(ROUTER_PORT)]
+    policy = resolved.scenario.router.policy
+    unmapped = [] if policy == "random" else [
+        ("router.policy", f"{rel.router_version} picks a prefill and a decode server at random; {policy!r} is "
+                          "not available there (sglang-router's --pd-disaggregation, SGLang >= 0.5, has policies)")]
+    comment = f"router ({rel.router_version}): requests go to http://<router host>:{ROUTER_PORT}"
+    return [Command(None, ("python", "-m", "sglang.srt.disaggregation.mini_lb", *args), (), comment)], unmapped
+
+
+def _router(placements: list[Placement], resolved, disaggregated: bool, rel: Release) -> tuple[list[Command], list]:
+    if disaggregated and rel.router_form == "mini_lb":
+        return _mini_lb(placements, resolved, rel)
     pol, unmapped, note = _policy(resolved, disaggregated)
     head = ["python", "-m", "sglang_router.launch_router"]
     url = lambda p: f"http://{node_var(p.nodes[0])}:{p.http_port}"  # noqa: E731
@@ -256,13 +332,16 @@ def _router(placements: list[Placement], resolved, disaggregated: bool) -> tuple
             return [], unmapped
         args = ["--worker-urls"] + [url(p) for p in placements]
     args += pol + ["--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
-    comment = f"router ({SGLANG_ROUTER_VERSION}): requests go to http://<router host>:{ROUTER_PORT}" + \
-        (f"; {note}" if note else "")
+    comment = f"router ({rel.router_version if rel.router_form == 'sglang_router' else 'sglang-router'}): " \
+              f"requests go to http://<router host>:{ROUTER_PORT}" + (f"; {note}" if note else "")
     return [Command(None, tuple(head + args), (), comment)], unmapped
 
 
-def sglang_plan(resolved, model_override: str | None = None) -> LaunchPlan:
-    """The SGLang deployment of ``resolved`` (a ResolvedScenario)."""
+def sglang_plan(resolved, model_override: str | None = None, version: str | None = None,
+                ib_devices: str | None = None) -> LaunchPlan:
+    """The SGLang deployment of ``resolved`` (a ResolvedScenario) for SGLang ``version`` (default:
+    the newest checked release); ``ib_devices``: the RDMA devices of each node (mlx5_0,...)."""
+    rel = release("sglang", version)
     sc = resolved.scenario
     if sc.transfer.backend != "mooncake" and sc.cluster.disaggregated:
         raise SpecError(f"SGLang P/D moves KV with Mooncake (or NIXL); this scenario uses the {sc.transfer.backend!r} "
@@ -274,20 +353,26 @@ def sglang_plan(resolved, model_override: str | None = None) -> LaunchPlan:
     model = model_path(resolved, model_override)
     commands, unmapped = [], []
     for p in placements:
-        cmds, un = _instance_commands(p, resolved, model, sc.cluster.disaggregated)
+        cmds, un = _instance_commands(p, resolved, model, sc.cluster.disaggregated, rel, ib_devices)
         commands += cmds
         unmapped += [(f"cluster.{p.role}[{p.group_index}].{k}", why) for k, why in un]
-    router, un = _router(placements, resolved, sc.cluster.disaggregated)
+    router, un = _router(placements, resolved, sc.cluster.disaggregated, rel)
     commands += router
     unmapped += un
     unmapped += _unmapped_changes(sc)
     mapped = [(k, v) for k, v in KNOBS.items() if v is not None]
-    notes = ("each node needs its RDMA devices named for Mooncake (--disaggregation-ib-device) where the "
-             "defaults do not find them" if sc.cluster.disaggregated else "",)
-    return LaunchPlan("sglang", f"SGLang {SGLANG_VERSION}, sglang-router {SGLANG_ROUTER_VERSION}", sc.name,
+    notes = []
+    if sc.cluster.disaggregated and not ib_devices:
+        notes.append("each node's RDMA devices are not named: give --ib-devices mlx5_0,... (written as "
+                     "--disaggregation-ib-device and NCCL_IB_HCA) where the defaults do not find them")
+    if any(EXPERT_LOCATION in c.argv for c in commands):
+        notes.append("EXPERT_LOCATION: the decode servers' static expert placement, a file written by a run with "
+                     "--expert-distribution-recorder-mode stat (issue #6017's recipe; prefill rebalances online)")
+    versions = f"{rel.label} (flags checked against {rel.checked}), {rel.router_version}"
+    return LaunchPlan("sglang", versions, sc.name,
                       sc.description, " + ".join(dict.fromkeys(p.hardware for p in placements)), resolved.model.name,
                       model, n_nodes, tuple(commands),
-                      tuple(mapped), tuple(dict.fromkeys(unmapped)), tuple(n for n in notes if n))
+                      tuple(mapped), tuple(dict.fromkeys(unmapped)), tuple(notes))
 
 
 def _unmapped_changes(sc) -> list[tuple[str, str]]:

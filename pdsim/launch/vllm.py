@@ -1,8 +1,13 @@
-"""vLLM commands for a scenario (flags: flags.py, vLLM 0.11.0): ``vllm serve`` per instance,
+"""vLLM commands for a scenario (flags: flags.py; release ranges: versions.py): ``vllm serve`` per instance,
 P2P NCCL xPyD with ``--kv-transfer-config`` (P2pNcclConnector: kv_producer on P, kv_consumer on
 D, send_type PUT / PUT_ASYNC / GET, the consumer's GPU receive buffer kv_buffer_size in bytes,
 the host tensor pool mem_pool_size_gb) and vLLM's example proxy, which round-robins over the
-instances that register with it.
+instances that register with it (it needs ``quart`` and ``aiohttp``).
+
+The consumer's receive buffer is what the scenario simulates (``transfer.kv_buffer_fraction`` of
+HBM; vLLM's xPyD example gives it ~10%); the decode server's ``--gpu-memory-utilization`` is
+lowered by the same share, because vLLM allocates the buffer outside its KV budget, so the KV
+pool is the one simulated. ``nccl_num_channels`` is written as in vLLM's xPyD example (16).
 
 Attention under vLLM: pdsim's ``tp`` is the instance's world size; vLLM's
 ``--tensor-parallel-size`` is the attention TP (world / dp) and ``--data-parallel-size`` the
@@ -17,9 +22,10 @@ import json
 
 from ..specs.errors import SpecError
 from ..specs.memory import instance_memory
-from .flags import NO_LAUNCH_FORM, VLLM_PROXY_DISCOVERY_PORT, VLLM_VERSION
+from .flags import NO_LAUNCH_FORM, VLLM_PROXY_DISCOVERY_PORT
 from .placement import Placement, gpus_per_node_of, node_var, place
 from .plan import MODEL_IDS, Command, LaunchPlan, changed, model_path
+from .versions import Release, release
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 SEND_TYPE = {"put": "PUT", "put_async": "PUT_ASYNC", "get": "GET"}
@@ -28,7 +34,10 @@ DP_RPC_PORT = 13345
 HTTP_BASE = 20000  # the example proxy listens on 10001 and 30001
 RAY_PORT = 6379
 PROXY = "disagg_proxy_p2p_nccl_xpyd.py"
+NCCL_NUM_CHANNELS = "16"  # docs/features/disagg_prefill p2p_nccl_connector example configs
 
+# Kernel-backend knobs (attention / MoE runner / GEMM backends) go here as "engine.<knob>": "<flag>",
+# with their flags in flags.VLLM_KERNEL_FLAGS (merged into every release table in versions.py).
 KNOBS: dict[str, str | None] = {
     "group.count": "one vllm serve per instance",
     "group.nodes": "DP ranks across nodes (--data-parallel-size-local/-address/-start-rank, --headless), or a Ray "
@@ -48,10 +57,11 @@ KNOBS: dict[str, str | None] = {
     "engine.max_running_requests": "--max-num-seqs",
     "engine.max_total_tokens": "--kv-cache-memory-bytes per GPU (VLLM_CPU_KVCACHE_SPACE GiB on a CPU)",
     "engine.page_size": "--block-size (1, 8, 16, 32, 64, 128)",
-    "engine.mem_fraction_static": "--gpu-memory-utilization",
+    "engine.mem_fraction_static": "--gpu-memory-utilization (decode: less the receive buffer's share)",
     "engine.cuda_graph_max_bs": "--cuda-graph-sizes (0: --enforce-eager)",
-    "engine.enable_two_batch_overlap": "--enable-dbo",
-    "engine.ep_num_redundant_experts": "--enable-eplb with --eplb-config num_redundant_experts",
+    "engine.enable_two_batch_overlap": "--enable-dbo (0.11)",
+    "engine.ep_num_redundant_experts": "--enable-eplb with --eplb-config num_redundant_experts (0.10: "
+                                       "--num-redundant-experts)",
     "engine.deepep_mode": "VLLM_ALL2ALL_BACKEND (normal: deepep_high_throughput, low_latency: deepep_low_latency)",
     "engine.kv_cache_dtype": "--kv-cache-dtype (fp8, bfloat16)",
     "engine.enable_mixed_chunk": "vLLM V1 always mixes prefill chunks into decode steps",
@@ -111,11 +121,13 @@ def _kv_transfer(p: Placement, resolved, proxy_host: str) -> str:
            "kv_port": str((CONSUMER_KV_PORT if consumer else PRODUCER_KV_PORT) + p.index),
            "kv_connector_extra_config": {"proxy_ip": proxy_host, "proxy_port": str(VLLM_PROXY_DISCOVERY_PORT),
                                          "http_port": str(p.http_port), "send_type": SEND_TYPE[tr.mode],
-                                         "mem_pool_size_gb": f"{tr.host_pool_gib:g}"}}
+                                         "mem_pool_size_gb": f"{tr.host_pool_gib:g}",
+                                         "nccl_num_channels": NCCL_NUM_CHANNELS}}
     return json.dumps(cfg, separators=(",", ":"))
 
 
-def _engine_flags(p: Placement, resolved) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
+def _engine_flags(p: Placement, resolved, rel: Release) -> tuple[list[str], list[tuple[str, str]],
+                                                                  list[tuple[str, str]]]:
     g, e = p.group, p.group.engine
     hw, model = resolved.hardware_of(p.role, p.group_index), resolved.model
     gpn = hw.gpus_per_node
@@ -141,9 +153,14 @@ def _engine_flags(p: Placement, resolved) -> tuple[list[str], list[tuple[str, st
             unmapped.append(("engine.deepep_mode", "auto switches per batch in SGLang; a vLLM instance uses one "
                                                    "all-to-all backend (low latency written)"))
         if e.ep_num_redundant_experts:
-            f += ["--enable-eplb", "--eplb-config", json.dumps({"num_redundant_experts": e.ep_num_redundant_experts})]
+            f += ["--enable-eplb"] + (
+                ["--eplb-config", json.dumps({"num_redundant_experts": e.ep_num_redundant_experts})]
+                if rel.accepts("--eplb-config") else ["--num-redundant-experts", str(e.ep_num_redundant_experts)])
     if e.enable_two_batch_overlap:
-        f.append("--enable-dbo")
+        if rel.accepts("--enable-dbo"):
+            f.append("--enable-dbo")
+        else:
+            unmapped.append(("engine.enable_two_batch_overlap", f"{rel.label} has no dual-batch overlap (--enable-dbo)"))
     if e.max_running_requests is not None:
         f += ["--max-num-seqs", str(e.max_running_requests)]
     else:
@@ -162,10 +179,17 @@ def _engine_flags(p: Placement, resolved) -> tuple[list[str], list[tuple[str, st
             gib = max(1, round(e.max_total_tokens * mem.kv_bytes_per_token_per_gpu / 2**30))
             env.append(("VLLM_CPU_KVCACHE_SPACE", str(gib)))
     else:
-        f += ["--gpu-memory-utilization", f"{e.mem_fraction_static:g}"]
+        tr = resolved.scenario.transfer
+        util = e.mem_fraction_static
+        if p.role == "decode" and resolved.scenario.cluster.disaggregated and tr.backend == "nccl":
+            util -= tr.kv_buffer_fraction  # the receive buffer sits outside vLLM's budget
+        f += ["--gpu-memory-utilization", f"{util:.4g}"]
         if e.max_total_tokens is not None:
             per_gpu = e.max_total_tokens / g.dp * mem.kv_bytes_per_token_per_gpu
-            f += ["--kv-cache-memory-bytes", str(int(per_gpu))]
+            if rel.accepts("--kv-cache-memory-bytes"):
+                f += ["--kv-cache-memory-bytes", str(int(per_gpu))]
+            else:
+                unmapped.append(("engine.max_total_tokens", f"{rel.label} has no --kv-cache-memory-bytes"))
     if e.kv_cache_dtype == "fp8":
         f += ["--kv-cache-dtype", "fp8"]
     elif e.kv_cache_dtype == "bf16" and model.kv_dtype != "bf16":
@@ -186,8 +210,11 @@ def _engine_flags(p: Placement, resolved) -> tuple[list[str], list[tuple[str, st
     return f, env, unmapped
 
 
-def _instance_commands(p: Placement, resolved, model: str, disaggregated: bool) -> tuple[list[Command], list]:
-    flags, env, unmapped = _engine_flags(p, resolved)
+def _instance_commands(p: Placement, resolved, model: str, disaggregated: bool, rel: Release,
+                       ib_devices: str | None) -> tuple[list[Command], list]:
+    flags, env, unmapped = _engine_flags(p, resolved, rel)
+    if ib_devices:
+        env = env + [("NCCL_IB_HCA", ib_devices)]
     g = p.group
     gpn = resolved.hardware_of(p.role, p.group_index).gpus_per_node
     head = ["vllm", "serve", model]
@@ -223,8 +250,11 @@ def _instance_commands(p: Placement, resolved, model: str, disaggregated: bool) 
     return cmds, unmapped
 
 
-def vllm_plan(resolved, model_override: str | None = None) -> LaunchPlan:
-    """The vLLM deployment of ``resolved`` (P2P NCCL xPyD, or colocated instances)."""
+def vllm_plan(resolved, model_override: str | None = None, version: str | None = None,
+              ib_devices: str | None = None) -> LaunchPlan:
+    """The vLLM deployment of ``resolved`` (P2P NCCL xPyD, or colocated instances) for vLLM
+    ``version`` (default: the newest checked release)."""
+    rel = release("vllm", version)
     sc = resolved.scenario
     if sc.cluster.disaggregated and sc.transfer.backend == "shared_storage":
         raise SpecError("vLLM's shared-storage handoff (ExampleConnector) is a debugging connector pdsim launch does not "
@@ -232,22 +262,29 @@ def vllm_plan(resolved, model_override: str | None = None) -> LaunchPlan:
                         "--kv-transfer-config ExampleConnector kv_both, python -m pdsim.replay.pd_proxy in front)",
                         field="transfer.backend")
     if sc.cluster.disaggregated and sc.transfer.backend != "nccl":
-        raise SpecError(f"vLLM {VLLM_VERSION} P/D here means P2P NCCL (backend: nccl); this scenario uses "
+        raise SpecError(f"{rel.label} P/D here means P2P NCCL (backend: nccl); this scenario uses "
                         f"{sc.transfer.backend!r}, SGLang's transport: write SGLang commands (--engine sglang)",
                         field="transfer.backend")
     placements, n_nodes = place(sc.cluster, gpus_per_node_of(resolved), HTTP_BASE)
     model = model_path(resolved, model_override)
     commands, unmapped = [], []
     for p in placements:
-        cmds, un = _instance_commands(p, resolved, model, sc.cluster.disaggregated)
+        cmds, un = _instance_commands(p, resolved, model, sc.cluster.disaggregated, rel, ib_devices)
         commands += cmds
         unmapped += [(f"cluster.{p.role}[{p.group_index}].{k}", why) for k, why in un]
     notes = []
     if sc.cluster.disaggregated:
         commands.append(Command(None, ("python3", PROXY), (), "vLLM's xPyD proxy (examples/online_serving/"
-                                "disaggregated_serving_p2p_nccl_xpyd at v0.11.0): instances register on port "
+                                "disaggregated_serving_p2p_nccl_xpyd of the release; needs pip install quart "
+                                "aiohttp): instances register on port "
                                 f"{VLLM_PROXY_DISCOVERY_PORT}, requests go to http://<proxy host>:10001", program_len=2))
-        notes.append(f"run the proxy on node 0 (the instances' proxy_ip is {node_var(0)})")
+        notes.append(f"run the proxy on node 0 from vLLM's examples/online_serving/"
+                     f"disaggregated_serving_p2p_nccl_xpyd folder (the instances' proxy_ip is {node_var(0)}); it "
+                     "needs quart and aiohttp: pip install quart aiohttp")
+        if sc.transfer.mode == "get" and sc.transfer.kv_buffer_fraction == 0:
+            notes.append("send_type GET keeps each prompt's KV in the producer's buffer until D pulls it, and this "
+                         "scenario gives that buffer kv_buffer_size 0 (transfer.kv_buffer_fraction): every transfer "
+                         "then goes through the host pool; vLLM's example gives the buffer ~10% of HBM")
         if sc.router.policy not in ("round_robin", "vllm_xpyd"):
             unmapped.append(("router.policy", f"the example proxy round-robins; {sc.router.policy!r} has no "
                                               "equivalent there"))
@@ -257,7 +294,7 @@ def vllm_plan(resolved, model_override: str | None = None) -> LaunchPlan:
             unmapped.append(("router.policy", "no vLLM router: the load balancer decides"))
     unmapped += _unmapped_changes(sc)
     mapped = [(k, v) for k, v in KNOBS.items() if v is not None]
-    return LaunchPlan("vllm", f"vLLM {VLLM_VERSION}", sc.name, sc.description,
+    return LaunchPlan("vllm", f"{rel.label} (flags checked against {rel.checked})", sc.name, sc.description,
                       " + ".join(dict.fromkeys(p.hardware for p in placements)), resolved.model.name, model, n_nodes,
                       tuple(commands), tuple(mapped),
                       tuple(dict.fromkeys(unmapped)), tuple(notes))

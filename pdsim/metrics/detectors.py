@@ -19,6 +19,8 @@ from .run_facts import TTFT_PARTS
 from .run_facts import RunFacts, queue_trend, run_facts
 from .verdicts import HEALTHY_GOODPUT, SEVERITY_ORDER, Suggestion, Verdict
 
+LONG_PROMPT_RATIO = 1.5  # missing requests' median prompt over all requests' median: "long prompts" from here
+
 
 def _load_suggestion(res, f: RunFacts, ratio: float) -> Suggestion | None:
     """Offer less load: the rate (or trace time scale) that puts the bottleneck at TARGET_UTIL."""
@@ -156,6 +158,11 @@ def prefill_bound(res, f: RunFacts) -> Verdict | None:
     g = group(res, role, gi)
     p90_prompt = int(np.percentile(miss["input_len"], 90))
     bare = _bare_prefill_s(res, role, gi, p90_prompt)
+    # "long prompts" only when the missing requests' prompts are longer than the rest's; else
+    # their prefill time is steps shared with other prompts (load), not their own length
+    long_prompts = float(miss["input_len"].median()) >= LONG_PROMPT_RATIO * float(df["input_len"].median())
+    mean_pf = float(miss["prefill_s"].mean())
+    bare_median = _bare_prefill_s(res, role, gi, int(miss["input_len"].median()))
     evidence = [
         f"{n_miss:,} requests ({pct(share)}) miss TTFT <= {bound:g} ms; for them prefill compute is "
         f"{pf_share:.0%} of TTFT (mean {f.ttft_mean_failing.get('prefill_s', 0):,.2f} s), queueing "
@@ -166,6 +173,10 @@ def prefill_bound(res, f: RunFacts) -> Verdict | None:
         f"{p90_prompt:,}-token prompt (the 90th percentile of the missing ones) takes {bare:,.2f} s in chunks of "
         f"{g.engine.prefill_budget(g.dp):,} tokens" + (" on one DP rank" if g.enable_dp_attention else ""),
     ]
+    if not long_prompts:
+        evidence.append(f"their prompts are not longer than the others': a median missing prompt prefills in "
+                        f"{bare_median:,.2f} s alone, but they spend {mean_pf:,.2f} s in prefill on average "
+                        f"({mean_pf / max(bare_median, 1e-9):,.1f}x): prefill steps are shared with other prompts")
     suggestions = []
     if (s := _dp_attention_suggestion(res, role, gi)) is not None:
         suggestions.append(s)
@@ -181,8 +192,10 @@ def prefill_bound(res, f: RunFacts) -> Verdict | None:
     if (s := _wider_instance(res, role, gi)) is not None:
         suggestions.append(s)
     return Verdict("prefill_bound", "high" if share >= HIGH_SHARE else "medium",
-                   f"TTFT misses come from prefill compute: {n_miss:,} requests ({pct(share)}) with long prompts "
-                   f"take longer than {bound:g} ms to prefill",
+                   (f"TTFT misses come from prefill compute: {n_miss:,} requests ({pct(share)}) with long prompts "
+                    f"take longer than {bound:g} ms to prefill" if long_prompts else
+                    f"TTFT misses come from prefill time: {n_miss:,} requests ({pct(share)}) share prefill steps "
+                    f"with other prompts and take longer than {bound:g} ms to prefill"),
                    tuple(evidence), {"missing_ttft": n_miss, "prefill_share_of_ttft": pf_share,
                                      "bare_prefill_s_p90_prompt": bare, "explains": share},
                    "p90_ttft_ms", tuple(suggestions))
@@ -259,10 +272,12 @@ def healthy_or_misses(res, f: RunFacts) -> Verdict:
         pc = prefill_capacity(res.scenario, role, gi, f.mean_prompt, f.eff_prompt)
         cap_req = pc.tokens_per_s * len(insts) / f.mean_prompt
         head = cap_req / f.offered_rate if f.offered_rate > 0 else float("inf")
-        metrics.update(full_step_capacity_rate=cap_req, headroom=head)
-        evidence.append(f"{role} instances busy {util:.0%} of the arrival window; at full prefill steps they would "
-                        f"take at most about {cap_req:,.3g} req/s of this prompt mix ({head:,.1f}x the offered "
-                        f"{f.offered_rate:.3g} req/s; busy shares overstate the load at low rates, where steps run small)")
+        served = sum(i.prefill_tokens for i in insts) / f.window_s if f.window_s > 0 else 0.0
+        work = served / (pc.tokens_per_s * len(insts)) if pc.tokens_per_s > 0 else 0.0
+        metrics.update(full_step_capacity_rate=cap_req, headroom=head, front_work_utilisation=work)
+        evidence.append(f"{role} instances did {work:.0%} of the prefill work they could: {served / 1e3:,.1f}k of "
+                        f"{pc.tokens_per_s * len(insts) / 1e3:,.1f}k prompt tokens/s at full steps, about "
+                        f"{cap_req:,.3g} req/s of this prompt mix ({head:,.1f}x the offered {f.offered_rate:.3g} req/s)")
     if goodput >= HEALTHY_GOODPUT or not f.slo_failures:
         return Verdict("healthy", "info", f"{goodput:.1%} of requests meet the SLO; no bottleneck found",
                        tuple(evidence), metrics)
@@ -271,6 +286,12 @@ def healthy_or_misses(res, f: RunFacts) -> Verdict:
                           if f.share(c, failing=True) >= 0.05)
         evidence.append(f"TTFT of the requests that miss it: {f.ttft_mean_failing['ttft_s'] * 1e3:,.0f} ms on "
                         f"average ({parts})")
+        miss = df[df["slo_fail_ttft"] == True] if "slo_fail_ttft" in df else df.iloc[:0]  # noqa: E712
+        if len(miss):
+            m_len, all_len = float(miss["input_len"].median()), float(df["input_len"].median())
+            if m_len >= LONG_PROMPT_RATIO * all_len:
+                evidence.append(f"the requests that miss TTFT have long prompts: median {m_len:,.0f} tokens against "
+                                f"{all_len:,.0f} for all requests")
     return Verdict("slo_misses", "medium",
                    f"{1 - goodput:.1%} of requests miss the SLO and no single bottleneck explains it",
                    tuple(evidence), metrics)
@@ -293,4 +314,6 @@ def diagnose(res) -> list[Verdict]:
     found.sort(key=lambda v: (SEVERITY_ORDER[v.severity], -v.metrics.get("explains", 0.0)))
     if not found:
         found = [healthy_or_misses(res, facts)]
-    return found
+    from .detectors_facts import FACTS
+
+    return found + [v for fact in FACTS if (v := fact(res, facts, found)) is not None]

@@ -17,6 +17,16 @@ def _reduced(capacity: list, t: np.ndarray) -> np.ndarray:
     return gpus[np.clip(idx, 0, len(gpus) - 1)] < gpus.max()
 
 
+def _renamed_faults(res, name: str, count: int) -> tuple[str, ...]:
+    """Overrides that keep fault events on their instance when a group of one instance gets a
+    second: its instances are then named ``<name>.0``, ``<name>.1``."""
+    faults = res.scenario.scenario.faults
+    if count != 1 or faults is None:
+        return ()
+    return tuple(f"faults.events[{i}].instance={name}.0" for i, e in enumerate(faults.events)
+                 if getattr(e, "instance", None) == name)
+
+
 def failures(res, f: RunFacts) -> Verdict | None:
     """Instances failed and the SLO misses follow the capacity they took (arrivals while
     capacity was reduced, retried or dropped requests)."""
@@ -49,6 +59,10 @@ def failures(res, f: RunFacts) -> Verdict | None:
     evidence = [f"{len(failed)} failure(s): " + ", ".join(f"{e.get('what')} at {e.get('time_s', 0):,.0f} s "
                                                            f"({e.get('detail', '')})" for e in failed[:4])
                 + (" ..." if len(failed) > 4 else "")]
+    faults = res.scenario.scenario.faults if res.scenario is not None else None
+    if faults is not None and len(faults.events) > len(failed):
+        evidence.append(f"{len(faults.events) - len(failed)} of the scenario's {len(faults.events)} fault events hit "
+                        "an instance that was already down or restarting")
     if cap:
         evidence.append(f"serving capacity fell from {top:,} to as low as {low:,} GPUs; below full for "
                         f"{down_s:,.0f} s ({down_s / span:.0%} of the run)")
@@ -70,7 +84,7 @@ def failures(res, f: RunFacts) -> Verdict | None:
         g = group(res, role, gi)
         suggestions.append(Suggestion(
             f"a spare {role} instance: count {g.count} -> {g.count + 1} (+{inst.gpus} GPUs)",
-            (set_override(role, gi, "count", g.count + 1),),
+            (set_override(role, gi, "count", g.count + 1), *_renamed_faults(res, inst.name, g.count)),
             "the remaining instances carry the load while a failed one restarts"))
     return Verdict("failures", "high" if explains >= HIGH_SHARE else "medium",
                    f"failures cost the SLO: {pct(explains)} of requests miss it while capacity was reduced or after "

@@ -296,6 +296,8 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
     rows = []
     for key, label, fmt in SUMMARY_ROWS:
         v = summary.get(key)
+        if key.endswith("_per_node") and (summary.get("nodes") or 0) < 1:
+            v = None  # a run on part of one node: per GPU is the figure (a per-node rate would extrapolate)
         rows.append((label, "n/a" if v is None else fmt.format(v)))
     return rows
 

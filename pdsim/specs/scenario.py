@@ -40,7 +40,7 @@ class EngineSpec:
     deepep_mode: Literal["auto", "normal", "low_latency"] = "auto"
     kv_cache_dtype: Literal["auto", "bf16", "fp8"] = "auto"
     enable_mixed_chunk: bool = True  # colocated: prefill chunks ride in decode batches
-    init_new_token_ratio: float = 0.7  # decode admission reserve for future tokens (SGLang)
+    init_new_token_ratio: float = 0.7  # decode admission reserve for future tokens (SGLang; x0.3 under DP attention, as SGLang)
     min_new_token_ratio: float = 0.1
     new_token_ratio_decay_steps: int = 600
     min_kv_reserve_tokens: int = 4096  # the memory check's minimum KV pool per instance

@@ -82,10 +82,13 @@ class Instance:
         self.q = tokens_per_step(spec) if spec is not None else 1.0
         self.batch = DecodeBatch(self.page, self.q)
         self.rank_max = 0
-        self.ratio = eng.init_new_token_ratio
-        self.ratio_min = eng.min_new_token_ratio
-        self.ratio_decay = (eng.init_new_token_ratio - eng.min_new_token_ratio) / eng.new_token_ratio_decay_steps
-        self.ratio_init = eng.init_new_token_ratio
+        # SGLang multiplies schedule_conservativeness by 0.3 under DP attention (server_args.py,
+        # 0.4.7-0.5.x), so the reserve its defaults give is 0.3x the knobs' values there
+        dp_factor = 0.3 if plan.group.enable_dp_attention else 1.0
+        self.ratio = eng.init_new_token_ratio * dp_factor
+        self.ratio_min = eng.min_new_token_ratio * dp_factor
+        self.ratio_decay = (self.ratio - self.ratio_min) / eng.new_token_ratio_decay_steps
+        self.ratio_init = self.ratio
         # step log (the record's per-step columns)
         self.steps = step_log()
         # steps a failure cut short: logged with the part that ran, they produced no tokens (the
