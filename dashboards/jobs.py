@@ -141,7 +141,7 @@ class JobManager:
         return job
 
     def _watch(self, job: Job, proc, conn) -> None:
-        deadline = job.started + self.limits.run_wall_s
+        deadline = time.perf_counter() + self.limits.run_wall_s  # from the process's start
         try:
             while True:
                 try:
