@@ -24,7 +24,7 @@ from dash.exceptions import PreventUpdate
 
 from . import layout
 from .build_callbacks import register_build
-from .config import DashboardConfig
+from .config import DashboardConfig, check_bind_host
 from .explore_callbacks import register_explore
 from .exposure import allowed_hosts, exposure_warning, host_refusal
 from .jobs import JobManager
@@ -113,7 +113,7 @@ def serve(config: DashboardConfig, host: str | None = None, port: int = 8050) ->
     SIGTERM (service managers, ``timeout``) stops it like Ctrl-C: runs cancelled, the upload
     folder removed. ``host``: the bind address (default ``config.host``)."""
     if host is not None and host != config.host:
-        config = dataclasses.replace(config, host=host)
+        config = dataclasses.replace(config, host=check_bind_host(host))
     host = config.host
     warning = exposure_warning(host, port, str(config.data_dir))
     if warning:

@@ -45,6 +45,17 @@ class Limits:
     run_wall_s: float = 300.0  # a run still going after this many seconds is stopped
 
 
+def check_bind_host(host: object) -> str:
+    """``host`` if it names an address to bind; SpecError for an empty one (Flask would quietly
+    bind 127.0.0.1 while the exposure check saw no address)."""
+    from pdsim.specs.errors import SpecError
+
+    if not isinstance(host, str) or not host.strip():
+        raise SpecError("empty bind address; give 127.0.0.1 (this machine only, the default) or the address "
+                        "of the interface to serve on (0.0.0.0: all of them)", source="pdsim dashboard", field="--host")
+    return host.strip()
+
+
 @dataclass(frozen=True)
 class DashboardConfig:
     data_dir: Path  # user files a scenario may reference (traces, hardware/model YAML), sweep results
@@ -60,10 +71,7 @@ class DashboardConfig:
              allow_hosts: tuple[str, ...] = ()) -> "DashboardConfig":
         from pdsim.specs.errors import SpecError
 
-        if not isinstance(host, str) or not host.strip():
-            raise SpecError("empty bind address; give 127.0.0.1 (this machine only, the default) or the address "
-                            "of the interface to serve on (0.0.0.0: all of them)", source="pdsim dashboard",
-                            field="--host")
+        check_bind_host(host)
         for h in allow_hosts:
             if not isinstance(h, str) or not h.strip() or any(c in h for c in "/ \t@*"):
                 raise SpecError(f"{h!r} is not a host name or address (one name per --allow-host, no wildcards)",

@@ -367,3 +367,7 @@ def test_empty_host_is_refused_clearly(capsys, tmp_path):
     assert main(["dashboard", "--host", "", "--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--host: empty bind address" in err and "WARNING" not in err
+    from pdsim.dashboards.app import serve
+
+    with pytest.raises(pdsim.SpecError, match="--host: empty bind address"):
+        serve(DashboardConfig.make(tmp_path), host=" ")  # the API refuses it too, before serving
