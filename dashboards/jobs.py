@@ -71,7 +71,7 @@ class Job:
     sim_s: float = 0.0
     wall_s: float = 0.0
     started: float = field(default_factory=time.perf_counter)
-    used: float = field(default_factory=time.monotonic)  # last start or view, for eviction
+    used: float = field(default_factory=time.monotonic)  # last start, end or view, for eviction
     error: str | None = None
     result: Results | None = None
 
@@ -178,6 +178,7 @@ class JobManager:
                 job.error = job.error or f"the run's process ended unexpectedly (exit code {proc.exitcode})"
             with self._lock:
                 self._procs.pop(job.jid, None)
+                job.used = time.monotonic()  # just ended: the last result to drop
                 self._evict()
 
     def warm_up(self) -> None:
@@ -272,6 +273,15 @@ class JobManager:
                 per[j.sid] -= 1
                 total -= 1
                 requests -= _kept_requests(j)
+        # memory is the bound that matters: past it, even a session's latest run loses its tables
+        # (the job stays, so its page still reads how it ended)
+        for j in sorted((j for j in self._jobs.values() if j.result is not None), key=lambda j: j.used):
+            if requests <= self.limits.kept_requests_total:
+                break
+            requests -= _kept_requests(j)
+            j.result = None
+            j.error = (f"its results were dropped: the server keeps results of at most "
+                       f"{self.limits.kept_requests_total:,} requests in all")
 
     def shutdown(self) -> None:
         for job in list(self._jobs.values()):

@@ -207,15 +207,21 @@ def test_runs_that_would_take_long_are_stopped_and_cannot_starve_other_sessions(
 # ---- SEC-D: the memory of kept results is bounded by requests too ---------------------------
 def test_kept_results_are_bounded_by_their_requests(services_small):
     svc = services_small
-    jm = JobManager(Limits(kept_requests_total=50, runs_total=8, runs_per_session=8))
+    jm = JobManager(Limits(kept_requests_total=70, runs_total=8, runs_per_session=8))
     resolved, _ = validate(small_yaml(30), svc.sandbox)
+    jobs = []
     try:
-        for sid in ("s1" * 8, "s1" * 8, "s2" * 8):
-            job = jm.start(sid, resolved)
-            while jm.get(sid, job.jid).active:
+        for sid in ("s1" * 8, "s1" * 8, "s2" * 8, "s3" * 8):
+            jobs.append(jm.start(sid, resolved))
+            while jobs[-1].jid in jm._procs:  # until its watcher has received it and applied the bounds
                 time.sleep(0.02)
-        # 90 requests kept > 50: s1's older run goes; each session's latest run stays
-        assert [j.label.split()[0] for j in jm.runs("s1" * 8)] == ["#2"] and len(jm.runs("s2" * 8)) == 1
+            if sid == "s2" * 8:  # 90 requests kept > 70: s1's older run goes first
+                assert [j.label.split()[0] for j in jm.runs("s1" * 8)] == ["#2"]
+        # 90 again, and every run left is a session's latest: the least recently used loses its tables
+        assert jm.runs("s1" * 8) == [] and len(jm.runs("s2" * 8)) == len(jm.runs("s3" * 8)) == 1
+        dropped = jm.get("s1" * 8, jobs[1].jid)
+        assert dropped.status == "done" and dropped.result is None and "at most 70 requests" in dropped.error
+        assert sum(len(j.result.record) for j in jm._jobs.values() if j.result is not None) == 60
     finally:
         jm.shutdown()
 
