@@ -149,10 +149,11 @@ class JobManager:
                         if time.perf_counter() < deadline:
                             continue
                         if job.status == "running":
+                            where = (f"{job.done:,}/{job.total:,} requests done, simulated {job.sim_s:,.1f} s"
+                                     if job.total else "no progress reported")
                             job.status = "failed"
                             job.error = (f"stopped after {self.limits.run_wall_s:g} s, the time limit of a dashboard "
-                                         f"run ({job.done:,}/{job.total:,} requests done, simulated "
-                                         f"{job.sim_s:,.1f} s); run fewer requests, or run it with `pdsim run`")
+                                         f"run ({where}); run fewer requests, or run it with `pdsim run`")
                         proc.terminate()
                         break
                     msg = conn.recv()
