@@ -71,10 +71,14 @@ def client_address() -> str:
     return (request.remote_addr or "") if has_request_context() else ""
 
 
+ADMIT_HOLD_S = 10.0  # an admitted session counts as keeping state this long, while it stores it
+
+
 @dataclass
 class _Seen:
     at: float  # last use (clock seconds)
     client: str  # address that first used it
+    admitted: float = float("-inf")  # last admission: its run or upload may not be stored yet
 
 
 class Sessions:
@@ -102,6 +106,10 @@ class Sessions:
 
     def _has_state(self, sid: str) -> bool:
         return any(f(sid) for f in self._holds)
+
+    def _keeps(self, sid: str, now: float) -> bool:
+        """Whether ``sid`` keeps state, or was just admitted to store some. Caller holds the lock."""
+        return now - self._seen[sid].admitted < ADMIT_HOLD_S or self._has_state(sid)
 
     def _is_running(self, sid: str) -> bool:
         return any(f(sid) for f in self._running)
@@ -135,7 +143,7 @@ class Sessions:
         least recently seen unseen for ``protect_s`` with no run in progress; None when every
         session is in use. Caller holds the lock."""
         for s in self._seen:  # least recently seen first
-            if not self._has_state(s):
+            if not self._keeps(s, now):
                 return s
         for s, e in self._seen.items():
             if now - e.at > self.protect_s and not self._is_running(s):
@@ -151,13 +159,14 @@ class Sessions:
             if sid not in self._seen:
                 raise SpecError(f"the server keeps runs and uploads of {len(self._seen)} sessions in use, its limit; "
                                 "try again later", source="session")
-            entry = self._seen[sid]
-            if not self._has_state(sid):
+            entry, now = self._seen[sid], self._clock()
+            if not self._keeps(sid, now):
                 mine = sum(1 for s, e in self._seen.items()
-                           if s != sid and e.client == entry.client and self._has_state(s))
+                           if s != sid and e.client == entry.client and self._keeps(s, now))
                 if mine >= self.per_client:
                     raise SpecError(f"this client ({entry.client or 'local'}) keeps runs or uploads in {mine} "
                                     "sessions, its limit; use one of its pages or try again later", source="session")
+            entry.admitted = now  # not a victim while it stores its run or upload (another thread may make room)
         return sid
 
     def forget(self, sid: str) -> None:

@@ -151,6 +151,23 @@ def test_a_session_not_seen_recently_makes_room_but_one_with_a_run_in_progress_n
         svc.close()
 
 
+def test_an_admitted_session_keeps_its_place_while_it_stores_its_run():
+    from pdsim.dashboards.sessions import ADMIT_HOLD_S, Sessions
+
+    clock = [0.0]
+    s = Sessions(max_sessions=1, idle_s=1e6, clock=lambda: clock[0], protect_s=600.0)
+    s.state_from(lambda sid: False)  # nothing stored yet: another request thread makes room meanwhile
+    a, b = new_session_id(), new_session_id()
+    s.admit(a)
+    s.touch(b)
+    assert a in s and b not in s
+    with pytest.raises(pdsim.SpecError, match="sessions in use"):
+        s.admit(b)
+    clock[0] = ADMIT_HOLD_S + 1  # it never stored anything: an empty session gives its place
+    s.admit(b)
+    assert b in s and a not in s
+
+
 def test_one_client_address_cannot_take_every_place(tmp_path):
     svc = make_services(tmp_path / "data", Limits(max_sessions=8, sessions_per_client=3))
     app = create_app(services=svc)
