@@ -28,9 +28,10 @@ def callback_key(app, first_output: str) -> str:
     raise KeyError(first_output)
 
 
-def post(client, app, first_output: str, values: dict, changed: list[str]):
-    """POST one callback as the page would: ``values`` maps "id.prop" to the value sent."""
-    key = callback_key(app, first_output)
+def post(client, app, first_output: str | None, values: dict, changed: list[str], key: str | None = None):
+    """POST one callback (by its first output, or its ``key`` in the callback map) as the page
+    would: ``values`` maps "id.prop" to the value sent."""
+    key = key or callback_key(app, first_output)
     cb = app.callback_map[key]
     outs = []
     for part in key.strip(".").split("..."):

@@ -344,6 +344,33 @@ def test_paths_outside_the_data_folder_get_one_message_whether_they_exist_or_not
             assert msgs[0] == msgs[1], (field, how, msgs)
 
 
+def test_probing_over_http_learns_nothing_about_files_or_other_sessions(served, tmp_path):
+    from test_dashboard_security import validate_over_http
+
+    app, client, svc = served
+    (tmp_path / "present.yaml").write_text("name: x\n")
+    for field in ("hardware", "model"):
+        shown = []
+        for name in ("present", "missing"):
+            d = {**yaml.safe_load(small_yaml()), field: str(tmp_path / f"{name}.yaml")}
+            status, msg, _dt = validate_over_http(client, app, yaml.safe_dump(d))
+            assert status == 200 and "is outside the data folders this server may read" in msg
+            shown.append(msg.replace(name, "NAME"))
+        assert shown[0] == shown[1]
+    # another session's runs: not listed, not readable by job id, not cancellable
+    a, b = issued_id(client), issued_id(client)
+    assert "starting" in start(client, app, a, small_yaml(20))
+    wait_idle(svc)
+    (job,) = svc.jobs.runs(a)
+    assert run_list(client, app, b) == []
+    r = post(client, app, "results.children", {"run-select.value": job.jid, "session.data": b}, ["run-select.value"])
+    assert job.label not in r.get_data(as_text=True)
+    cancel = next(k for k, cb in app.callback_map.items() if {"id": "cancel", "property": "n_clicks"} in cb["inputs"])
+    r = post(client, app, None, {"cancel.n_clicks": 1, "active-job.data": job.jid, "session.data": b},
+             ["cancel.n_clicks"], key=cancel)
+    assert "no run in progress" in r.get_data(as_text=True) and svc.jobs.runs(a) == [job]
+
+
 # ---- Validate refuses what Run refuses ----------------------------------------------------------
 def test_validate_refuses_a_draft_model_the_run_would_refuse(services_small):
     svc = services_small
