@@ -7,9 +7,11 @@ several cores, and Cancel terminates the run at once. The child sends progress t
 plain arrays, cheap to pickle) through a pipe; a watcher thread in the server receives them.
 
 Every job belongs to a browser session (sessions.py) and is found only with that session's
-id. Bounds (config.Limits): one run in progress per session and ``running_total`` on the
-server; ``runs_per_session`` finished runs per session and ``runs_total`` on the server, the
-least recently viewed dropped first.
+id. Bounds (config.Limits): ``running_per_session`` runs in progress per session (so one session
+never holds every slot) and ``running_total`` on the server; each run is stopped after
+``run_wall_s`` seconds, so no scenario (say a fault model that never lets the clock end) holds a
+slot for longer; ``runs_per_session`` finished runs per session, ``runs_total`` and
+``kept_requests_total`` requests on the server, the least recently viewed dropped first.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pdsim
 from pdsim.metrics.results import Results
@@ -68,7 +71,7 @@ class Job:
     sim_s: float = 0.0
     wall_s: float = 0.0
     started: float = field(default_factory=time.perf_counter)
-    used: float = field(default_factory=time.monotonic)  # last start or view, for eviction
+    used: float = field(default_factory=time.monotonic)  # last start, end or view, for eviction
     error: str | None = None
     result: Results | None = None
 
@@ -87,6 +90,10 @@ def _files_of(resolved) -> tuple[str, ...]:
     return (str((resolved.base_dir / p) if not p.is_absolute() else p),)
 
 
+def _kept_requests(job: Job) -> int:
+    return len(job.result.record) if job.result is not None else 0
+
+
 class JobManager:
     def __init__(self, limits: Limits | None = None):
         self.limits = limits or Limits()
@@ -94,16 +101,19 @@ class JobManager:
         self._jobs: dict[str, Job] = {}
         self._procs: dict[str, mp.Process] = {}
         self._numbers: dict[str, int] = {}  # session -> runs started (the #n of labels)
+        self.admit: Callable[[str], object] = lambda sid: sid  # sessions.admit, set by services.py
         self._lock = threading.Lock()
 
     # ---- starting ------------------------------------------------------------------------
     def start(self, sid: str, resolved, label: str | None = None) -> Job:
         """Start a run for session ``sid``; SpecError when a bound refuses it. ``label`` may use
         ``{n}``, the session's run number."""
+        self.admit(sid)
         with self._lock:
             mine = [j for j in self._jobs.values() if j.sid == sid and j.active]
-            if mine:
-                raise SpecError(f"run {mine[0].label} is still in progress: wait for it or cancel it", source="run")
+            if len(mine) >= self.limits.running_per_session:
+                what = f"run {mine[0].label} is" if len(mine) == 1 else f"{len(mine)} runs of this page are"
+                raise SpecError(f"{what} still in progress: wait for it or cancel it", source="run")
             running = sum(j.active for j in self._jobs.values())
             if running >= self.limits.running_total:
                 raise SpecError(f"the server is running {running} simulations, its limit; try again when one "
@@ -131,9 +141,21 @@ class JobManager:
         return job
 
     def _watch(self, job: Job, proc, conn) -> None:
+        deadline = time.perf_counter() + self.limits.run_wall_s  # from the process's start
         try:
             while True:
                 try:
+                    if not conn.poll(max(0.0, min(1.0, deadline - time.perf_counter()))):
+                        if time.perf_counter() < deadline:
+                            continue
+                        if job.status == "running":
+                            where = (f"{job.done:,}/{job.total:,} requests done, simulated {job.sim_s:,.1f} s"
+                                     if job.total else "no progress reported")
+                            job.status = "failed"
+                            job.error = (f"stopped after {self.limits.run_wall_s:g} s, the time limit of a dashboard "
+                                         f"run ({where}); run fewer requests, or run it with `pdsim run`")
+                        proc.terminate()
+                        break
                     msg = conn.recv()
                 except (EOFError, OSError):
                     break
@@ -157,6 +179,7 @@ class JobManager:
                 job.error = job.error or f"the run's process ended unexpectedly (exit code {proc.exitcode})"
             with self._lock:
                 self._procs.pop(job.jid, None)
+                job.used = time.monotonic()  # just ended: the last result to drop
                 self._evict()
 
     def warm_up(self) -> None:
@@ -191,6 +214,16 @@ class JobManager:
         with self._lock:
             return any(j.active and path in j.files for j in self._jobs.values())
 
+    def holds(self, sid: str) -> bool:
+        """Whether session ``sid`` has a run, in progress or kept."""
+        with self._lock:
+            return any(j.sid == sid for j in self._jobs.values())
+
+    def running(self, sid: str) -> bool:
+        """Whether session ``sid`` has a run in progress."""
+        with self._lock:
+            return any(j.sid == sid and j.active for j in self._jobs.values())
+
     def active_count(self) -> int:
         with self._lock:
             return sum(j.active for j in self._jobs.values())
@@ -218,9 +251,10 @@ class JobManager:
                 self._jobs.pop(j.jid, None)
 
     def _evict(self) -> None:
-        """Drop finished jobs beyond the per-session and server bounds, least recently used
-        first; failed and cancelled ones go before runs with results. A session's latest job stays
-        (its page may not have polled its end yet). Caller holds the lock."""
+        """Drop finished jobs beyond the per-session and server bounds (count, and requests
+        kept), least recently used first; failed and cancelled ones go before runs with results.
+        A session's latest job stays (its page may not have polled its end yet). Caller holds
+        the lock."""
         latest: dict[str, Job] = {}
         for j in self._jobs.values():
             if j.sid not in latest or j.started > latest[j.sid].started:
@@ -232,12 +266,23 @@ class JobManager:
             if not j.active:
                 per[j.sid] = per.get(j.sid, 0) + 1
         total = sum(per.values())
+        requests = sum(_kept_requests(j) for j in self._jobs.values())
         for j in finished:
             over_session = per[j.sid] > self.limits.runs_per_session
-            if over_session or total > self.limits.runs_total:
+            if over_session or total > self.limits.runs_total or requests > self.limits.kept_requests_total:
                 self._jobs.pop(j.jid, None)
                 per[j.sid] -= 1
                 total -= 1
+                requests -= _kept_requests(j)
+        # memory is the bound that matters: past it, even a session's latest run loses its tables
+        # (the job stays, so its page still reads how it ended)
+        for j in sorted((j for j in self._jobs.values() if j.result is not None), key=lambda j: j.used):
+            if requests <= self.limits.kept_requests_total:
+                break
+            requests -= _kept_requests(j)
+            j.result = None
+            j.error = (f"its results were dropped: the server keeps results of at most "
+                       f"{self.limits.kept_requests_total:,} requests in all")
 
     def shutdown(self) -> None:
         for job in list(self._jobs.values()):

@@ -5,7 +5,11 @@ bodies over Flask's ``MAX_CONTENT_LENGTH`` before reading them (app.py), and the
 size-checked again before and after decoding. A scenario (.yaml) goes to the editor as text
 (through pdsim's bounded YAML reader) and never touches the disk. A trace is written under a
 generated name in this server's private upload folder (no client-supplied name or path reaches
-the filesystem) and parsed with pdsim's trace reader, so a bad file is reported with its line.
+the filesystem); a compressed one (gzip, bz2, xz, zstd: whatever the trace readers decompress) is
+first measured, streaming, against size, ratio and time caps (expansion.py); then it is parsed
+with pdsim's trace reader, so a bad file is reported with its line. Storing a trace is refused
+when the session cannot be admitted (sessions.py: the server keeps state for a bounded number
+of sessions and never takes another live session's place).
 
 Uploads belong to the browser session that sent them: a session keeps at most
 ``uploads_per_session`` (a new one replaces the oldest), the folder holds at most
@@ -18,7 +22,6 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import gzip
 import shutil
 import tempfile
 import threading
@@ -26,20 +29,19 @@ import uuid
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 import pdsim
 from pdsim.specs import catalog
 from pdsim.specs.yamlio import excerpt
+from pdsim.workload.textio import compression
 
 from .config import Limits
+from .expansion import check_expansion
 from .folders import TTLCache, walk
 
 TRACE_SUFFIXES = (".jsonl", ".csv", ".json")
-GZIP_MAGIC = b"\x1f\x8b"
-GZIP_EXPANSION = 10  # a compressed trace may expand to this many times the upload limit
 
 
 @dataclass(frozen=True)
@@ -84,39 +86,6 @@ def decode_upload(contents: Any, filename: Any, limit: int) -> bytes:
     return raw
 
 
-def _gunzipped_size(raw: bytes, limit: int, name: str) -> int:
-    """Size of a gzip payload once decompressed, refusing (without inflating it in memory)
-    anything that expands past ``limit`` bytes or is not valid gzip."""
-    d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-    size, view = 0, memoryview(raw)
-    try:
-        for i in range(0, len(raw), 1 << 16):
-            chunk = d.decompress(view[i:i + (1 << 16)], limit + 1 - size)
-            size += len(chunk)
-            while d.unconsumed_tail and size <= limit:
-                size += len(d.decompress(d.unconsumed_tail, limit + 1 - size))
-            if size > limit:
-                raise pdsim.SpecError(f"gzip file expands to more than {limit / 2**20:g} MiB, the limit for "
-                                      "compressed uploads", source=name)
-    except zlib.error:
-        raise pdsim.SpecError("the file starts like gzip but is not valid gzip data", source=name) from None
-    return size
-
-
-@lru_cache(maxsize=1)
-def readers_accept_gzip() -> bool:
-    """Whether this pdsim's trace readers read gzip-compressed files (probed once)."""
-    from pdsim.workload import read_trace
-
-    with tempfile.TemporaryDirectory(prefix="pdsim-gzip-probe-") as d:
-        p = Path(d) / "probe.jsonl"
-        p.write_bytes(gzip.compress(b'{"timestamp": 0, "input_length": 8, "output_length": 2}\n'))
-        try:
-            return len(read_trace(p)) == 1
-        except Exception:  # noqa: BLE001 - any failure means "not supported"
-            return False
-
-
 class UploadStore:
     def __init__(self, limits: Limits | None = None, folder: Path | None = None,
                  in_use: Callable[[str], bool] = lambda path: False):
@@ -130,6 +99,7 @@ class UploadStore:
             self._owned = False
         self.folder = self.folder.resolve()
         self.in_use = in_use
+        self.admit: Callable[[str], object] = lambda sid: sid  # sessions.admit, set by services.py
         self._files: OrderedDict[str, Upload] = OrderedDict()  # oldest first
         self._doomed: dict[str, int] = {}  # path -> size: to delete once no run reads them
         self._lock = threading.Lock()
@@ -146,10 +116,10 @@ class UploadStore:
         gz_name = bool(suffixes) and suffixes[-1] == ".gz"
         suffix = (suffixes[-2] if gz_name and len(suffixes) > 1 else suffixes[-1]) if suffixes else ""
         raw = decode_upload(contents, filename, self.limits.max_upload_bytes)
-        gz = raw[:2] == GZIP_MAGIC
+        comp = compression(raw[:8])
         if suffix in (".yaml", ".yml"):
-            if gz:
-                raise pdsim.SpecError("the file is gzip-compressed; upload the plain YAML text", source=name)
+            if comp:
+                raise pdsim.SpecError(f"the file is {comp}-compressed; upload the plain YAML text", source=name)
             data = parse_yaml_text(raw, name)  # UTF-8, size, depth and alias limits
             if not isinstance(data, dict):
                 raise pdsim.SpecError("expected a scenario: a mapping at the top level", source=name)
@@ -157,18 +127,15 @@ class UploadStore:
         if suffix not in TRACE_SUFFIXES:
             raise pdsim.SpecError("expected a scenario (.yaml) or a trace: .jsonl (Mooncake), .csv (Azure/BurstGPT) "
                                   "or .json (bench result), optionally .gz", source=name)
-        if gz:
-            if not readers_accept_gzip():
-                raise pdsim.SpecError("the file is gzip-compressed, which this pdsim's trace readers do not read; "
-                                      "upload it uncompressed", source=name)
-            _gunzipped_size(raw, GZIP_EXPANSION * self.limits.max_upload_bytes, name)
-        elif gz_name:
+        if gz_name and comp != "gzip":
             raise pdsim.SpecError("the name ends in .gz but the file is not gzip-compressed", source=name)
+        self.admit(sid)
         self.collect()
         self._make_room(len(raw), name)
         path = self.folder / f"{uuid.uuid4().hex}{suffix}"
         try:
             path.write_bytes(raw)
+            check_expansion(path, name, self.limits)  # before a reader decompresses it (SEC-C)
             table = _read_trace(path, name)
         except BaseException:
             path.unlink(missing_ok=True)
@@ -238,6 +205,11 @@ class UploadStore:
     def of_session(self, sid: str | None) -> list[Upload]:
         with self._lock:
             return [u for u in self._files.values() if u.sid == sid]
+
+    def holds(self, sid: str) -> bool:
+        """Whether session ``sid`` keeps an upload."""
+        with self._lock:
+            return any(u.sid == sid for u in self._files.values())
 
     def total_bytes(self) -> int:
         with self._lock:

@@ -155,11 +155,29 @@ def check_trace(resolved) -> None:
         raise err
 
 
+def check_draft_models(resolved) -> None:
+    """Load every speculative ``draft_model`` file as the run will (sim/build.py, in the same
+    sandbox), so Validate refuses what Run would: a file outside the data folders, a missing
+    or broken model. Groups that do not draft (prefill, MTP) read no file."""
+    from pdsim.specs.catalog import load_model_ref
+
+    for role, i, g in resolved.scenario.cluster.groups():
+        spec = g.engine.speculative
+        if role == "prefill" or spec is None or spec.method == "mtp" or not spec.draft_model:
+            continue
+        try:
+            load_model_ref(spec.draft_model, resolved.base_dir, resolved.source, resolved.trust)
+        except pdsim.SpecError as err:
+            raise pdsim.SpecError(err.message, source=resolved.source,
+                                  field=f"cluster.{role}[{i}].engine.speculative.draft_model") from None
+
+
 def validate(text: Any, sandbox: Sandbox, check_files: bool = True):
     """(resolved scenario or None, SpecError or None) for the editor's text."""
     try:
         data = parse_yaml(text)
         resolved = pdsim.resolve_scenario(data, source_name(data), sandbox.base_dir_for(data), trust=sandbox.trust)
+        check_draft_models(resolved)
         if check_files:
             check_trace(resolved)
         return resolved, None

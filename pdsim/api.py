@@ -52,10 +52,21 @@ def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | No
     try:  # plug-ins and files are checked at load, so a typo fails before any simulation
         plugins = resolve_plugins(sc, trust)
         if sc.workload.trace is not None:
+            if trust.sandbox:  # the boundary before existence: one message for any file outside, present or not
+                _sandboxed_trace(sc.workload.trace.path, base, trust, source)
             trust.check_path(resolve_trace_path(sc.workload.trace, base), source, "workload.trace.path")
     except SpecError as err:
         raise err.at(source=source) from None
     return ResolvedScenario(sc, hw, model, source, base, plugins, trust, group_hw)
+
+
+def _sandboxed_trace(path: str, base: Path, trust: Trust, source: str) -> None:
+    """A sandboxed scenario's trace file, checked against the trust before it is looked for, and
+    looked for in ``base`` only (a working-directory fallback would tell files outside apart)."""
+    p = Path(path).expanduser() if "\0" not in path else None
+    cand = trust.check_path(p if p.is_absolute() else base / p, source, "workload.trace.path") if p else None
+    if cand is None or not cand.is_file():
+        raise SpecError(f"trace file not found: {excerpt(path, 80)} (looked in {base})", field="workload.trace.path")
 
 
 def load_scenario_data(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> tuple[dict, Path]:

@@ -28,9 +28,10 @@ def callback_key(app, first_output: str) -> str:
     raise KeyError(first_output)
 
 
-def post(client, app, first_output: str, values: dict, changed: list[str]):
-    """POST one callback as the page would: ``values`` maps "id.prop" to the value sent."""
-    key = callback_key(app, first_output)
+def post(client, app, first_output: str | None, values: dict, changed: list[str], key: str | None = None):
+    """POST one callback (by its first output, or its ``key`` in the callback map) as the page
+    would: ``values`` maps "id.prop" to the value sent."""
+    key = key or callback_key(app, first_output)
     cb = app.callback_map[key]
     outs = []
     for part in key.strip(".").split("..."):
@@ -331,14 +332,17 @@ def _free_port() -> int:
 
 
 def test_the_real_server_answers_a_bomb_at_once_with_bounded_memory_and_has_no_debugger(tmp_path):
-    """`pdsim --debug dashboard` as a user starts it (a subprocess on 127.0.0.1), then HTTP."""
+    """`pdsim --debug dashboard` as a user starts it (a subprocess on 127.0.0.1), then HTTP; a
+    foreign Host header gets 403; SIGTERM removes the upload folder."""
     import os
     import subprocess
     import urllib.error
     import urllib.request
 
     port = _free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    tmp = tmp_path / "tmp"  # the server's TMPDIR: its upload folder is made there
+    tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TMPDIR=str(tmp))
     proc = subprocess.Popen([sys.executable, "-m", "pdsim", "--debug", "dashboard", "--port", str(port),
                              "--data", str(tmp_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -352,6 +356,14 @@ def test_the_real_server_answers_a_bomb_at_once_with_bounded_memory_and_has_no_d
             except (urllib.error.URLError, ConnectionError):
                 assert proc.poll() is None and time.time() - t0 < 60, "the dashboard did not start"
                 time.sleep(0.2)
+        assert len(list(tmp.glob("pdsim-dashboard-uploads-*"))) == 1
+        for host, status in (("attacker.example", 403), (f"localhost:{port}", 200)):  # Host allow-list (SEC-F)
+            try:
+                req = urllib.request.Request(base + "/", headers={"Host": host})
+                got = urllib.request.urlopen(req, timeout=5).status
+            except urllib.error.HTTPError as err:
+                got = err.code
+            assert got == status, host
         for path in ("/console", "/console?__debugger__=yes&cmd=resource&f=debugger.js"):
             try:
                 page = urllib.request.urlopen(base + path, timeout=5).read().decode()
@@ -379,7 +391,8 @@ def test_the_real_server_answers_a_bomb_at_once_with_bounded_memory_and_has_no_d
         peak_kb = int(next(line.split()[1] for line in open(f"/proc/{proc.pid}/status") if line.startswith("VmHWM")))
         assert peak_kb < 600 * 1024, f"server peak RSS {peak_kb / 1024:.0f} MB"
     finally:
-        proc.terminate()
-        _out, err = proc.communicate(timeout=20)
+        proc.terminate()  # SIGTERM, as service managers and `timeout` stop it
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and list(tmp.glob("pdsim-dashboard-uploads-*")) == []  # cleaned up
     assert "WARNING: the dashboard will listen on" not in err and f"data folder: {tmp_path}" in err
     assert "Debugger is active" not in err and "Restarting with" not in err

@@ -77,7 +77,11 @@ def resolve(ref: str, folder: Path, kind: str, base_dir: Path | None, source: st
     if "/" not in ref and "\\" not in ref and (folder / f"{ref}.yaml").is_file():
         return folder / f"{ref}.yaml"
     for cand in ([base_dir / ref] if base_dir else []) + ([Path(ref)] if trust is None or not trust.sandbox else []):
-        if len(str(cand)) < 4096 and cand.is_file():
+        if len(str(cand)) >= 4096 or "\0" in str(cand):
+            continue
+        if trust is not None and trust.sandbox:  # the boundary before existence: no file-existence oracle
+            trust.check_path(cand, source, field)
+        if cand.is_file():
             return trust.check_path(cand, source, field) if trust is not None else cand
     keys = [k for k in _keys(folder) if k != "storage"]
     raise SpecError(f"unknown {kind} {excerpt(ref, 80)}; expected one of {', '.join(keys)} or a YAML path",
