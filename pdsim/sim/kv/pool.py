@@ -17,7 +17,7 @@ and free counts); it keeps a fragmentation model of SGLang's paged allocator ins
   proportion to the pages released (a release frees the average run mix). Decode growth
   allocates one page at a time, interleaved across the batch, so a busy decode pool at
   page size 1 fragments into single pages, while page 64 keeps runs 64 tokens long;
-- a pool with nothing in use is one hole again (the merge sorts it whole).
+- a pool with nothing in use is one hole again (the merge sorts it whole): fresh.
 """
 from __future__ import annotations
 
@@ -73,8 +73,9 @@ class KVPool:
             self.live_runs -= self.live_runs * pages / self.used
         self.used -= pages
         self.free += pages
-        if self.used == 0:
+        if self.used == 0:  # sorted whole at the next merge: as good as fresh
             self.live_runs = 0.0
+            self.fresh = self.capacity
 
     def reset(self) -> None:
         """The instance restarted: an empty, fresh pool."""
