@@ -197,7 +197,8 @@ def fit_mooncake(rows, chunk_rows=None, per_chunk_us: float | None = None) -> di
     held = heldout_mask(list(single["bytes"])) if len(single) >= 12 and ch is None else None
     c, st = evaluate(lambda m: nnls_rel(Xf[m], y_fit[m]), predict, y, held, loo if ch is not None else None)
     coef = dict(zip(cols, c))
-    out = {"setup_ms": float(coef[0]), "eff": float(1.0 / coef[2]), **st, "data": "calibration/data/mooncake_transfer.csv"}
+    out = {"setup_ms": float(coef[0]), "eff": float(1.0 / coef[2]), **st,
+           "data": "calibration/data/mooncake_transfer.csv"}
     if ch is not None:
         out["per_chunk_us"] = float(coef[1])
         out["per_chunk_from"] = ("joint fit with calibration/data/kv_transfer_chunks.csv (a loaded 3P9D transfer: "

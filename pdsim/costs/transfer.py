@@ -1,25 +1,29 @@
 """KV-cache transfer prices: bytes moved, work requests (chunks), fixed overheads and per-flow caps.
 
-time(request) = fixed_s + bytes / rate, where the fabric shares link capacity among concurrent
-flows (sim/network.py) and caps each flow at ``flow_cap``.
+time(request) = setup + queued work-request posting (serial_s) + bytes / rate, where the fabric
+shares link capacity among concurrent flows (sim/net/fabric.py) and caps each flow at ``flow_cap``.
 
 - bytes = tokens x KV bytes/token x copies. MLA latents are identical on every attention-TP
   rank, so one copy moves (one sender). GQA heads are sharded over attention TP and repeated
   once TP exceeds the KV-head count (DOMAIN.md s4: Qwen3-235B at TP8 moves 2x); every rank
   sends its shard in parallel.
 - chunks: the KV pool is laid out per layer (and per K/V buffer for non-MLA models), so a
-  request's KV is one contiguous region per (page, layer[, K/V]): Mooncake and NIXL post one
-  RDMA work request per such chunk (SGLang mooncake/conn.py groups runs of contiguous pages,
-  ``run_pages`` = the mean run length; 1 = a fragmented pool, the steady state of a busy
-  server). A sender posts ``chunks`` = ceil(pages / run_pages) x layers x kv_parts x
-  (destination ranks per source rank, when D's attention TP is larger). With page_size 1 a
-  DeepSeek-V3 4K-token prompt is 4096 x 61 = 249,856 chunks against 64 x 61 = 3,904 at page
-  64: the transfer-bound behaviour SGLang users report with small pages (Mooncake issue #522,
-  #826).
+  request's KV is one contiguous region per (run of pages, layer[, K/V]): Mooncake and NIXL
+  post one RDMA work request per such chunk (SGLang mooncake/conn.py groups runs of pages
+  contiguous on both P and D). The world counts ``runs`` from both ends' page allocators
+  (sim/kv/pool.py: a fresh pool gives one run, a full churned one single pages); without
+  them ``run_pages`` pages per run (1 = every page its own run, the worst case). A sender
+  posts ``chunks`` = runs x layers x kv_parts x (destination ranks per source rank, when D's
+  attention TP is larger). Fully fragmented at page_size 1, a DeepSeek-V3 4K-token prompt is
+  4096 x 61 = 249,856 chunks against 64 x 61 = 3,904 at page 64: the transfer-bound behaviour
+  SGLang users report with small pages on busy servers (Mooncake issue #522, #826).
 - Mooncake transfer engine, batched (Mooncake PR #499 / SGLang PR #7236): one setup per
-  request plus ``per_chunk_us`` per chunk: fixed = setup + chunks x per_chunk. Fitted: setup and
-  the NIC efficiency on the 1P1D transfers of calibration/data/mooncake_transfer.csv, the
-  per-chunk cost on calibration/data/kv_transfer_chunks.csv (DeepSeek-V3 10K, SGLang PR #7236).
+  request (in parallel with other requests) plus ``per_chunk_us`` per chunk, ``serial_s`` =
+  chunks x per_chunk, which the sender's work-request queue serialises across concurrent
+  transfers (sim/transports/base.py). Fitted jointly (fit_comm.fit_mooncake): setup, per-chunk
+  cost and NIC efficiency on the 1P1D transfers of calibration/data/mooncake_transfer.csv and
+  the many-chunk transfer of calibration/data/kv_transfer_chunks.csv (DeepSeek-V3 10K, SGLang
+  PR #7236). docs/mechanisms/kv_transfer.md explains the mechanism.
 - Mooncake per-page path (``batched: false``): one synchronous transfer per chunk, each a full
   round trip: ``per_page_us`` per chunk (the 650 ms vs 60 ms pair of SGLang PR #7236).
 - P2P NCCL: one send per layer, each paying the point-to-point latency.
@@ -143,8 +147,9 @@ def flow_cap(hw: HardwareProfile, senders: int, gpus: int, nic_gbit: float | Non
     """Max bytes/s of one request's transfer. RDMA: its senders' NIC shares (the NICs on each
     sending GPU's PCIe switch: Mooncake's topology matrix lists them as the GPU's preferred
     NICs and slices a request over those) at RDMA efficiency, or (calibrated Mooncake) at the
-    fitted efficiency, capped by the receiving side's NICs when D runs on other hardware (``dst_hw``). NVLink: the senders'
-    per-direction NVLink (or PCIe peer) bandwidth at the NVLink efficiency."""
+    fitted efficiency, capped by the receiving side's NICs when D runs on other hardware
+    (``dst_hw``). NVLink: the senders' per-direction NVLink (or PCIe peer) bandwidth at the
+    NVLink efficiency."""
     if link == "nvlink":
         return min(senders, gpus) * hw.gpu.peer_bytes_per_s * hw.efficiency.nvlink
     cap = _nic_cap(hw, senders, gpus, nic_gbit, backend, calibrated)

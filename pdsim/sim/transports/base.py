@@ -110,6 +110,7 @@ class Transport(Plugin):
         """``inst`` went down: cancel the transfers to or from it; returns their requests (lost
         with it). The surviving side gives back what it committed (``_release_peer``)."""
         lost = []
+        self.wr.clear(inst.iid)  # its engines' queues die with it
         for rid, (t, p, d) in list(self.active.items()):
             if p is inst or d is inst:
                 t.cancel()
