@@ -125,12 +125,22 @@ def test_page_1_with_many_long_prompts_is_transfer_bound_and_the_verdict_fires()
 def test_ttft_rises_steeply_past_a_batch_times_input_threshold():
     """At page 1, doubling the prompt length roughly doubles TTFT below the threshold (prefill
     and bytes grow linearly) but multiplies it many times above it, once D's pool is full enough
-    that its pre-allocations fragment into single pages (the collapse Mooncake #522 reports)."""
+    that its pre-allocations fragment into single pages (the collapse Mooncake #522 reports);
+    likewise doubling the load from 1 to 2 req/s barely moves TTFT, from 2 to 4 req/s it
+    multiplies it."""
     short = _ttft_and_transfer_ms(pdsim.simulate(resolve(loaded_1p1d(1, (2000, 3000)))))[0]
     mid = _ttft_and_transfer_ms(pdsim.simulate(resolve(loaded_1p1d(1, (4000, 6000)))))[0]
     long = _ttft_and_transfer_ms(pdsim.simulate(resolve(loaded_1p1d(1, (8000, 12000)))))[0]
     assert mid / short < 3.0, (short, mid)
     assert long / mid > 10.0, (mid, long)
+    # the same along the other axis: the load (how many prompts are in flight at once)
+    def at_rate(rate):
+        d = loaded_1p1d(1, (6000, 10000))
+        d["workload"]["rate"] = rate
+        return _ttft_and_transfer_ms(pdsim.simulate(resolve(d)))[0]
+    light, heavy = at_rate(1.0), at_rate(2.0)
+    assert heavy / light < 1.5, (light, heavy)
+    assert at_rate(4.0) / heavy > 10.0
 
 
 def test_page_64_instead_of_1_changes_ttft_a_lot_under_load():
