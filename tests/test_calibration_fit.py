@@ -140,7 +140,7 @@ def test_write_profile_keeps_everything_but_the_calibration_block(tmp_path, monk
     after = (tmp_path / "h800.yaml").read_text()
     head = before[:before.index("calibration:\n")]
     assert after.startswith(head)  # header comments, gpu, node, efficiency, sources untouched
-    assert "# mooncake: t = setup + chunks x per_chunk_us + bytes" in after
+    assert "# mooncake: t = setup + chunks x per_chunk_us" in after
     hw = load_hardware(tmp_path / "h800.yaml")
     assert hw.calibration == {"mooncake": {"setup_ms": 1.0, "eff": 0.5, "data": "calibration/data/mooncake_transfer.csv"}}
     assert calibration_yaml({}).startswith("calibration:")

@@ -38,7 +38,7 @@ def test_step_errors_stay_within_the_stated_bound():
 
 def test_constants_are_listed_with_kind_uncertainty_and_source():
     df = constants_table()
-    assert set(df["kind"].str.split(" ").str[0]) <= {"measured", "fitted", "derived", "assumed", "unused"}
+    assert set(df["kind"].str.split(" ").str[0]) <= {"measured", "fitted", "derived", "borrowed", "assumed", "unused"}
     h800 = df[df["profile"] == "h800"].set_index("constant")
     assert h800.loc["efficiency.step_overhead_us", "kind"] == "assumed"
     assert h800.loc["efficiency.layer_launch_us", "kind"] == "assumed"

@@ -85,7 +85,10 @@ def transfer_heavy(page_size: int = 16, nic_gbit: float | None = None) -> dict:
         d["transfer"] = {"backend": "mooncake", "nic_gbit": nic_gbit}
     for role in ("prefill", "decode"):
         d["cluster"][role][0]["engine"]["page_size"] = page_size
-    d["workload"].update(num_requests=200, rate=4.0, input={"dist": "uniform", "min": 2000, "max": 6000})
+    # long prompts and outputs fill D's pool: at page 1 its pre-allocations fragment into single
+    # pages (kv/pool.py), the regime where small pages collapse transfers (Mooncake #522)
+    d["workload"].update(num_requests=200, rate=4.0, input={"dist": "uniform", "min": 6000, "max": 10000},
+                         output={"dist": "uniform", "min": 256, "max": 768})
     return d
 
 

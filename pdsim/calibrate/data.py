@@ -36,6 +36,7 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
 EXTRA: dict[str, dict[str, object]] = {
     "gemm": {"groups": 1},  # grouped GEMM: ``groups`` weight matrices, M rows each
     "step": {"redundant_experts": 0, "kv_dtype": "bf16", "accept_len": float("nan")},
+    "mooncake_transfer": {"chunks": float("nan")},  # work requests per sender (fit_comm.fit_mooncake)
 }
 OPTIONAL = ("fit", "note")
 

@@ -29,7 +29,7 @@ import math
 
 from ..specs.catalog import hardware_dir, hardware_keys, load_hardware_ref
 from . import data
-from .fit_comm import fit_allreduce, fit_deepep_ll, fit_deepep_normal, fit_mooncake
+from .fit_comm import fit_allreduce, fit_deepep_ll, fit_deepep_normal, fit_mooncake, mooncake_per_chunk_us
 from .fit_compute import fit_attention, fit_gemm, fit_mla, fit_moe
 from .profile_io import FORMULAS, calibration_yaml, clean, summary_table  # noqa: F401 (re-exported)
 from .profile_io import write_profile as _write_profile
@@ -84,7 +84,8 @@ def _measured(key: str, hws: dict, d: dict, ll_base: dict, nm_base: dict) -> dic
             out[f"deepep_normal_{op}"] = p
     if (p := fit_allreduce(rows("nccl_collectives"), hws[key].gpus_per_node)) is not None:
         out["allreduce"] = p
-    if (p := fit_mooncake(rows("mooncake_transfer"), rows("kv_transfer_chunks"))) is not None:
+    pc = mooncake_per_chunk_us(d["mooncake_transfer"], d["kv_transfer_chunks"])
+    if (p := fit_mooncake(rows("mooncake_transfer"), rows("kv_transfer_chunks"), pc)) is not None:
         out["mooncake"] = p
     return out
 
@@ -136,6 +137,8 @@ def _comm_donor(model: str, key: str, hws: dict, measured: dict, keys=()) -> str
     ``keys`` is empty): the closest peer bandwidth (NVLink legs dominate inside a node), for
     Mooncake and for NIC-bound constants (RDMA, internode bandwidth) the closest NIC bandwidth per
     GPU."""
+    if model == "mooncake" and not keys:  # the whole model: a system with its own single-transfer fit
+        keys = ("setup_ms", "eff")
     cands = [d for d in measured if d != key and measured[d].get(model) is not None
              and _has(measured[d][model], keys or NEEDS.get(model, ()))]
     if not cands:
@@ -158,8 +161,16 @@ def _fill_comm(model: str, key: str, own: dict | None, hws: dict, measured: dict
             return None
         nv, nic = _ratios(hws[donor], hw)
         p = _scale(measured[donor][model], hws[donor], hw)
-        how = "software costs carried over, line-rate efficiency of the closest NIC share" if model == "mooncake" \
-            else f"peer bandwidth x{nv:.2f}, NIC/GPU x{nic:.2f}"
+        if model == "mooncake":  # no rule turns another system's efficiency into this one's: say so
+            for k in NEEDS[model]:
+                if not _has(p, (k,)) and (d2 := _comm_donor(model, key, hws, measured, (k,))) is not None:
+                    p[k] = measured[d2][model][k]
+            p["label"] = "borrowed"
+            p["derived_from"] = (f"borrowed from {donor}, the measured system with the closest NIC bandwidth per GPU "
+                                 f"(x{nic:.2f}): its setup and fraction of line rate, not measured here; per-chunk and "
+                                 f"per-page costs are the transfer engine's software; errors are {donor}'s")
+            return p
+        how = f"peer bandwidth x{nv:.2f}, NIC/GPU x{nic:.2f}"
         p["derived_from"] = f"{donor} ({how}); errors are {donor}'s"
         return p
     missing = [k for k in NEEDS.get(model, ()) if not _has(own, (k,))]

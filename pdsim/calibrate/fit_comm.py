@@ -143,35 +143,83 @@ def fit_allreduce(rows, gpn: int) -> dict | None:
     return out if ("intranode_gbps" in out or "internode_gbps" in out) else None
 
 
-def fit_mooncake(rows, chunk_rows=None) -> dict | None:
-    """t_ms = setup + bytes / (eff x NICs x line rate) on single batched transfers (1P1D,
-    concurrency 1: the KV of a fresh pool is contiguous, a few chunks per layer, so these rows
-    measure setup and bandwidth; held out: leave-one-out below 12 rows, else every third size).
-    ``per_chunk_us``: the batched transfer of known chunk count in ``chunk_rows``
-    (kv_transfer_chunks.csv, backend mooncake), less its setup and bandwidth time at the fitted
-    efficiency over its own NICs, per chunk. ``per_page_us``: one synchronous transfer per chunk
-    on the old per-page path, from the per-page vs batched pair of the same DeepSeek-V3 transfer
-    (157 pages x 61 layers)."""
+def _line(rows) -> np.ndarray:
+    """Line rate (bytes/s) of the NICs a row's senders use: ``nics`` x ``nic_gbit``. The
+    simulator's rate is the same quantity (costs/transfer.py ``flow_cap``: senders x each
+    GPU's NIC share), so a fitted efficiency means the same thing in both."""
+    return rows["nics"].to_numpy(float) * rows["nic_gbit"].to_numpy(float) / 8 * 1e9
+
+
+def fit_mooncake(rows, chunk_rows=None, per_chunk_us: float | None = None) -> dict | None:
+    """One model for fit and simulation (costs/transfer.py, sim/transports/base.py):
+    t_ms = setup + chunks x per_chunk + bytes / (eff x line rate of the senders' NICs), where
+    ``chunks`` is the work requests each sender posts (one per contiguous region: a fresh
+    pool's prompt is one run, so layers x K/V parts; the ``chunks`` column of the single rows).
+
+    Rows: the single batched transfers (1P1D, concurrency 1) of ``rows`` and the batched
+    transfers of known chunk count in ``chunk_rows`` (kv_transfer_chunks.csv, backend
+    mooncake), fitted jointly by non-negative least squares on relative error: the single rows
+    pin setup + their few chunks and the bandwidth, the many-chunk rows the per-chunk cost.
+    Without chunk rows of its own a system takes ``per_chunk_us`` (another system's joint fit:
+    the posting cost is the transfer engine's software) and fits setup and eff on the rest.
+    Held out: leave-one-out over the single rows (no other row pins the per-chunk cost).
+    ``per_page_us``: one synchronous transfer per chunk on the old per-page path, from the
+    per-page vs batched pair of the same DeepSeek-V3 transfer (157 pages x 61 layers)."""
+    from ..specs.errors import SpecError
+
     single = rows[rows["use"] & (rows["mode"] == "batched") & (rows["regime"] == "single")]
     if len(single) < 2:
         return None
-    line = single["nics"].to_numpy(float) * single["nic_gbit"].to_numpy(float) / 8 * 1e9
-    X = np.column_stack([np.ones(len(single)), single["bytes"].to_numpy(float) / line * 1e3])  # ms at line rate
+    if "chunks" not in single or single["chunks"].isna().any():
+        raise SpecError("single-transfer rows need 'chunks' (work requests per sender)",
+                        source="calibration/data/mooncake_transfer.csv")
+    ch = chunk_rows[chunk_rows["use"] & (chunk_rows["backend"] == "mooncake")] if chunk_rows is not None else None
+    ch = ch if ch is not None and len(ch) else None
+
+    def design(r):  # columns: setup (ms), per-chunk (us -> ms), 1/eff (ms at line rate)
+        return np.column_stack([np.ones(len(r)), r["chunks"].to_numpy(float) * 1e-3,
+                                r["bytes"].to_numpy(float) / _line(r) * 1e3])
+    X = design(single)
     y = single["ms"].to_numpy(float)
-    held = heldout_mask(list(single["bytes"])) if len(single) >= 12 else None
-    c, st = evaluate(lambda m: nnls_rel(X[m], y[m]), lambda c: X @ c, y, held)
-    out = {"setup_ms": float(c[0]), "eff": float(1.0 / c[1]), **st, "data": "calibration/data/mooncake_transfer.csv"}
-    if chunk_rows is not None:
-        ch = chunk_rows[chunk_rows["use"] & (chunk_rows["backend"] == "mooncake")]
-        if len(ch):
-            line_c = ch["nics"].to_numpy(float) * ch["nic_gbit"].to_numpy(float) / 8 * 1e9
-            bw_ms = ch["bytes"].to_numpy(float) / (line_c * out["eff"]) * 1e3
-            per = (ch["ms"].to_numpy(float) - out["setup_ms"] - bw_ms) * 1e3 / ch["chunks"].to_numpy(float)
-            out["per_chunk_us"] = float(np.mean(np.maximum(per, 0.0)))
-            out["per_chunk_from"] = "calibration/data/kv_transfer_chunks.csv (an upper bound: a loaded 3P9D transfer)"
+    loo = np.ones(len(single), bool)
+    if ch is not None:
+        X = np.vstack([X, design(ch)])
+        y = np.concatenate([y, ch["ms"].to_numpy(float)])
+        loo = np.concatenate([loo, np.zeros(len(ch), bool)])
+        cols, held_pc = [0, 1, 2], None
+    else:
+        cols, held_pc = [0, 2], per_chunk_us
+    y_fit = y - (X[:, 1] * held_pc if held_pc is not None else 0.0)
+    Xf = X[:, cols]
+
+    def predict(c):
+        return Xf @ c + (X[:, 1] * held_pc if held_pc is not None else 0.0)
+    held = heldout_mask(list(single["bytes"])) if len(single) >= 12 and ch is None else None
+    c, st = evaluate(lambda m: nnls_rel(Xf[m], y_fit[m]), predict, y, held, loo if ch is not None else None)
+    coef = dict(zip(cols, c))
+    out = {"setup_ms": float(coef[0]), "eff": float(1.0 / coef[2]), **st,
+           "data": "calibration/data/mooncake_transfer.csv"}
+    if ch is not None:
+        out["per_chunk_us"] = float(coef[1])
+        out["per_chunk_from"] = ("joint fit with calibration/data/kv_transfer_chunks.csv (a loaded 3P9D transfer: "
+                                 "an upper bound of the posting cost)")
+    elif per_chunk_us is not None:
+        out["per_chunk_us"] = float(per_chunk_us)
+        out["per_chunk_from"] = "held at the joint fit of the systems with chunk rows (the engine's software cost)"
     pair = rows[rows["note"].str.contains("page 64", regex=False)]
     per_page, batched = pair[pair["mode"] == "per_page"], pair[pair["mode"] == "batched"]
     if len(per_page) and len(batched):
         pages, layers = -(-10000 // 64), 61
         out["per_page_us"] = float((per_page["ms"].iloc[0] - batched["ms"].iloc[0]) * 1e3 / (pages * layers))
     return out
+
+
+def mooncake_per_chunk_us(rows, chunk_rows) -> float | None:
+    """The per-chunk posting cost of the joint fits of every system with chunk rows (mean),
+    for systems without any (``fit_mooncake(per_chunk_us=...)``)."""
+    vals = []
+    for hw in sorted(set(chunk_rows.loc[chunk_rows["use"] & (chunk_rows["backend"] == "mooncake"), "hardware"])):
+        p = fit_mooncake(rows[rows["hardware"] == hw], chunk_rows[chunk_rows["hardware"] == hw])
+        if p is not None and "per_chunk_us" in p:
+            vals.append(p["per_chunk_us"])
+    return float(np.mean(vals)) if vals else None

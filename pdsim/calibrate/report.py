@@ -154,9 +154,8 @@ def _comm_rows() -> list[tuple]:
         for x in r.itertuples():
             line = x.nics * x.nic_gbit / 8 * 1e9
             pred = p["setup_ms"] + x.bytes / (line * p["eff"]) * 1e3
-            if x.regime == "loaded_3p9d":  # DeepSeek-V3 10K at page 64: 157 pages x 61 layers chunks
-                chunks = -(-10000 // 64) * 61
-                pred += chunks * (p.get("per_page_us", 0.0) if x.mode == "per_page" else p.get("per_chunk_us", 0.0)) * 1e-3
+            chunks = 0.0 if np.isnan(x.chunks) else x.chunks  # work requests per sender (fit_comm.fit_mooncake)
+            pred += chunks * (p.get("per_page_us", 0.0) if x.mode == "per_page" else p.get("per_chunk_us", 0.0)) * 1e-3
             used = x.use and x.regime == "single" and x.mode == "batched"
             note = x.note + ("" if used else f" [{x.regime}, {x.mode}: not in the single-transfer fit]")
             out.append(("mooncake_transfer", hwk, "mooncake", f"{x.bytes / 1e9:.3g} GB over {x.nics}x{x.nic_gbit} Gb/s",

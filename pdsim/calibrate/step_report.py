@@ -117,6 +117,8 @@ def step_report() -> str:
 
 
 def _calibration_kind(p: dict) -> str:
+    if p.get("label") == "borrowed":
+        return "borrowed"
     if "derived_from" in p:
         return "derived"
     if "partly_from" in p:

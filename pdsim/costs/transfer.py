@@ -1,25 +1,29 @@
 """KV-cache transfer prices: bytes moved, work requests (chunks), fixed overheads and per-flow caps.
 
-time(request) = fixed_s + bytes / rate, where the fabric shares link capacity among concurrent
-flows (sim/network.py) and caps each flow at ``flow_cap``.
+time(request) = setup + queued work-request posting (serial_s) + bytes / rate, where the fabric
+shares link capacity among concurrent flows (sim/net/fabric.py) and caps each flow at ``flow_cap``.
 
 - bytes = tokens x KV bytes/token x copies. MLA latents are identical on every attention-TP
   rank, so one copy moves (one sender). GQA heads are sharded over attention TP and repeated
   once TP exceeds the KV-head count (DOMAIN.md s4: Qwen3-235B at TP8 moves 2x); every rank
   sends its shard in parallel.
 - chunks: the KV pool is laid out per layer (and per K/V buffer for non-MLA models), so a
-  request's KV is one contiguous region per (page, layer[, K/V]): Mooncake and NIXL post one
-  RDMA work request per such chunk (SGLang mooncake/conn.py groups runs of contiguous pages,
-  ``run_pages`` = the mean run length; 1 = a fragmented pool, the steady state of a busy
-  server). A sender posts ``chunks`` = ceil(pages / run_pages) x layers x kv_parts x
-  (destination ranks per source rank, when D's attention TP is larger). With page_size 1 a
-  DeepSeek-V3 4K-token prompt is 4096 x 61 = 249,856 chunks against 64 x 61 = 3,904 at page
-  64: the transfer-bound behaviour SGLang users report with small pages (Mooncake issue #522,
-  #826).
+  request's KV is one contiguous region per (run of pages, layer[, K/V]): Mooncake and NIXL
+  post one RDMA work request per such chunk (SGLang mooncake/conn.py groups runs of pages
+  contiguous on both P and D). The world counts ``runs`` from both ends' page allocators
+  (sim/kv/pool.py: a fresh pool gives one run, a full churned one single pages); without
+  them ``run_pages`` pages per run (1 = every page its own run, the worst case). A sender
+  posts ``chunks`` = runs x layers x kv_parts x (destination ranks per source rank, when D's
+  attention TP is larger). Fully fragmented at page_size 1, a DeepSeek-V3 4K-token prompt is
+  4096 x 61 = 249,856 chunks against 64 x 61 = 3,904 at page 64: the transfer-bound behaviour
+  SGLang users report with small pages on busy servers (Mooncake issue #522, #826).
 - Mooncake transfer engine, batched (Mooncake PR #499 / SGLang PR #7236): one setup per
-  request plus ``per_chunk_us`` per chunk: fixed = setup + chunks x per_chunk. Fitted: setup and
-  the NIC efficiency on the 1P1D transfers of calibration/data/mooncake_transfer.csv, the
-  per-chunk cost on calibration/data/kv_transfer_chunks.csv (DeepSeek-V3 10K, SGLang PR #7236).
+  request (in parallel with other requests) plus ``per_chunk_us`` per chunk, ``serial_s`` =
+  chunks x per_chunk, which the sender's work-request queue serialises across concurrent
+  transfers (sim/transports/base.py). Fitted jointly (fit_comm.fit_mooncake): setup, per-chunk
+  cost and NIC efficiency on the 1P1D transfers of calibration/data/mooncake_transfer.csv and
+  the many-chunk transfer of calibration/data/kv_transfer_chunks.csv (DeepSeek-V3 10K, SGLang
+  PR #7236). docs/mechanisms/kv_transfer.md explains the mechanism.
 - Mooncake per-page path (``batched: false``): one synchronous transfer per chunk, each a full
   round trip: ``per_page_us`` per chunk (the 650 ms vs 60 ms pair of SGLang PR #7236).
 - P2P NCCL: one send per layer, each paying the point-to-point latency.
@@ -53,10 +57,11 @@ NVLINK_PER_CHUNK_US = 2.0  # assumption: one cudaMemcpyAsync issue per chunk (~2
 @dataclass(frozen=True)
 class TransferPlan:
     nbytes: float  # bytes on the wire
-    fixed_s: float  # overheads not overlapped with the bytes
+    fixed_s: float  # overheads not overlapped with the bytes, on an idle sender (setup + serial_s)
     senders: int  # GPUs (NIC shares) sending in parallel
     chunks: int = 0  # work requests each sender posts
     link: str = "rdma"
+    serial_s: float = 0.0  # the part of fixed_s the sender's work-request queue serialises (chunks x per-chunk)
 
 
 def kv_bytes_moved(model: ModelSpec, tokens: int, attn_tp: int, engine_kv_dtype: str = "auto") -> tuple[float, int]:
@@ -68,14 +73,18 @@ def kv_bytes_moved(model: ModelSpec, tokens: int, attn_tp: int, engine_kv_dtype:
 
 
 def kv_chunks(model: ModelSpec, tokens: int, page_size: int, attn_tp: int = 1, dst_attn_tp: int | None = None,
-              run_pages: float = 1.0) -> int:
+              run_pages: float = 1.0, runs: int | None = None) -> int:
     """Work requests one sender posts for ``tokens`` of KV: contiguous (page, layer[, K/V])
-    regions, ``run_pages`` pages per contiguous run; a GQA source rank whose heads land on
+    regions, ``run_pages`` pages per contiguous run (or ``runs`` contiguous runs, counted by the
+    page allocators of both ends: sim/kv/pool.py); a GQA source rank whose heads land on
     several destination ranks (D's attention TP larger) sends each chunk as that many pieces."""
     if tokens <= 0:
         return 0
     pages = -(-tokens // page_size)
-    runs = math.ceil(pages / max(run_pages, 1.0))
+    if runs is not None:
+        runs = min(max(int(runs), 1), pages)
+    else:
+        runs = math.ceil(pages / max(run_pages, 1.0))
     parts = 1 if model.attention == "mla" else 2
     split = 1
     if model.attention != "mla" and dst_attn_tp and dst_attn_tp > attn_tp:
@@ -95,45 +104,52 @@ def mooncake_constants(hw: HardwareProfile, calibrated: bool) -> dict:
 
 def transfer_plan(model: ModelSpec, hw: HardwareProfile, spec: TransferSpec, tokens: int, attn_tp: int,
                   page_size: int, engine_kv_dtype: str = "auto", calibrated: bool = False, *,
-                  link: str = "rdma", dst_attn_tp: int | None = None, run_pages: float = 1.0) -> TransferPlan:
+                  link: str = "rdma", dst_attn_tp: int | None = None, run_pages: float = 1.0,
+                  runs: int | None = None) -> TransferPlan:
     """Bytes, senders, chunks and fixed seconds of moving ``tokens`` of KV from a P instance
-    (attention TP ``attn_tp``, ``page_size``) over ``link`` ('rdma' or 'nvlink')."""
+    (attention TP ``attn_tp``, ``page_size``) over ``link`` ('rdma' or 'nvlink'). ``runs``:
+    contiguous page runs of this request (both ends' allocators); without it ``run_pages``
+    pages per run (1: every page its own run, the worst case)."""
     nbytes, senders = kv_bytes_moved(model, tokens, attn_tp, engine_kv_dtype)
-    chunks = kv_chunks(model, tokens, page_size, attn_tp, dst_attn_tp, run_pages)
+    chunks = kv_chunks(model, tokens, page_size, attn_tp, dst_attn_tp, run_pages, runs)
     if link == "nvlink":
         setup = (spec.setup_ms if spec.setup_ms is not None else NVLINK_SETUP_MS) * 1e-3
-        return TransferPlan(nbytes, setup + chunks * NVLINK_PER_CHUNK_US * 1e-6, senders, chunks, "nvlink")
+        serial = chunks * NVLINK_PER_CHUNK_US * 1e-6
+        return TransferPlan(nbytes, setup + serial, senders, chunks, "nvlink", serial)
     if spec.backend == "mooncake":
         c = mooncake_constants(hw, calibrated)
         setup = (spec.setup_ms if spec.setup_ms is not None else c["setup_ms"]) * 1e-3
         if spec.batched:
-            fixed = setup + chunks * c["per_chunk_us"] * 1e-6
+            serial = chunks * c["per_chunk_us"] * 1e-6
         else:
             per = (spec.per_page_us if spec.per_page_us is not None else c["per_page_us"]) * 1e-6
-            fixed = setup + chunks * per
-    else:
-        setup = (spec.setup_ms or 0.0) * 1e-3
-        fixed = setup + model.num_layers * hw.efficiency.p2p_latency_us * 1e-6
+            serial = chunks * per
+        return TransferPlan(nbytes, setup + serial, senders, chunks, link, serial)
+    # NCCL point to point: one send per layer, a latency chain of this request alone
+    setup = (spec.setup_ms or 0.0) * 1e-3
+    fixed = setup + model.num_layers * hw.efficiency.p2p_latency_us * 1e-6
     return TransferPlan(nbytes, fixed, senders, chunks, link)
 
 
 def _nic_cap(hw: HardwareProfile, senders: int, gpus: int, nic_gbit: float | None, backend: str, calibrated: bool) -> float:
     nic = nic_gbit * 1e9 / 8 if nic_gbit else hw.node.nic_bytes_per_s
     eff = mooncake_constants(hw, calibrated)["eff"] if (backend == "mooncake" and calibrated) else None
-    if eff is not None:  # the transfer engine stripes one request over every NIC of the sending node
-        nodes = max(1, -(-min(senders, gpus) // hw.gpus_per_node))
-        return nodes * hw.node.nics_per_node * nic * eff
+    # each sending GPU's transfer engine uses the NICs its buffers are close to (Mooncake's
+    # topology-aware NIC choice: the GPU's own PCIe-affine NIC share), the same assumption the
+    # fit makes (fit_comm.fit_mooncake: line rate = senders x their NIC share)
     per_gpu = nic * hw.node.nics_per_node / hw.gpus_per_node
-    return min(senders, gpus) * per_gpu * hw.efficiency.nic
+    return min(senders, gpus) * per_gpu * (eff if eff is not None else hw.efficiency.nic)
 
 
 def flow_cap(hw: HardwareProfile, senders: int, gpus: int, nic_gbit: float | None = None,
              backend: str = "nccl", calibrated: bool = False, *, link: str = "rdma",
              dst_hw: HardwareProfile | None = None, dst_gpus: int | None = None) -> float:
-    """Max bytes/s of one request's transfer. RDMA: its senders' NIC shares at RDMA efficiency,
-    or (calibrated Mooncake) the sending nodes' NICs striped at the fitted efficiency, capped by
-    the receiving side's NICs when D runs on other hardware (``dst_hw``). NVLink: the senders'
-    per-direction NVLink (or PCIe peer) bandwidth at the NVLink efficiency."""
+    """Max bytes/s of one request's transfer. RDMA: its senders' NIC shares (the NICs on each
+    sending GPU's PCIe switch: Mooncake's topology matrix lists them as the GPU's preferred
+    NICs and slices a request over those) at RDMA efficiency, or (calibrated Mooncake) at the
+    fitted efficiency, capped by the receiving side's NICs when D runs on other hardware
+    (``dst_hw``). NVLink: the senders' per-direction NVLink (or PCIe peer) bandwidth at the
+    NVLink efficiency."""
     if link == "nvlink":
         return min(senders, gpus) * hw.gpu.peer_bytes_per_s * hw.efficiency.nvlink
     cap = _nic_cap(hw, senders, gpus, nic_gbit, backend, calibrated)
@@ -142,9 +158,11 @@ def flow_cap(hw: HardwareProfile, senders: int, gpus: int, nic_gbit: float | Non
     return cap
 
 
-def instance_nic_capacity(hw: HardwareProfile, gpus: int, nic_gbit: float | None = None) -> float:
-    """Bytes/s an instance's NICs move in one direction, at RDMA efficiency."""
-    return flow_cap(hw, gpus, gpus, nic_gbit)
+def instance_nic_capacity(hw: HardwareProfile, gpus: int, nic_gbit: float | None = None, backend: str = "nccl",
+                          calibrated: bool = False) -> float:
+    """Bytes/s an instance's NICs move in one direction, at RDMA efficiency, or at the calibrated
+    transfer engine's measured efficiency where that is higher (the link carried it)."""
+    return max(flow_cap(hw, gpus, gpus, nic_gbit), flow_cap(hw, gpus, gpus, nic_gbit, backend, calibrated))
 
 
 def same_node(p_gpus: int, d_gpus: int, gpus_per_node: int) -> bool:

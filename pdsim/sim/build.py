@@ -112,10 +112,11 @@ class PairPlan:
                                                  dst_gpus=self.d_gpus)
         return cap
 
-    def plan(self, spec, tokens: int):
-        """Bytes, senders, chunks and fixed seconds of ``tokens`` of KV (costs/transfer.py)."""
+    def plan(self, spec, tokens: int, runs: int | None = None):
+        """Bytes, senders, chunks and fixed seconds of ``tokens`` of KV (costs/transfer.py);
+        ``runs``: its contiguous page runs (kv/pool.py), None for every page its own run."""
         return transfer_plan(self.model, self.hw, spec, tokens, self.p_attn_tp, self.page, self.kv_cache_dtype,
-                             self.calibrated, link=self.link, dst_attn_tp=self.d_attn_tp)
+                             self.calibrated, link=self.link, dst_attn_tp=self.d_attn_tp, runs=runs)
 
 
 def step_cost(resolved: ResolvedScenario, hw: HardwareProfile, g: GroupSpec, role: str):
@@ -229,7 +230,8 @@ class Builder:
         g, role = plan.group, plan.role
         node = f"inst{iid}"
         nodes = self.placement.place(plan.hw, plan.gpus)
-        self.topology.attach(node, f"{name}.nic", instance_nic_capacity(plan.hw, plan.gpus, sc.transfer.nic_gbit),
+        self.topology.attach(node, f"{name}.nic", instance_nic_capacity(plan.hw, plan.gpus, sc.transfer.nic_gbit,
+                                                                            sc.transfer.backend, plan.calibrated),
                              nodes[0])
         kv = KVManager(KVPool(plan.kv_tokens, g.engine.page_size))
         scheduler = self.plugins["schedulers"][(role, plan.index)].create()

@@ -31,6 +31,8 @@ class Request:
         "ctx0", "admit_step", "finish_step", "remaining", "decoded",
         # KV manager: pages owned on P and on D, cached blocks referenced and their pages
         "p_pages", "d_pages", "cache_keys", "shared_pages",
+        # contiguous page runs of its prompt KV on P and on D (kv/pool.py; the transfer's work requests)
+        "p_runs", "d_runs",
         # transport: handshake flags and where a pushed KV waits on D ('gpu' / 'host')
         "prefill_ready", "d_ready", "buffer_where",
     )
@@ -69,6 +71,7 @@ class Request:
         self.d_pages = 0
         self.cache_keys: list = []
         self.shared_pages = 0
+        self.p_runs = self.d_runs = 0
         self.prefill_ready = False
         self.d_ready = False
         self.buffer_where: str | None = None

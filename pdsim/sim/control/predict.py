@@ -103,14 +103,15 @@ def transfer_time_s(src, dst, tokens: int, spec: TransferSpec | None = None) -> 
     if tokens <= 0 or src is dst:
         return 0.0
     spec = spec or TransferSpec()
+    # nothing else on the wire and no one else's pages: an idle server's prompt is one run
     plan = transfer_plan(src.model, src.hardware, spec, tokens, src.attn_tp, src.page_size, src.kv_cache_dtype,
-                         src.calibrated, dst_attn_tp=dst.attn_tp)
+                         src.calibrated, dst_attn_tp=dst.attn_tp, runs=1)
     other = dst.hardware if dst.hardware is not src.hardware else None
     cap = flow_cap(src.hardware, plan.senders, min(src.gpus, dst.gpus), spec.nic_gbit, spec.backend, src.calibrated,
                    dst_hw=other, dst_gpus=dst.gpus)
     # alone on the fabric, a flow runs at its own cap or the slower end's NICs
-    rate = min(cap, instance_nic_capacity(src.hardware, src.gpus, spec.nic_gbit),
-               instance_nic_capacity(dst.hardware, dst.gpus, spec.nic_gbit))
+    rate = min(cap, instance_nic_capacity(src.hardware, src.gpus, spec.nic_gbit, spec.backend, src.calibrated),
+               instance_nic_capacity(dst.hardware, dst.gpus, spec.nic_gbit, spec.backend, dst.calibrated))
     return plan.fixed_s + plan.nbytes / rate
 
 

@@ -337,7 +337,7 @@ class Instance:
         if self.cache is not None:
             self.cache.clear()  # HBM is gone with the process
         # what is left is the step in flight's growth pages: the pool starts empty on restart
-        self.pool.used, self.pool.free = 0, self.pool.capacity
+        self.pool.reset()
         self.remote_loads = 0
         self._remote_start.clear()
         self._remote_reqs.clear()
@@ -364,6 +364,7 @@ class Instance:
                 break
             q.popleft()
             req.d_pages = need
+            req.d_runs = self.pool.last_runs
             req.d_alloc = self.env.now
             self.holding[req.rid] = req
             self.ports.kv_allocated(req, self)

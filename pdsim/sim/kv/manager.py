@@ -71,6 +71,9 @@ class KVManager:
             cache.make_room(private, now)
         if not self.pool.alloc(private):  # pragma: no cover - guarded by `avail` above
             raise RuntimeError("KV pool accounting broke: admission check passed but allocation failed")
+        # the prompt's runs: its own pages plus, when a cached prefix is reused, that prefix
+        # (assumed one run: adopted blocks come from one earlier prompt's allocation)
+        req.p_runs = self.pool.last_runs + (1 if shared else 0)
         if use_cache and cache.tiers is not None and m < limit:
             # looked up only now: make_room above may have spilled blocks that evicted others
             found = cache.tiers.lookup(keys, m, limit)

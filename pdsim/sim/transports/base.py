@@ -5,8 +5,17 @@ A transport owns the P/D handoff of each request, from routing to D's admission:
   protocol starts (Mooncake/SGLang: D pre-allocates while P prefills; a push transport: P only);
 - ``kv_allocated(req, d)``: D allocated pages for the prompt (pre-allocation protocols);
 - ``prefill_done(req, p)``: P finished the prompt, its KV is ready to leave;
-and moves the bytes with ``send``: a fixed overhead, then a flow on the fabric capped at the
-pair's rate; the returned ``Transfer`` can be cancelled (a peer failed) at any point.
+and moves the bytes with ``send``: a fixed overhead, then the sender's work requests, then a
+flow on the fabric capped at the pair's rate; the returned ``Transfer`` can be cancelled (a peer
+failed) at any point.
+
+Work requests are a shared resource: each sending GPU's transfer engine posts them through its
+own queue (Mooncake: one submission path per engine, slices spread over the GPU's preferred
+NICs), so concurrent transfers from one P rank take turns. ``WorkRequestQueue`` is that server,
+an exact FIFO kept as the time it next falls free: a transfer whose setup ends at ``t`` starts
+posting at ``max(t, next_free)`` and holds it for its ``serial_s`` (chunks x per-chunk cost),
+then its bytes join the fabric, which shares bandwidth among flows. Constant work per transfer:
+one SimPy timeout, no event per chunk.
 
 Build-time hooks ``setup_prefill``/``setup_decode`` attach what the protocol needs to the
 instances (receive buffers, blocking sends). The per-request byte counts and overheads are
@@ -31,6 +40,37 @@ class TransportContext:
     instance: Callable[[int], Any]  # instance id -> instance
     ports: Any
     overheads: Any = None  # specs.features.PDOverheadSpec, or None (no fixed costs)
+
+
+class WorkRequestQueue:
+    """Per-sender FIFO servers of RDMA work-request posting (see the module docstring).
+    Keys are (P instance id, attention-DP rank); ``busy_s`` sums the posting time served and
+    ``wait_s`` the time transfers queued behind others (seconds)."""
+
+    __slots__ = ("next_free", "busy_s", "wait_s")
+
+    def __init__(self):
+        self.next_free: dict[tuple[int, int], float] = {}
+        self.busy_s = 0.0
+        self.wait_s = 0.0
+
+    def reserve(self, key: tuple[int, int], ready: float, serial_s: float) -> float:
+        """A transfer ready to post at ``ready`` (s) takes ``serial_s`` of the server ``key``;
+        returns when its last work request is posted. FIFO in reservation order."""
+        begin = self.next_free.get(key, 0.0)
+        if begin < ready:
+            begin = ready
+        else:
+            self.wait_s += begin - ready
+        end = begin + serial_s
+        self.next_free[key] = end
+        self.busy_s += serial_s
+        return end
+
+    def clear(self, iid: int) -> None:
+        """Instance ``iid`` restarted: its engines' queues are empty again."""
+        for k in [k for k in self.next_free if k[0] == iid]:
+            del self.next_free[k]
 
 
 class Transfer:
@@ -63,12 +103,14 @@ class Transport(Plugin):
         self.env = ctx.env
         self.fabric = ctx.fabric
         self.active: dict[int, tuple[Transfer, object, object]] = {}  # rid -> (transfer, p, d) in flight
+        self.wr = WorkRequestQueue()
 
     # failures
     def instance_failed(self, inst) -> list:
         """``inst`` went down: cancel the transfers to or from it; returns their requests (lost
         with it). The surviving side gives back what it committed (``_release_peer``)."""
         lost = []
+        self.wr.clear(inst.iid)  # its engines' queues die with it
         for rid, (t, p, d) in list(self.active.items()):
             if p is inst or d is inst:
                 t.cancel()
@@ -111,9 +153,13 @@ class Transport(Plugin):
     def prefill_done(self, req, p) -> None:
         raise NotImplementedError
 
-    def send(self, req, p, d, nbytes: float, fixed_s: float, cap: float, done: Callable[[], None]) -> Transfer:
+    def send(self, req, p, d, nbytes: float, fixed_s: float, cap: float, done: Callable[[], None],
+             serial_s: float = 0.0) -> Transfer:
         """Move ``nbytes`` from ``p`` to ``d`` after ``fixed_s`` seconds of overhead, at most
-        ``cap`` bytes/s; call ``done()`` when the last byte is there (unless cancelled)."""
+        ``cap`` bytes/s; call ``done()`` when the last byte is there (unless cancelled).
+        ``serial_s`` (part of ``fixed_s``): the work-request posting this transfer queues for on
+        its sender's server (P instance, the request's DP rank); the rest of ``fixed_s`` (setup,
+        handshake) runs in parallel with other transfers."""
         t = Transfer(self.fabric)
         t.req = req
         self.active[req.rid] = (t, p, d)
@@ -130,7 +176,11 @@ class Transport(Plugin):
             if not t.cancelled:
                 t.flow = self.fabric.send(src, dst, nbytes, cap, on_flow_end)
 
-        if fixed_s > 0:
+        now = self.env.now
+        if serial_s > 0:
+            end = self.wr.reserve((p.iid, req.dp_rank), now + fixed_s - serial_s, serial_s)
+            self.env.timeout(end - now).callbacks.append(start)
+        elif fixed_s > 0:
             self.env.timeout(fixed_s).callbacks.append(start)
         else:
             start()

@@ -8,6 +8,7 @@ frees its own copy; D admits the request to its running batch.
 from __future__ import annotations
 
 from ...costs.pd_overheads import pd_fixed_costs
+from ..kv.pool import kv_runs
 from .base import TRANSPORTS, Transport
 
 
@@ -46,7 +47,7 @@ class Mooncake(Transport):
         self._contacted: set[tuple[int, int]] = set()
 
     def plan(self, req, pair):
-        return pair.plan(self.spec, req.input_len)
+        return pair.plan(self.spec, req.input_len, runs=kv_runs(req))
 
     def start(self, req) -> None:
         p, d = self.ctx.instance(req.p_inst), self.ctx.instance(req.d_inst)
@@ -55,7 +56,7 @@ class Mooncake(Transport):
         plan = self.plan(req, pair)
         req.transfer_bytes = plan.nbytes
         cap = pair.flow_cap(plan.senders)
-        self.send(req, p, d, plan.nbytes, plan.fixed_s, cap, lambda: self.done(req, p, d))
+        self.send(req, p, d, plan.nbytes, plan.fixed_s, cap, lambda: self.done(req, p, d), plan.serial_s)
 
     def done(self, req, p, d) -> None:
         req.transfer_end = self.env.now
