@@ -75,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from ..report.figures import report_html, summary_rows
 
     sc = api.load_scenario(args.scenario, args.set or [], trust=trust_from(args))
+    from ..calibrate.machine import warn_if_elsewhere
+
+    warn_if_elsewhere(sc)  # a measured profile used on another machine: one line, how to re-measure
     cb, bar = progress_bar(not args.no_progress and sys.stderr.isatty())
     try:
         res = api.simulate(sc, progress=cb, workers=args.workers)

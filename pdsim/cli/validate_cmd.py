@@ -93,6 +93,9 @@ def _one(args: argparse.Namespace) -> int:
     for n in ing.notes:
         print(f"  note: {n}", file=sys.stderr)
     sc = api.load_scenario(args.scenario, args.set or [])
+    from ..calibrate.machine import warn_if_elsewhere
+
+    warn_if_elsewhere(sc)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a real run has no per-phase timestamps (all-NaN means)
         al = simulate_aligned(ing.record, sc, args.arrivals, args.max_concurrency)

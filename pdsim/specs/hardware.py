@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ._convert import check, load_spec
 
@@ -146,6 +146,9 @@ class Efficiency:
         return self.fp8_m_tile if dtype.startswith("fp8") else self.gemm_m_tile
 
 
+MACHINE_KEYS = {"cpu_model", "cpu_flags", "cores", "gpu", "gpu_driver", "libraries", "remeasure", "measured"}
+
+
 @dataclass(frozen=True)
 class HardwareProfile:
     """A GPU system: accelerator, node layout and fabric, with sources and calibrated constants.
@@ -161,8 +164,13 @@ class HardwareProfile:
     sources: dict[str, str] = field(default_factory=dict)
     uncertainty: dict[str, float] = field(default_factory=dict)
     calibration: dict[str, dict[str, float | str]] = field(default_factory=dict)
+    # where a measured profile was measured (pdsim/calibrate/machine.py); {} = a datasheet profile
+    machine: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.machine) - MACHINE_KEYS)
+        check(not unknown, f"unknown key(s) {', '.join(unknown)}; expected some of {', '.join(sorted(MACHINE_KEYS))}",
+              "machine")
         required = ["gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit"]
         missing = [k for k in required if k not in self.sources]
         check(not missing, f"every figure needs a source; missing {', '.join(missing)}", "sources")
