@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from ._convert import check, load_spec
+from ._convert import check
 
 GIB = 2**30
 
@@ -206,4 +206,12 @@ class HardwareProfile:
 
 
 def load_hardware(path: str | Path) -> HardwareProfile:
-    return load_spec(HardwareProfile, path)
+    """A profile YAML; one with ``base:`` is an overlay on another profile (specs/overlay.py)."""
+    from ._convert import build
+    from .errors import SpecError
+    from .overlay import hardware_data
+
+    try:
+        return build(HardwareProfile, hardware_data(path))
+    except SpecError as err:
+        raise err.at(source=err.source or str(path)) from None
