@@ -144,11 +144,13 @@ def load_runs(paths: list[str], sc, arrivals: str = "auto") -> list[Run]:
     from ..ingest import read_run
     from ..metrics.results import Results
     from ..validate.align import workload_of
+    from ..validate.prefix import with_prefix
 
     runs, names = [], set()
     for p in paths:
         ing = read_run(p)
-        table, _, _ = workload_of(ing.record, arrivals)
+        table, order, _ = workload_of(ing.record, arrivals)
+        table, _ = with_prefix(table, ing.record.meta, order, sc)  # the cache hits the engine had
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a real run has no per-phase timestamps
             summary = Results(ing.record).summary()

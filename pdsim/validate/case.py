@@ -81,7 +81,7 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
         rows, extras = compare(al.real, al.sim, c["tolerances"], al.pairs)
     except ValueError as err:
         raise SpecError(str(err), source=str(folder / CASE_FILE), field="tolerances") from None
-    notes = [f"real run format: {ing.format}"] + list(ing.notes)
+    notes = [f"real run format: {ing.format}"] + list(ing.notes) + [al.prefix_note]
     if html_path is not None:
         validation_html(al, rows, extras, str(html_path), f"pdsim validation: {c['name']}", notes, plotlyjs)
     return CaseResult(c["name"], c.get("description", ""), rows, extras, notes, len(al.pairs), al.arrivals,
