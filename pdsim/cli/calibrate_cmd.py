@@ -72,7 +72,7 @@ def _from_runs(args: argparse.Namespace) -> int:
     data, _ = api.load_scenario_data(args.scenario, args.set or [])
     print(f"pdsim calibrate from-runs: {len(args.runs)} run(s), scenario {sc.name}", file=sys.stderr)
     res = from_runs(sc, list(args.runs), args.holdout, args.param, args.max_evals, args.arrivals)
-    print(f"fit ({res.method}; {len(res.fits)} fit(s), {sum(f.evaluations for f in res.fits)} evaluations)")
+    print(f"fit ({res.method}; {len(res.fits)} fit(s), {sum(f.evaluations for f in res.fits)} simulations of the fitted runs each)")
     print(table_text(res))
     if args.out:
         out = Path(args.out)

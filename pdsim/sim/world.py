@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from ..costs.host import with_host_sharing
 from ..costs.pd_overheads import pd_fixed_costs
 from ..specs.scenario import ResolvedScenario
 from ..workload.table import RequestTable
@@ -51,6 +52,7 @@ def default_plugins(resolved: ResolvedScenario) -> dict:
 class World:
     def __init__(self, resolved: ResolvedScenario, table: RequestTable,
                  progress: Callable[[float, float, int, int], None] | None = None):
+        resolved = with_host_sharing(resolved)  # host work on shared cores (costs/host.py)
         sc = resolved.scenario
         self.resolved = resolved
         self.hw, self.model = resolved.hardware, resolved.model

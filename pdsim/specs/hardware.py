@@ -127,6 +127,10 @@ class Efficiency:
     step_overhead_us: float = 2000.0  # per-step scheduler/sampling CPU overhead
     seq_overhead_us: float = 0.0  # per-sequence per-step host work (inputs, sampling, output processing)
     ctx_overhead_ns: float = 0.0  # per-step host work per context token of the decode batch (CPU engine)
+    # eager launches from the layer's structure (costs/host.py): per kernel launch and per module
+    # call; both 0 = the flat layer_launch_us per layer
+    kernel_launch_us: float = 0.0
+    module_call_us: float = 0.0
     tbo_overlap_loss: float = 0.1  # two-batch overlap: share of the hidden time lost to contention
     deepep_normal_sm_share: float = 0.18  # SMs DeepEP normal kernels hold while overlapped (24 of 132)
 
@@ -146,7 +150,8 @@ class Efficiency:
         return self.fp8_m_tile if dtype.startswith("fp8") else self.gemm_m_tile
 
 
-MACHINE_KEYS = {"cpu_model", "cpu_flags", "cores", "gpu", "gpu_driver", "libraries", "remeasure", "measured"}
+MACHINE_KEYS = {"cpu_model", "cpu_flags", "cores", "gpu", "gpu_driver", "libraries", "remeasure", "measured",
+                "host_processes"}  # host_processes: busy processes sharing the cores while host work was measured
 
 
 @dataclass(frozen=True)
