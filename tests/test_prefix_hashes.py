@@ -66,7 +66,8 @@ def test_replay_records_hashes_and_validate_simulates_the_hits(tmp_path):
         warnings.simplefilter("ignore", RuntimeWarning)
         al = simulate_aligned(back.record, sc)
         hit = al.sim.summary()["prefix_cache_hit_rate"]
-    assert al.prefix_note.startswith("prefix structure: carried (128-token block hashes; 38% of prompt blocks")  # 6 of 16
+    # 6 of the 16 blocks repeat an earlier request's
+    assert al.prefix_note.startswith("prefix structure: carried (128-token block hashes; 38% of prompt blocks")
     assert hit == pytest.approx(3 * 256 / 2000, abs=0.01)  # requests 2-4 find the 256-token shared prefix
 
 

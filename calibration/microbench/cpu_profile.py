@@ -438,7 +438,8 @@ def profile(args) -> None:
     # the overhead runs' busy processes on these cores: vLLM's API server, engine core, worker, and
     # the replay client (pdsim/costs/host.py scales host work by a deployment's share of the cores)
     machine["host_processes"] = 4
-    machine["remeasure"] = (f"serve the engine at {ov['endpoint']} (pdsim.replay.local_server.VLLMServer, ENGINE_ARGS), then "
+    machine["remeasure"] = (f"serve the engine at {ov['endpoint']} (pdsim.replay.local_server.VLLMServer, "
+                            "ENGINE_ARGS), then "
                             + CPU_REMEASURE.format(venv_python=facts.get("python_exe", "/work/venvs/vllm/bin/python"),
                                                    out=out, name=args.name, endpoint=ov["endpoint"], yaml=args.yaml))
     doc["machine"] = machine

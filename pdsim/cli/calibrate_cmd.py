@@ -72,12 +72,13 @@ def _from_runs(args: argparse.Namespace) -> int:
     data, _ = api.load_scenario_data(args.scenario, args.set or [])
     print(f"pdsim calibrate from-runs: {len(args.runs)} run(s), scenario {sc.name}", file=sys.stderr)
     res = from_runs(sc, list(args.runs), args.holdout, args.param, args.max_evals, args.arrivals)
-    print(f"fit ({res.method}; {len(res.fits)} fit(s), {sum(f.evaluations for f in res.fits)} simulations of the fitted runs each)")
+    sims = sum(f.evaluations for f in res.fits)
+    print(f"fit ({res.method}; {len(res.fits)} fit(s), {sims} simulations of the fitted runs each)")
     print(table_text(res))
     if args.out:
         out = Path(args.out)
-        text, sets = overlay_text(res, sc, str(data["hardware"]), [r for r in args.runs if r not in (args.holdout or [])],
-                                  out)
+        fitted = [r for r in args.runs if r not in (args.holdout or [])]
+        text, sets = overlay_text(res, sc, str(data["hardware"]), fitted, out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         print(f"wrote {out}: use it with --set hardware={out}" + "".join(f" --set {s}" for s in sets))
