@@ -120,3 +120,30 @@ def test_overlay_merge_and_bad_base(tmp_path):
     p.write_text(f"base: {p.name}\nname: x\n")  # itself
     with pytest.raises(SpecError, match="overlays deep"):
         load_hardware_ref(str(p))
+
+
+def test_a_server_log_without_token_times_fits_on_end_to_end_latency(tmp_path):
+    """SGLang --log-requests lines (E2E only) of a run made with a 9 ms request path each way."""
+    import datetime as dt
+
+    from pdsim.workload.table import RequestTable
+
+    sc = api.load_scenario(SCENARIO)
+    rng = np.random.default_rng(3)
+    n = 30
+    arrival = np.cumsum(rng.exponential(0.25, n))
+    table = RequestTable(arrival - arrival[0], rng.integers(128, 1024, n), rng.integers(16, 96, n), source="t")
+    req = api.simulate(with_values(sc, {"overheads.router_ms": 9.0}), table=table).requests
+    t0 = dt.datetime(2026, 11, 26, 12, 0, 0)
+    lines = []
+    for k in range(n):
+        fin = t0 + dt.timedelta(seconds=float(req["finish_s"][k]))
+        e2e = float(req["finish_s"][k] - req["arrival_s"][k])
+        lines.append(f"[{fin:%Y-%m-%d %H:%M:%S.%f}] Finish: obj=GenerateReqInput(rid='{k}'), out={{'meta_info': "
+                     f"{{'id': '{k}', 'prompt_tokens': {table.input_len[k]}, 'completion_tokens': "
+                     f"{table.output_len[k]}, 'e2e_latency': {e2e}}}}}")
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n")
+    res = from_runs(sc, [str(log)], names=["router_ms"], max_evals=10)
+    assert {r.metric for r in res.rows} == {"mean_e2e_latency_ms", "p90_e2e_latency_ms"}
+    assert res.after["overheads.router_ms"] == pytest.approx(9.0, rel=0.15)

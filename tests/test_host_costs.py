@@ -58,3 +58,12 @@ def test_processes_sharing_the_cpu_hosts_cores():
     assert e1.step_overhead_us == pytest.approx(2 * e0.step_overhead_us)
     assert e1.seq_overhead_us == pytest.approx(2 * e0.seq_overhead_us)
     assert host_scale(resolve(scenario_dict("disagg"))) == 1.0  # a GPU datasheet profile records no host
+
+
+def test_tokeniser_delays_each_request_by_its_prompt():
+    sc = resolve(scenario_dict("colocated"))
+    table = RequestTable(np.array([0.0, 5.0]), np.array([1000, 50_000]), np.array([2, 2]), source="t")
+    base = api.simulate(sc, table=table).requests["ttft_s"].to_numpy()
+    tok = dataclasses.replace(sc, hardware=_eff(sc.hardware, tokenize_ns=1000.0))  # 1 us per token
+    got = api.simulate(tok, table=table).requests["ttft_s"].to_numpy()
+    assert got - base == pytest.approx([1e-3, 50e-3], rel=1e-6)

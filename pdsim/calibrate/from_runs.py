@@ -5,7 +5,8 @@ bench_serving / vLLM bench results, AIPerf, genai-bench, server request logs). E
 simulated exactly as ``pdsim validate`` does (pdsim.validate.align: the same requests, the same
 send times or closed loop) under the scenario with candidate constants, and the constants are
 moved (scipy ``least_squares``, trust-region, within bounds >= 0) to minimise the log error
-log(simulated / real) of the gated metrics (mean and p90 of TTFT and ITL) over the fitted runs.
+log(simulated / real) of the gated metrics (mean and p90 of TTFT and ITL) over the fitted runs; a
+run without token times (a server request log) contributes its mean and p90 end-to-end latency.
 
 Only deployment-level constants are fitted, never the kernels (those come from microbenchmarks,
 ``pdsim calibrate fit``):
@@ -40,6 +41,8 @@ import numpy as np
 from ..specs.errors import SpecError
 
 METRICS = ("mean_ttft_ms", "p90_ttft_ms", "mean_itl_ms", "p90_itl_ms")
+# a run without token times (server request logs): its end-to-end latency instead
+E2E = ("mean_e2e_latency_ms", "p90_e2e_latency_ms")
 PRIOR_WEIGHT = 0.05  # residual per scale-unit of change: 1/20 of a 100% metric error
 
 
@@ -131,6 +134,7 @@ class Run:
     format: str
     table: object  # RequestTable
     real: dict[str, float]
+    metrics: tuple[str, ...] = METRICS  # the ones this run measured (E2E for server logs)
 
 
 def run_name(path: str) -> str:
@@ -154,16 +158,17 @@ def load_runs(paths: list[str], sc, arrivals: str = "auto") -> list[Run]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a real run has no per-phase timestamps
             summary = Results(ing.record).summary()
-        real = {m: summary.get(m) for m in METRICS}
-        missing = [m for m, v in real.items() if v is None or not math.isfinite(v) or v <= 0]
-        if missing:
-            raise SpecError(f"the run has no {', '.join(missing)} to fit to (needs TTFT and per-token times)",
-                            source=str(p))
+        ok = [m for m in METRICS + E2E if isinstance(summary.get(m), (int, float)) and math.isfinite(summary[m])
+              and summary[m] > 0]
+        metrics = tuple(m for m in METRICS if m in ok) or tuple(m for m in E2E if m in ok)
+        if not metrics:
+            raise SpecError("the run has neither TTFT/ITL nor end-to-end latencies to fit to", source=str(p))
+        real = {m: float(summary[m]) for m in metrics}
         name = run_name(p)
         if name in names:
             name = str(p)
         names.add(name)
-        runs.append(Run(name, str(p), ing.format, table, real))
+        runs.append(Run(name, str(p), ing.format, table, real, metrics))
     return runs
 
 
@@ -173,13 +178,14 @@ def simulate_metrics(sc, run: Run) -> dict[str, float]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         s = api.simulate(sc, table=run.table).summary()
-    return {m: float(s.get(m) or float("nan")) for m in METRICS}
+    return {m: float(s.get(m) or float("nan")) for m in METRICS + E2E}
 
 
 def log_errors(sim: dict[str, float], real: dict[str, float]) -> np.ndarray:
-    # a simulated metric that came out empty counts as far off (log 10), never as a perfect fit
+    """log(simulated / real) of every metric ``real`` holds; a simulated metric that came out
+    empty counts as far off (log 10), never as a perfect fit."""
     return np.array([math.log(sim[m] / real[m]) if sim[m] > 0 and math.isfinite(sim[m]) else math.log(10.0)
-                     for m in METRICS])
+                     for m in real])
 
 
 @dataclass
@@ -269,7 +275,7 @@ def from_runs(sc, paths: list[str], holdout: list[str] | None = None, names: lis
     main_sc = with_values(sc, main.values)
 
     def add(run: Run, role: str, after: dict[str, float]) -> None:
-        for m in METRICS:
+        for m in run.metrics:
             rows.append(Row(run.name, role, m, run.real[m], before_metrics[run.path][m], after[m]))
 
     if held:
@@ -314,7 +320,7 @@ def overlay_text(res: Result, sc, hardware_ref: str, runs: list[str], out: Path)
     held = res.mean_abs("held-out", "after") if res.method == "holdout" else res.mean_abs("cross-validated", "after")
     held_b = res.mean_abs("held-out", "before") if res.method == "holdout" else res.mean_abs("cross-validated",
                                                                                            "before")
-    check = (f"{res.method}: mean |error| of {', '.join(METRICS)} on runs the fit did not see {held:.1%} "
+    check = (f"{res.method}: mean |error| of the runs' latency metrics on runs the fit did not see {held:.1%} "
              f"(before {held_b:.1%})" if math.isfinite(held) else "in-sample only (one run, nothing held out)")
     date = dt.date.today().isoformat()
     fitted_on = ", ".join(run_name(r) for r in runs)

@@ -1,6 +1,7 @@
 """Host (CPU) work of a serving engine, priced apart from the accelerator's kernels. Seconds.
 
-Three parts, each a formula over the engine's structure and the host it runs on:
+Three parts, each a formula over the engine's structure and the host it runs on, and the
+tokeniser on each request's way in (``tokenize_s``):
 
 1. **Eager launches, derived from the layer's structure.** Without CUDA graphs every layer
    launches its kernels one by one from Python: per layer, kernels x ``kernel_launch_us`` (the
@@ -68,6 +69,16 @@ def eager_layer_s(model, group, eff, attn_tp: int) -> float:
     k = (n_dense * kernels_per_layer(False, 0, attn_tp, 1)
          + n_moe * kernels_per_layer(True, shared, attn_tp, group.ep)) / model.num_layers
     return (k * eff.kernel_launch_us + LAYER_MODULES * eff.module_call_us) * 1e-6
+
+
+# ---- per request: the tokeniser -----------------------------------------------------------------
+def tokenize_s(input_len: int, eff) -> float:
+    """The API server tokenising a text prompt: ``tokenize_ns`` per prompt token, once per request
+    on its way in (0 where prompts arrive as token ids, as ``pdsim replay`` sends them). Not a
+    queue: concurrent requests tokenise side by side. Assumption for a Rust fast tokenizer
+    (Hugging Face ``tokenizers``): ~0.2-2 us per token on one core, so a 100k-token prompt spends
+    20-200 ms before it reaches the scheduler."""
+    return eff.tokenize_ns * 1e-9 * input_len
 
 
 # ---- 3. processes sharing host cores ------------------------------------------------------------

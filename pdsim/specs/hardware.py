@@ -131,6 +131,7 @@ class Efficiency:
     # call; both 0 = the flat layer_launch_us per layer
     kernel_launch_us: float = 0.0
     module_call_us: float = 0.0
+    tokenize_ns: float = 0.0  # per prompt token on the API server (text prompts); 0 = prompts sent as token ids
     tbo_overlap_loss: float = 0.1  # two-batch overlap: share of the hidden time lost to contention
     deepep_normal_sm_share: float = 0.18  # SMs DeepEP normal kernels hold while overlapped (24 of 132)
 
