@@ -147,3 +147,18 @@ def test_a_server_log_without_token_times_fits_on_end_to_end_latency(tmp_path):
     res = from_runs(sc, [str(log)], names=["router_ms"], max_evals=10)
     assert {r.metric for r in res.rows} == {"mean_e2e_latency_ms", "p90_e2e_latency_ms"}
     assert res.after["overheads.router_ms"] == pytest.approx(9.0, rel=0.15)
+
+
+def test_overlay_of_a_profile_given_as_a_file_names_it_relative_to_the_overlay(tmp_path, capsys):
+    (tmp_path / "sc").mkdir()
+    (tmp_path / "sc" / "myhw.yaml").write_text((REPO / "hardware_profiles/cpu-epyc-2c.yaml").read_text())
+    doc = yaml.safe_load(open(SCENARIO))
+    doc["hardware"] = "myhw.yaml"  # next to the scenario, no folder in the name
+    (tmp_path / "sc" / "s.yaml").write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out" / "ov.yaml"
+    run = str(REPO / "validation/cpu-vllm-light/real/bench.json")
+    assert main(["calibrate", "from-runs", run, "--scenario", str(tmp_path / "sc" / "s.yaml"), "--param",
+                 "step_overhead_us", "--max-evals", "1", "--out", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["base"] == "../sc/myhw.yaml"
+    assert load_hardware_ref(str(out)).name == "cpu-epyc-2c-fitted"
+    capsys.readouterr()

@@ -326,10 +326,14 @@ def overlay_text(res: Result, sc, hardware_ref: str, runs: list[str], out: Path)
     fitted_on = ", ".join(run_name(r) for r in runs)
     eff = {n.split(".", 1)[1]: round(res.after[n], 4) for n in res.params if PARAMS[n].where == "hardware"}
     sets = [f"{n}={res.after[n]:.4g}" for n in res.params if PARAMS[n].where == "scenario"]
-    base = hardware_ref
-    if "/" in base or "\\" in base:  # a path: relative to the overlay's folder
-        import os
-        base = os.path.relpath(Path(sc.base_dir, hardware_ref).resolve(), out.resolve().parent)
+    import os
+
+    from ..specs.catalog import hardware_dir, resolve
+
+    found = resolve(hardware_ref, hardware_dir(), "hardware profile", sc.base_dir, sc.source, "hardware")
+    bundled = found.resolve() == (hardware_dir() / f"{hardware_ref}.yaml").resolve()
+    # a bundled key stays a key; a profile file is named relative to the overlay's folder
+    base = hardware_ref if bundled else os.path.relpath(found.resolve(), out.resolve().parent)
     doc = {"base": base, "name": f"{sc.hardware.name}-fitted",
            "description": f"{sc.hardware.name} with deployment constants refitted from real runs ({date})"}
     if eff:
