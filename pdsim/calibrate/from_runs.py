@@ -15,7 +15,8 @@ Only deployment-level constants are fitted, never the kernels (those come from m
 - ``efficiency.seq_overhead_us``: host work per sequence per step (inputs, sampling, detokenise);
 - ``efficiency.ctx_overhead_ns``: host work per context token of the decode batch per step;
 - ``overheads.router_ms``: the request path outside the engine (HTTP, tokenise, stream), each way;
-- ``transfer.setup_ms``: the fixed cost of one P->D KV transfer (P/D scenarios only).
+- ``transfer.setup_ms``: the fixed cost of one P->D KV transfer (P/D over Mooncake or NCCL);
+- ``transfer.params.file_overhead_us``: the per-file cost of vLLM's shared-storage handoff.
 
 Cross-validated: with ``--holdout RUN`` the fit never sees those runs and the report shows their
 error as predicted; without, every run is predicted by a fit on the others (leave one run out)
@@ -64,8 +65,10 @@ PARAMS = {p.path: p for p in (
     Param("efficiency.ctx_overhead_ns", "hardware", 100.0, "ns", "host work per context token per step"),
     Param("overheads.router_ms", "scenario", 1.0, "ms", "request path outside the engine, each way"),
     Param("transfer.setup_ms", "scenario", 1.0, "ms", "fixed cost of one P->D KV transfer"),
+    Param("transfer.params.file_overhead_us", "scenario", 10.0, "us",
+          "per-file cost of the shared-storage KV handoff (P writes, D reads, a file per layer)"),
 )}
-SHORT = {p.split(".", 1)[1]: p for p in PARAMS}  # step_overhead_us -> efficiency.step_overhead_us
+SHORT = {p.rsplit(".", 1)[1]: p for p in PARAMS}  # step_overhead_us -> efficiency.step_overhead_us
 
 
 def default_params(sc) -> list[str]:
@@ -73,6 +76,8 @@ def default_params(sc) -> list[str]:
            "overheads.router_ms"]
     if sc.scenario.cluster.prefill and sc.scenario.transfer.backend in ("mooncake", "nccl"):
         out.append("transfer.setup_ms")
+    if sc.scenario.cluster.prefill and sc.scenario.transfer.backend == "shared_storage":
+        out.append("transfer.params.file_overhead_us")
     return out
 
 
@@ -103,6 +108,11 @@ def current_values(sc, names: list[str]) -> dict[str, float]:
         elif n == "transfer.setup_ms":
             v = sc.scenario.transfer.setup_ms
             out[n] = float(MOONCAKE_SETUP_MS if v is None else v)
+        elif n == "transfer.params.file_overhead_us":
+            from ..sim.transports.shared_storage import SharedStorage
+
+            v = sc.scenario.transfer.params.get("file_overhead_us")
+            out[n] = float(SharedStorage.Params().file_overhead_us if v is None else v)
     return out
 
 
@@ -121,8 +131,17 @@ def with_values(sc, values: dict[str, float]):
                                                                  router_ms=values["overheads.router_ms"]))
     if "transfer.setup_ms" in values:
         s = dataclasses.replace(s, transfer=dataclasses.replace(s.transfer, setup_ms=values["transfer.setup_ms"]))
-    return dataclasses.replace(sc, scenario=s, hardware=hw(sc.hardware),
-                               group_hardware={k: hw(h) for k, h in sc.group_hardware.items()})
+    if "transfer.params.file_overhead_us" in values:
+        params = {**s.transfer.params, "file_overhead_us": values["transfer.params.file_overhead_us"]}
+        s = dataclasses.replace(s, transfer=dataclasses.replace(s.transfer, params=params))
+    out = dataclasses.replace(sc, scenario=s, hardware=hw(sc.hardware),
+                              group_hardware={k: hw(h) for k, h in sc.group_hardware.items()})
+    if s.transfer.params != sc.scenario.transfer.params:  # the transport's typed parameters, parsed again
+        from ..sim.resolve import resolve_plugins
+        from ..specs.trust import Trust
+
+        out = dataclasses.replace(out, plugins=resolve_plugins(s, sc.trust or Trust()))
+    return out
 
 
 @dataclass
