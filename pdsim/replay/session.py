@@ -180,8 +180,9 @@ def replay(table: RequestTable, cfg: ReplayConfig, *, name: str = "replay", desc
     """Replay ``table`` against ``cfg.endpoint``; the real run's RunRecord. ``hash_block``: the
     engine's KV block (page) size, the unit of the prompts' recorded prefix hashes
     (prefix_hashes.py; default 16, vLLM's)."""
-    from ..workload.prefix_hashes import DEFAULT_BLOCK
     import aiohttp
+
+    from ..workload.prefix_hashes import DEFAULT_BLOCK
 
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     results, info, wall = asyncio.run(_replay(table, cfg, hash_block or DEFAULT_BLOCK))
