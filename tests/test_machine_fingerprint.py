@@ -90,3 +90,17 @@ def test_unknown_machine_key_is_a_clear_error(tmp_path):
     p.write_text(yaml.safe_dump(data))
     with pytest.raises(SpecError, match="unknown key.*cpu.*expected some of"):
         load_hardware(p)
+
+
+def test_gpu_name_and_driver_from_nvidia_smi(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 550.54.15'\necho 'NVIDIA H100 80GB HBM3, 550.54.15'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert machine.gpu() == ("NVIDIA H100 80GB HBM3", "550.54.15")
+    here = machine.fingerprint(())
+    rec = {**here, "gpu": "NVIDIA H800", "gpu_driver": "535.0"}
+    assert machine.differences(rec, here) == ["GPU 'NVIDIA H800' there, 'NVIDIA H100 80GB HBM3' here",
+                                              "driver 535.0 there, 550.54.15 here"]
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert machine.gpu() == (None, None)
