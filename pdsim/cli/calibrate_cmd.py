@@ -30,7 +30,9 @@ def register(sub) -> None:
     ca.add_argument("--param", action="append", metavar="NAME",
                     help="from-runs: a constant to fit (repeatable; default step_overhead_us, seq_overhead_us, "
                          "ctx_overhead_ns, router_ms, and setup_ms for P/D)")
-    ca.add_argument("--max-evals", type=int, default=40, help="from-runs: simulations per fit at most (default 40)")
+    ca.add_argument("--max-evals", type=int, default=40,
+                    help="from-runs: least-squares evaluations per fit at most (default 40; each also simulates "
+                         "once per constant for the Jacobian, and every evaluation simulates every fitted run)")
     ca.add_argument("--arrivals", choices=["auto", "send_times", "closed_loop"], default="auto",
                     help="from-runs: how each run's requests arrive (as pdsim validate)")
     ca.add_argument("--out", metavar="YAML", help="from-runs: write the profile overlay here")
