@@ -67,7 +67,7 @@ def test_replay_records_hashes_and_validate_simulates_the_hits(tmp_path):
         al = simulate_aligned(back.record, sc)
         hit = al.sim.summary()["prefix_cache_hit_rate"]
     # 6 of the 16 blocks repeat an earlier request's
-    assert al.prefix_note.startswith("prefix structure: carried (128-token block hashes; 38% of prompt blocks")
+    assert al.prefix_note.startswith("prefix structure: carried from prompt token ids (128-token block hashes; 38%")
     assert hit == pytest.approx(3 * 256 / 2000, abs=0.01)  # requests 2-4 find the 256-token shared prefix
 
 
@@ -85,3 +85,38 @@ def test_a_file_without_prompts_says_so_and_malformed_hashes_are_not_used():
     t, note = with_prefix(table, meta, order, sc)
     assert t.block_size == 128 and [len(h) for h in t.hash_ids] == [2, 3] and t.hash_ids[0][0] == t.hash_ids[1][0]
     assert "re-blocked to 128" in note
+
+
+def test_aiperf_conversations_carry_their_chat_history_as_shared_blocks(tmp_path):
+    """Two conversations of three turns: each turn's prompt = the previous turn's prompt + answer +
+    a new message; a third conversation whose second turn is shorter does not extend its first."""
+    import json
+
+    rows, t = [], 0
+    plan = {"a": [300, 300 + 64 + 100, 300 + 64 + 100 + 64 + 80], "b": [500, 500 + 64 + 40, 500 + 64 + 40 + 64 + 90],
+            "c": [400, 200]}
+    for conv, isls in plan.items():
+        for k, isl in enumerate(isls):
+            t += 1
+            rows.append({"metadata": {"conversation_id": conv, "turn_index": k, "request_start_ns": t * 100_000_000,
+                                      "benchmark_phase": "profiling", "was_cancelled": False},
+                         "metrics": {"time_to_first_token": {"value": 40.0, "unit": "ms"},
+                                     "request_latency": {"value": 400.0, "unit": "ms"},
+                                     "input_sequence_length": {"value": isl, "unit": "tokens"},
+                                     "output_sequence_length": {"value": 64, "unit": "tokens"}}, "error": None})
+    f = tmp_path / "profile_export.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    meta = read_run(f).record.meta
+    h = meta["prompt_hash_ids"]
+    assert meta["prompt_hash_source"].startswith("conversation ids (4 turns extend their previous turn")
+    a0, a1, a2 = h[0], h[1], h[2]
+    assert a1[:300 // 16] == a0[:300 // 16] and a2[:len(a1) - 1] == a1[:-1]  # history blocks shared
+    assert a0[-1] != a1[300 // 16]  # the first turn's partial block is its own
+    c0, c1 = h[6], h[7]
+    assert not set(c0) & set(c1)  # a shorter second turn is not history: nothing shared
+    sc = api.load_scenario(SCENARIO)
+    table = RequestTable(np.arange(8) * 0.1, np.array([x for v in plan.values() for x in v]), np.full(8, 64),
+                         source="t")
+    t2, note = with_prefix(table, meta, np.arange(8), sc)
+    assert note.startswith("prefix structure: carried from conversation ids") and "re-blocked to 128" in note
+    assert t2.hash_ids[1][:2].tolist() == t2.hash_ids[0][:2].tolist()  # 256 of turn 1's 300 tokens hit

@@ -42,6 +42,8 @@ def with_prefix(table: RequestTable, meta: dict, order: np.ndarray, scenario) ->
                            f"{block}-token blocks: ignored, simulated without prefix-cache hits")
         out.append(reblock(h, block, to, ins[row], k))
     share = repeat_share([o.tolist() for o in out])
-    note = (f"prefix structure: carried ({block}-token block hashes" + (f" re-blocked to {to}" if to != block else "")
-            + f"; {share:.0%} of prompt blocks repeat an earlier request's)")
+    src = meta.get("prompt_hash_source", "prompt token ids")
+    note = (f"prefix structure: carried from {src} ({block}-token block hashes"
+            + (f" re-blocked to {to}" if to != block else "") + f"; {share:.0%} of prompt blocks repeat an earlier "
+            "request's)")
     return dataclasses.replace(table, hash_ids=out, block_size=to), note

@@ -81,3 +81,40 @@ def hashes_of_logged_ids(id_lists: Sequence[str], block_size: int) -> dict:
             return {}
         out.append(block_hashes(ids, block_size, i))
     return {"prompt_hash_ids": out, "prompt_hash_block_size": block_size}
+
+
+def session_hashes(conversations: Sequence, turns: Sequence, input_lens: Sequence[int], output_lens: Sequence[int],
+                   block_size: int) -> dict:
+    """``meta`` entries for a multi-turn run known by conversation ids only (AIPerf records
+    ``conversation_id`` and ``turn_index``, not the prompts). Assumption, as a chat client sends
+    turns: turn k's prompt is the conversation so far (the previous turn's prompt and answer)
+    followed by the new message, so its first min(L_k, L_{k-1} + O_{k-1}) tokens repeat the
+    previous turn's sequence. A turn whose prompt is shorter than that sequence does not extend
+    it (the assumption fails there) and starts a stream of its own. Block j of a stream has one id
+    for every turn of it; a partial last block is the request's own. {} without conversation ids."""
+    if not conversations or all(c is None for c in conversations):
+        return {}
+    by_conv: dict = {}
+    for i, (c, t) in enumerate(zip(conversations, turns)):
+        if c is not None:
+            by_conv.setdefault(c, []).append((t if isinstance(t, (int, float)) else 0, i))
+    out: list[list[int] | None] = [None] * len(input_lens)
+    shared = 0
+    for c, items in by_conv.items():
+        stream, prev_seq = 0, None
+        for _, i in sorted(items, key=lambda x: (x[0], x[1])):
+            L = int(input_lens[i])
+            if prev_seq is None or L < prev_seq:
+                stream += 1  # the first turn, or a turn that does not extend the previous sequence
+            else:
+                shared += 1
+            ids = [_h("session", str(c), stream, j) for j in range(L // block_size)]
+            if L % block_size:
+                ids.append(_h("partial", i))
+            out[i] = ids
+            prev_seq = L + int(output_lens[i])
+    for i, h in enumerate(out):  # requests without a conversation id: their own blocks
+        if h is None:
+            out[i] = [_h("own", i, j) for j in range(math.ceil(int(input_lens[i]) / block_size))]
+    return {"prompt_hash_ids": out, "prompt_hash_block_size": block_size,
+            "prompt_hash_source": f"conversation ids ({shared} turns extend their previous turn; assumed chat history)"}
