@@ -156,8 +156,9 @@ def test_overlay_of_a_profile_given_as_a_file_names_it_relative_to_the_overlay(t
     doc["hardware"] = "myhw.yaml"  # next to the scenario, no folder in the name
     (tmp_path / "sc" / "s.yaml").write_text(yaml.safe_dump(doc))
     out = tmp_path / "out" / "ov.yaml"
-    run = str(REPO / "validation/cpu-vllm-light/real/bench.json")
-    assert main(["calibrate", "from-runs", run, "--scenario", str(tmp_path / "sc" / "s.yaml"), "--param",
+    run = tmp_path / "run.json"
+    _vllm_bench_json(api.load_scenario(SCENARIO), 4.0, 20, 5, run)  # small: the overlay is what is checked
+    assert main(["calibrate", "from-runs", str(run), "--scenario", str(tmp_path / "sc" / "s.yaml"), "--param",
                  "step_overhead_us", "--max-evals", "1", "--out", str(out)]) == 0
     assert yaml.safe_load(out.read_text())["base"] == "../sc/myhw.yaml"
     assert load_hardware_ref(str(out)).name == "cpu-epyc-2c-fitted"
