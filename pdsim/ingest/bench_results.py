@@ -101,6 +101,9 @@ def read_bench_result(path: str | Path, record: int | None = None) -> Ingested:
     cc = cc if isinstance(cc, int) and not isinstance(cc, bool) and cc >= 1 else None
     pm = run.get("pdsim_meta") or {}
     meta = {k: v for k, v in pm.items()}
+    for k in ("prompt_hash_ids", "prompt_hash_block_size"):  # prefix structure another writer put on top
+        if k in run and k not in meta:
+            meta[k] = run[k]
     meta.update({"format": fmt, "source": str(p), "request_rate": run.get("request_rate"), "max_concurrency": cc,
                  "model": pm.get("model") or run.get("model_id") or run.get("backend"),
                  "description": pm.get("description") or f"{fmt} result {p.name}", "notes": notes,

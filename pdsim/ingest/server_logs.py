@@ -95,7 +95,7 @@ def read_vllm_log(path: str | Path) -> Ingested:
                     raise SpecError(f"line {lineno}: Received request: expected a log time, max_tokens=N and "
                                     "prompt_token_ids: [...]", source=str(p))
                 n_in = ids.group(1).count(",") + 1 if ids.group(1).strip() else 0
-                got[rid] = [t, n_in, int(mt.group(1)), None]
+                got[rid] = [t, n_in, int(mt.group(1)), None, ids.group(1)]
                 order.append(rid)
             elif "Finished request " in line:
                 rid = line.split("Finished request ", 1)[1].strip().rstrip(".")
@@ -110,6 +110,9 @@ def read_vllm_log(path: str | Path) -> Ingested:
              "not count tokens returned); no TTFT/ITL"]
     meta = {"format": "vllm-request-log", "source": str(p), "description": f"vLLM request log {p.name}",
             "notes": notes}
+    from ..workload.prefix_hashes import DEFAULT_BLOCK, hashes_of_logged_ids
+
+    meta.update(hashes_of_logged_ids([got[r][4] for r in order], DEFAULT_BLOCK))  # the prompts' prefix structure
     rec = real_record(p.stem, arrival_s=t - t0, input_len=[max(got[r][1], 1) for r in order],
                       output_len=[max(got[r][2], 1) for r in order], token_times=[[] for _ in order],
                       drop_reason=[None if got[r][3] is not None else "unfinished_in_log" for r in order],

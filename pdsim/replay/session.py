@@ -138,7 +138,7 @@ async def _prepare(session, table: RequestTable, cfg: ReplayConfig, model: str) 
                                            "prompt_length_mismatches": off, "prefix_structure": False}
 
 
-async def _replay(table: RequestTable, cfg: ReplayConfig) -> tuple[list, dict, float]:
+async def _replay(table: RequestTable, cfg: ReplayConfig, hash_block: int) -> tuple[list, dict, float]:
     import aiohttp
 
     base = cfg.endpoint.rstrip("/")
@@ -164,6 +164,11 @@ async def _replay(table: RequestTable, cfg: ReplayConfig) -> tuple[list, dict, f
     if before and after:
         info["engine_counters"] = {k.removeprefix("vllm:"): after[k] - before.get(k, 0.0) for k in after}
     info.update(prov)
+    if prov.get("prompt_mode") == "token_ids":  # after the timed run: each prompt as vLLM-style block hashes
+        from ..workload.prefix_hashes import block_hashes
+
+        info["prompt_hash_block_size"] = hash_block
+        info["prompt_hash_ids"] = [block_hashes(make(i), hash_block, i) for i in range(len(table))]
     info["waited_for_inflight_bound"] = r.waited
     info["interrupted"] = r.stopped
     return results, info, wall
@@ -171,12 +176,16 @@ async def _replay(table: RequestTable, cfg: ReplayConfig) -> tuple[list, dict, f
 
 def replay(table: RequestTable, cfg: ReplayConfig, *, name: str = "replay", description: str = "",
            hardware: str = "", model_label: str = "", gpus: int = 1, nodes: float = 1.0,
-           workload_source: str = "") -> RunRecord:
-    """Replay ``table`` against ``cfg.endpoint``; the real run's RunRecord."""
+           workload_source: str = "", hash_block: int | None = None) -> RunRecord:
+    """Replay ``table`` against ``cfg.endpoint``; the real run's RunRecord. ``hash_block``: the
+    engine's KV block (page) size, the unit of the prompts' recorded prefix hashes
+    (prefix_hashes.py; default 16, vLLM's)."""
     import aiohttp
 
+    from ..workload.prefix_hashes import DEFAULT_BLOCK
+
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    results, info, wall = asyncio.run(_replay(table, cfg))
+    results, info, wall = asyncio.run(_replay(table, cfg, hash_block or DEFAULT_BLOCK))
     from .. import __version__ as pdsim_version
 
     meta = {

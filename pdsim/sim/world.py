@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from ..costs.host import tokenize_s, with_host_sharing
 from ..costs.pd_overheads import pd_fixed_costs
 from ..specs.scenario import ResolvedScenario
 from ..workload.table import RequestTable
@@ -51,6 +52,7 @@ def default_plugins(resolved: ResolvedScenario) -> dict:
 class World:
     def __init__(self, resolved: ResolvedScenario, table: RequestTable,
                  progress: Callable[[float, float, int, int], None] | None = None):
+        resolved = with_host_sharing(resolved)  # host work on shared cores (costs/host.py)
         sc = resolved.scenario
         self.resolved = resolved
         self.hw, self.model = resolved.hardware, resolved.model
@@ -154,8 +156,9 @@ class World:
         if req.input_len + req.output_len > self.model.max_context:
             self.dropped(req, "exceeds_model_max_context")
             return
-        if self.ingress_s > 0:  # the request path to the router and the engines (HTTP, proxy)
-            self.env.timeout(self.ingress_s).callbacks.append(lambda _e, r=req: self._routed(r))
+        ingress = self.ingress_s + tokenize_s(req.input_len, self.hw.efficiency)  # HTTP, proxy, tokeniser
+        if ingress > 0:
+            self.env.timeout(ingress).callbacks.append(lambda _e, r=req: self._routed(r))
             return
         self._routed(req)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from ._convert import check, load_spec
+from ._convert import check
 
 GIB = 2**30
 
@@ -127,6 +127,11 @@ class Efficiency:
     step_overhead_us: float = 2000.0  # per-step scheduler/sampling CPU overhead
     seq_overhead_us: float = 0.0  # per-sequence per-step host work (inputs, sampling, output processing)
     ctx_overhead_ns: float = 0.0  # per-step host work per context token of the decode batch (CPU engine)
+    # eager launches from the layer's structure (costs/host.py): per kernel launch and per module
+    # call; both 0 = the flat layer_launch_us per layer
+    kernel_launch_us: float = 0.0
+    module_call_us: float = 0.0
+    tokenize_ns: float = 0.0  # per prompt token on the API server (text prompts); 0 = prompts sent as token ids
     tbo_overlap_loss: float = 0.1  # two-batch overlap: share of the hidden time lost to contention
     deepep_normal_sm_share: float = 0.18  # SMs DeepEP normal kernels hold while overlapped (24 of 132)
 
@@ -146,6 +151,10 @@ class Efficiency:
         return self.fp8_m_tile if dtype.startswith("fp8") else self.gemm_m_tile
 
 
+MACHINE_KEYS = {"cpu_model", "cpu_flags", "cores", "gpu", "gpu_driver", "libraries", "remeasure", "measured",
+                "host_processes"}  # host_processes: busy processes sharing the cores while host work was measured
+
+
 @dataclass(frozen=True)
 class HardwareProfile:
     """A GPU system: accelerator, node layout and fabric, with sources and calibrated constants.
@@ -161,8 +170,13 @@ class HardwareProfile:
     sources: dict[str, str] = field(default_factory=dict)
     uncertainty: dict[str, float] = field(default_factory=dict)
     calibration: dict[str, dict[str, float | str]] = field(default_factory=dict)
+    # where a measured profile was measured (pdsim/calibrate/machine.py); {} = a datasheet profile
+    machine: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.machine) - MACHINE_KEYS)
+        check(not unknown, f"unknown key(s) {', '.join(unknown)}; expected some of {', '.join(sorted(MACHINE_KEYS))}",
+              "machine")
         required = ["gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit"]
         missing = [k for k in required if k not in self.sources]
         check(not missing, f"every figure needs a source; missing {', '.join(missing)}", "sources")
@@ -198,4 +212,12 @@ class HardwareProfile:
 
 
 def load_hardware(path: str | Path) -> HardwareProfile:
-    return load_spec(HardwareProfile, path)
+    """A profile YAML; one with ``base:`` is an overlay on another profile (specs/overlay.py)."""
+    from ._convert import build
+    from .errors import SpecError
+    from .overlay import hardware_data
+
+    try:
+        return build(HardwareProfile, hardware_data(path))
+    except SpecError as err:
+        raise err.at(source=err.source or str(path)) from None

@@ -26,6 +26,7 @@ class Aligned:
     pairs: np.ndarray  # (k, 2): real request index, simulated request index
     arrivals: str  # send_times | closed_loop
     table: RequestTable
+    prefix_note: str = ""  # whether the run's prefix structure was carried (validate/prefix.py)
 
 
 def workload_of(rec: RunRecord, arrivals: str = "auto", max_concurrency: int | None = None
@@ -62,7 +63,10 @@ def simulate_aligned(real: RunRecord, scenario, arrivals: str = "auto",
     """Simulate the real run's requests under ``scenario`` (a ResolvedScenario)."""
     from .. import api
 
+    from .prefix import with_prefix
+
     table, order, mode = workload_of(real, arrivals, max_concurrency)
+    table, note = with_prefix(table, real.meta, order, scenario)
     sim = api.simulate(scenario, table=table)
     pairs = np.column_stack([order, np.arange(len(order))])
-    return Aligned(Results(real), sim, pairs, mode, table)
+    return Aligned(Results(real), sim, pairs, mode, table, note)

@@ -73,12 +73,15 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
     sc_ref = c["scenario"]
     sc_path = folder / sc_ref if (folder / sc_ref).is_file() else sc_ref
     sc = api.load_scenario(sc_path, c.get("set") or [])
+    from ..calibrate.machine import warn_if_elsewhere
+
+    warn_if_elsewhere(sc)  # the case's profile measured on another machine: say so (once per profile)
     al = simulate_aligned(ing.record, sc, c.get("arrivals", "auto"), c.get("max_concurrency"))
     try:
         rows, extras = compare(al.real, al.sim, c["tolerances"], al.pairs)
     except ValueError as err:
         raise SpecError(str(err), source=str(folder / CASE_FILE), field="tolerances") from None
-    notes = [f"real run format: {ing.format}"] + list(ing.notes)
+    notes = [f"real run format: {ing.format}"] + list(ing.notes) + [al.prefix_note]
     if html_path is not None:
         validation_html(al, rows, extras, str(html_path), f"pdsim validation: {c['name']}", notes, plotlyjs)
     return CaseResult(c["name"], c.get("description", ""), rows, extras, notes, len(al.pairs), al.arrivals,
