@@ -84,6 +84,9 @@ def bench_run(p: Path, record: int | None = None) -> tuple[str, dict, dict]:
                         source=str(p))
     if record is not None:
         chosen = [r for r in runs if r[0] == record]
+        if not chosen and runs[0][0] is None:
+            raise SpecError(f"line {record}: this file is one JSON document holding one run; a line number "
+                            "picks a run of a multi-run JSONL file only (leave it out)", source=str(p), field="record")
         if not chosen:
             raise SpecError(f"no run with per-request lengths on line {record} (runs on lines "
                             f"{', '.join(str(r[0]) for r in runs)})", source=str(p), field="record")
