@@ -25,7 +25,7 @@ ENDLESS_S = 20.0  # an endless answer ends by itself after this (the client is e
 # max_tokens -> behaviour, for mode ``bymax``
 BYMAX = {4: "ok", 5: "choices_int", 6: "usage_str", 7: "delta_str", 8: "malformed", 9: "usage_huge",
          10: "s500_endless", 11: "endless_nonl", 12: "s500", 13: "redirect307", 14: "ok", 15: "hugecount",
-         16: "bigline", 17: "nonutf8"}
+         16: "bigline", 17: "nonutf8", 18: "redirect302"}
 
 
 def free_port() -> int:

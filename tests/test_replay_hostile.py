@@ -62,6 +62,7 @@ EXPECT = {
     "endless_nonl": ("malformed_stream", "stream event longer than 32 MiB"),  # R03b
     "s500": ("http_500", "boom"),
     "redirect307": ("http_307", "not followed"),  # SEC-G
+    "redirect302": ("http_302", "not followed"),  # R12: followed, it would re-send as a GET elsewhere
     "bigline": ("", ""),  # a 10 MB event is valid
 }
 
@@ -86,9 +87,9 @@ def test_each_bad_answer_fails_its_request_only_and_is_written(server, tmp_path,
             assert r.output_tokens == n  # the good requests stand, every token recorded
     assert server.sink_hits == []  # the 307 was not followed: no prompt went elsewhere
     target = f"http://127.0.0.1:{server.sink_port}/stolen/bymax/v1/completions"
-    assert by_len[13].redirect == target
-    assert bench["pdsim_meta"]["redirects"] == {"followed": False, "requests": 1, "targets": [target]}
-    assert "1 requests were redirected (not followed)" in out
+    assert by_len[13].redirect == by_len[18].redirect == target
+    assert bench["pdsim_meta"]["redirects"] == {"followed": False, "requests": 2, "targets": [target]}
+    assert "2 requests were redirected (not followed)" in out
 
 
 def test_generate_with_a_huge_count_fails_that_request(server, tmp_path, capsys):  # R13
