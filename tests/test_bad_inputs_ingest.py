@@ -54,6 +54,11 @@ REFUSED = {
     "V28b_aiperf_osl_1e8_over_3_chunks.jsonl": (VALIDATE, "line 2: metrics.output_sequence_length.value: "
                                                           "100,000,000 tokens over 4 chunks is more than 256 tokens "
                                                           "per chunk"),
+    # server request logs (not in the review; same crash class: OverflowError / ValueError before)
+    "L01_sglang_log_completion_tokens_1e400.log": (VALIDATE, "line 3: meta_info.completion_tokens: expected a "
+                                                             "positive integer, got inf"),
+    "L02_sglang_log_e2e_not_a_number.log": (VALIDATE, "line 3: meta_info.e2e_latency: expected a number, got 'e'"),
+    "L03_vllm_log_max_tokens_1e22.log": (VALIDATE, "line 1: max_tokens: expected at most 100,000,000 tokens"),
     "S84_trace_path_a_folder.yaml": (["run", "{f}", "--no-progress"],
                                      "workload.trace.path: . is a directory; expected a trace file"),
 }
