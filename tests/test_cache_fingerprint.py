@@ -85,3 +85,28 @@ def test_plan_keys_differ_after_a_group_hardware_edit(tmp_path):
     k0 = [c.cache_key for c in plan_sweep(p).configs]
     hw.write_text(hw.read_text() + "\n# recalibrated\n")
     assert all(a != b for a, b in zip(k0, [c.cache_key for c in plan_sweep(p).configs]))
+
+
+def test_editing_an_allowed_plugin_module_changes_the_key(tmp_path, monkeypatch):
+    import sys
+
+    from pdsim.specs.trust import Trust
+
+    name = f"fp_plugin_{abs(hash(str(tmp_path))) % 10**8}"
+    src = tmp_path / f"{name}.py"
+    src.write_text("from pdsim.sim import Router\n"
+                   "class Last(Router):\n"
+                   "    def pick_prefill(self, req, instances):\n"
+                   "        return instances[-1]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = scenario_dict("disagg")
+    base["router"] = {"policy": f"{name}:Last"}
+    p = _sweep(tmp_path, base)
+    trust = Trust(allow_plugins=(name,))
+    try:
+        k0 = [c.cache_key for c in plan_sweep(p, trust).configs]
+        assert k0 == [c.cache_key for c in plan_sweep(p, trust).configs]
+        src.write_text(src.read_text() + "# a changed policy\n")
+        assert all(a != b for a, b in zip(k0, [c.cache_key for c in plan_sweep(p, trust).configs]))
+    finally:
+        sys.modules.pop(name, None)

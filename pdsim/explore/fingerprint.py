@@ -5,7 +5,8 @@ A cached row is reused only when all of these are unchanged:
 - the bytes of every file the scenario reads: the hardware profile (which carries the
   calibration constants ``pdsim calibrate fit`` writes), the model, every group's own hardware
   profile, every speculative draft model, the expert servers' hardware, the storage catalogue
-  when KV offload is on, and the trace;
+  when KV offload is on, the trace, and the source file of every ``module:Class`` plug-in it
+  names from outside pdsim;
 - pdsim's version and the code that simulates and measures (the whole package except the
   report, CLI, dashboard and sweep-driver modules, which do not change a row);
 - how the configuration is evaluated (plain run or max-rate search and its target).
@@ -16,6 +17,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +139,37 @@ def input_files(sc: Scenario, base_dir: Path, memo: dict[str, str] | None = None
     return out
 
 
+_PLUGIN_REF = re.compile(r"^([A-Za-z_][\w.]*):[A-Za-z_]\w*$")
+
+
+def _strings(x: Any):
+    if isinstance(x, str):
+        yield x
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _strings(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _strings(v)
+
+
+def plugin_files(data: dict, memo: dict[str, str] | None = None) -> dict[str, str]:
+    """Digests of the source files of the ``module:Class`` plug-ins a configuration names that
+    live outside pdsim (an edited plug-in changes its rows). Only modules already imported are
+    read: plan building loads every scenario, which imports its allowed plug-ins, so no module
+    is imported here. The module's own file is hashed, not the modules it imports."""
+    root = Path(__file__).resolve().parents[1]
+    out = {}
+    for s in _strings(data):
+        m = _PLUGIN_REF.match(s)
+        mod = sys.modules.get(m.group(1)) if m else None
+        f = getattr(mod, "__file__", None)
+        if f and Path(f).is_file() and root not in Path(f).resolve().parents:
+            out[f"plugin {m.group(1)}"] = file_digest(Path(f), memo)
+    return out
+
+
 def cache_key(data: dict, sc: Scenario, base_dir: Path, evaluation: dict, memo: dict[str, str] | None = None) -> str:
     """The cache key of one configuration (see the module doc)."""
-    return stable_hash({"scenario": data, "files": input_files(sc, base_dir, memo), "evaluation": evaluation,
-                        "code": code_fingerprint()}, 16)
+    files = {**input_files(sc, base_dir, memo), **plugin_files(data, memo)}
+    return stable_hash({"scenario": data, "files": files, "evaluation": evaluation, "code": code_fingerprint()}, 16)
