@@ -89,7 +89,7 @@ class HostileServer:
         if mode == "tokenize_empty":
             return web.json_response({"tokens": []})
         if mode == "tokenize_huge":
-            return web.json_response({"tokens": list(range(3_000_000))})
+            return web.json_response({"tokens": list(range(2_500_000))})
         if mode == "tokens_str":
             return web.json_response({"tokens": ["a", None, {"x": 1}]})
         return web.json_response({"tokens": list(range(100, 1100))})
