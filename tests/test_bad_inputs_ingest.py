@@ -144,3 +144,14 @@ def test_declared_counts_allocate_nothing_in_a_small_address_space(tmp_path):
     assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "[2, 0]", r.stdout + r.stderr
     assert "MemoryError" not in r.stderr and "Traceback" not in r.stderr
     assert "metrics.output_sequence_length.value: expected at most 100,000,000 tokens" in r.stderr
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("V12_bench_request_rate_string.json", "request_rate: expected a rate > 0 in requests/s or inf, got 'fast'"),
+    ("V09_bench_start_times_minus_inf.json", "start_times[1]: expected a finite number"),
+])
+def test_workload_stats_refuses_them_too(case, expect, capsys):
+    f = CASES / case  # the same files read as a workload (the trace reader's bench format)
+    rc = main(["workload", "stats", str(f)])
+    out, err = capsys.readouterr()
+    _one_clean_line(rc, out, err, f, expect)
