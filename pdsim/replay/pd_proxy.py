@@ -172,9 +172,14 @@ def main() -> None:
     ap.add_argument("--prefill", required=True, help="P server base URL")
     ap.add_argument("--decode", required=True, help="D server base URL")
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--timeout", type=float, default=600.0,
+                    help="seconds a request may take at P, and D's whole stream (default 600); past it the client "
+                         "gets a 504 naming the side (or, once D streams, its stream is cut)")
     args = ap.parse_args()
-    web.run_app(make_app(args.prefill.rstrip("/"), args.decode.rstrip("/")), host="127.0.0.1", port=args.port,
-                print=None, access_log=None)
+    if not args.timeout > 0:
+        ap.error(f"argument --timeout: expected seconds > 0, got {args.timeout}")
+    web.run_app(make_app(args.prefill.rstrip("/"), args.decode.rstrip("/"), args.timeout), host="127.0.0.1",
+                port=args.port, print=None, access_log=None)
 
 
 if __name__ == "__main__":
