@@ -115,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
               f"({args.max_inflight}); the offered load was lower than the workload's")
     red = rec.meta.get("redirects") or {}
     if red.get("requests"):
-        print(f"  warning: {red['requests']} requests were redirected ({'followed' if red['followed'] else 'not followed'}) "
-              f"to {', '.join(red['targets'])}")
+        how = "followed" if red["followed"] else "not followed"
+        print(f"  warning: {red['requests']} requests were redirected ({how}) to {', '.join(red['targets'])}")
     if rec.meta.get("interrupted"):
         print("  interrupted: unsent requests are marked not_sent, in-flight ones cancelled")
     print(f"  wrote {args.out}/: {', '.join(written)}")
