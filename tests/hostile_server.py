@@ -25,7 +25,8 @@ ENDLESS_S = 20.0  # an endless answer ends by itself after this (the client is e
 # max_tokens -> behaviour, for mode ``bymax``
 BYMAX = {4: "ok", 5: "choices_int", 6: "usage_str", 7: "delta_str", 8: "malformed", 9: "usage_huge",
          10: "s500_endless", 11: "endless_nonl", 12: "s500", 13: "redirect307", 14: "ok", 15: "hugecount",
-         16: "bigline", 17: "nonutf8", 18: "redirect302"}
+         16: "bigline", 17: "nonutf8", 18: "redirect302",
+         19: "halfclose", 20: "badchunked"}
 
 
 def free_port() -> int:
@@ -124,6 +125,9 @@ class HostileServer:
             raise web.HTTPTemporaryRedirect(f"http://127.0.0.1:{self.sink_port}/stolen{request.path}")
         if mode == "redirect302":
             raise web.HTTPFound(f"http://127.0.0.1:{self.sink_port}/stolen{request.path}")
+        if mode == "halfclose":
+            request.transport.close()
+            return web.Response()
         status, ctype = (500, "text/plain") if mode == "s500_endless" else (200, "text/event-stream")
         resp = web.StreamResponse(status=status, headers={"Content-Type": ctype})
         await resp.prepare(request)
@@ -149,6 +153,10 @@ class HostileServer:
             await resp.write(ev({"choices": [1]}))
         elif mode == "usage_str":
             await resp.write(ev({"choices": [{"text": "x"}], "usage": "lots"}))
+        elif mode == "badchunked":
+            request.transport.write(b"zz\r\nnot-a-chunk\r\n")
+            request.transport.close()
+            return resp
         elif mode == "delta_str":
             await resp.write(ev({"choices": [{"delta": "x", "text": "y"}]}))
             await resp.write(ev({"choices": {"0": {"text": "y"}}}))

@@ -64,6 +64,8 @@ EXPECT = {
     "redirect307": ("http_307", "not followed"),  # SEC-G
     "redirect302": ("http_302", "not followed"),  # R12: followed, it would re-send as a GET elsewhere
     "bigline": ("", ""),  # a 10 MB event is valid
+    "halfclose": ("connection_error", ""),
+    "badchunked": ("connection_error", ""),
 }
 
 
