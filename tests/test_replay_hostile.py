@@ -158,3 +158,16 @@ def test_endless_and_huge_answers_fit_in_a_small_address_space(server, tmp_path)
     assert "Traceback" not in r.stderr and "never retrieved" not in r.stderr and "MemoryError" not in r.stderr
     req = pd.read_csv(tmp_path / "o" / "requests.csv", keep_default_na=False)
     assert list(req.drop_reason) == ["malformed_stream", "http_500", "malformed_stream", ""]
+
+
+def test_streams_together_hold_a_bounded_number_of_bytes(server, tmp_path, capsys, monkeypatch):
+    """Each stream may hold one 32 MiB event, but not 1,024 of them at once: past a run-wide
+    budget (256 MiB; 8 MiB here) the stream that grows fails."""
+    from pdsim.replay import guards
+
+    monkeypatch.setattr(guards, "EVENTS_HELD", 8 * 2**20)
+    rc, req, _ = _replay(tmp_path, server.url("bymax"), [11, 11, 11, 4])  # 3 endless events, 1 good
+    capsys.readouterr()
+    assert rc == 0
+    assert list(req.drop_reason) == ["malformed_stream"] * 3 + [""]
+    assert all("of all requests past 8 MiB" in e for e in req.error[:3]), list(req.error)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..workload.table import RequestTable
-from .guards import COUNT_SLACK, Malformed, error_text
+from .guards import COUNT_SLACK, FREE_PER_STREAM, HeldBytes, Malformed, error_text
 from .protocols import APIS, parse_chunk, request_body, sse_payloads
 
 
@@ -86,6 +86,7 @@ class Replayer:
         self.t0 = 0.0
         self.waited = 0
         self.stopped = False
+        self.held = HeldBytes()  # partial events of all streams together (guards.py)
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -174,7 +175,7 @@ class Replayer:
         r.send_s = self.now()
         most = want + COUNT_SLACK  # no count past this is plausible for this request
         state: dict = {"most": most}
-        got = 0
+        got = held = 0
         try:
             timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_s)
             async with session.post(url, json=body, timeout=timeout,
@@ -222,6 +223,7 @@ class Replayer:
                             k = ch.tokens
                             r.token_s.extend(prev + (t - prev) * (j + 1) / k for j in range(k))
                             got += k
+                    held = self.held.hold(held, max(0, len(buf) - FREE_PER_STREAM))
                     if finished:
                         break
                 r.stream_end_s = self.now()
@@ -240,6 +242,8 @@ class Replayer:
         except Exception as err:  # noqa: BLE001 - one request's failure never loses the run's results
             r.drop_reason, r.error = "client_error", f"{type(err).__name__}: {err}"[:300]
             return
+        finally:
+            self.held.hold(held, 0)
         if r.drop_reason is None and got < want:
             r.drop_reason = "short_output"
             r.error = f"{got} tokens streamed, {want} asked (finish_reason {r.finish_reason or 'none'})"

@@ -10,7 +10,9 @@ Limits (bytes) and why they are large enough:
 - ``ERROR_BODY``: an HTTP error's body is kept for its message only (the record keeps 300
   characters of it).
 - ``EVENT``: one server-sent event; a chunk carries one or a few tokens, so even a 10 MB line of
-  generated text (a probe of the review) fits.
+  generated text (a probe of the review) fits. ``EVENTS_HELD``: what all streams of a run may
+  hold together in partial events past their first MiB each (so 1,024 streams in flight cannot
+  hold 1,024 x 32 MiB).
 - ``INFO``: ``/v1/models``, ``/version``, ``/get_server_info``: a few kB in vLLM and SGLang.
 - ``TOKENIZE``: ``/tokenize`` of a prompt of up to a few 100k tokens (~7 bytes per id).
 - ``METRICS``: vLLM's Prometheus page (a few 100 kB with histograms).
@@ -21,6 +23,8 @@ import json
 
 ERROR_BODY = 4096
 EVENT = 32 * 2**20
+EVENTS_HELD = 256 * 2**20
+FREE_PER_STREAM = 2**20
 INFO = 4 * 2**20
 TOKENIZE = 16 * 2**20
 METRICS = 16 * 2**20
@@ -35,6 +39,23 @@ class Malformed(ValueError):
 
 class TooLong(Malformed):
     """A body or event past its byte limit (the rest is not read)."""
+
+
+class HeldBytes:
+    """The bytes of partial events a run's streams hold, past ``FREE_PER_STREAM`` each, within
+    ``total``: ``hold(before, now)`` moves one stream's count and raises TooLong past the total."""
+
+    def __init__(self, total: int | None = None):
+        self.total, self.used = EVENTS_HELD if total is None else total, 0
+
+    def hold(self, before: int, now: int) -> int:
+        """Account one stream going from ``before`` to ``now`` held bytes; returns ``now``."""
+        self.used += now - before
+        if self.used > self.total:
+            self.used -= now - before
+            raise TooLong(f"unfinished stream events of all requests past {_size(self.total)} (this request's "
+                          f"{_size(now + FREE_PER_STREAM)}; not read further)")
+        return now
 
 
 async def read_bounded(resp, limit: int, what: str = "answer") -> bytes:
