@@ -70,6 +70,19 @@ async def read_bounded(resp, limit: int, what: str = "answer") -> bytes:
     raise TooLong(f"{what} longer than {_size(limit)} (not read further)")
 
 
+async def discard_bounded(resp, limit: int, what: str = "answer") -> int:
+    """Read and drop an aiohttp response body of at most ``limit`` bytes (its length); TooLong
+    when there are more. Holds one 64 KiB piece at a time, whatever the body."""
+    n = 0
+    while True:
+        piece = await resp.content.read(1 << 16)
+        if not piece:
+            return n
+        n += len(piece)
+        if n > limit:
+            raise TooLong(f"{what} longer than {_size(limit)} (not read further)")
+
+
 async def error_text(resp, limit: int = ERROR_BODY) -> str:
     """The start of an error body, as text (undecodable bytes replaced); never the whole body."""
     try:

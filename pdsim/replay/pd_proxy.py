@@ -12,8 +12,8 @@ Every other path (``/v1/models``, ``/tokenize``, ``/version``) is D's. The proxy
 only, never retries, and answers P's error (status and the start of its body) when P fails. A
 side that is down or misbehaving is a JSON error naming it (``{"error": {"message": "prefill
 server (P) at URL is not reachable ...", "side": "P"}}``): 503 not reachable, 504 no answer in
-time, 502 a wrong answer (P's one-token answer is read to 4 MiB at most; D's stream is relayed
-chunk by chunk, so neither side's answer grows the proxy's memory).
+time, 502 a wrong answer (P's one-token answer is read to 4 MiB at most and not kept; D's stream
+is relayed chunk by chunk, so neither side's answer grows the proxy's memory).
 
     python -m pdsim.replay.pd_proxy --prefill http://127.0.0.1:8100 --decode http://127.0.0.1:8200 --port 8300
 """
@@ -82,7 +82,7 @@ def make_app(prefill: str, decode: str, timeout_s: float = 600.0):
     import aiohttp
     from aiohttp import ClientSession, ClientTimeout, web
 
-    from .guards import Malformed, read_bounded
+    from .guards import Malformed, discard_bounded, read_bounded
 
     log = logging.getLogger("pdsim.pd_proxy")
     session_key = web.AppKey("session", ClientSession)
@@ -128,8 +128,8 @@ def make_app(prefill: str, decode: str, timeout_s: float = 600.0):
         try:
             async with request.app[session_key].post(prefill + request.path, json=prefill_body(body),
                                                      allow_redirects=False) as r:
-                if r.status == 200:
-                    await read_bounded(r, P_ANSWER, "a one-token answer")
+                if r.status == 200:  # its KV is what counts: the answer is read (to its end) and dropped
+                    await discard_bounded(r, P_ANSWER, "a one-token answer")
                     return None
                 try:
                     answer = await read_bounded(r, ERROR_BODY, "error body")
