@@ -80,6 +80,8 @@ class HostileServer:
     async def version(self, request):
         if request.match_info["mode"] == "version_list":
             return web.json_response(["v"])
+        if request.match_info["mode"] == "version_html":  # a web page where an API was asked for
+            return web.Response(text="<html><body>hello</body></html>", content_type="text/html")
         return web.Response(status=404)
 
     async def not_found(self, request):
@@ -115,7 +117,9 @@ class HostileServer:
         n = int(body.get("max_tokens") or (body.get("sampling_params") or {}).get("max_new_tokens") or 5)
         k = self.count[mode] = self.count.get(mode, 0) + 1
         gen = request.path.endswith("/generate")
-        if mode == "bymax":
+        if mode.startswith(("models_", "version_", "tokenize_", "tokens_")):  # server-info modes stream fine
+            mode = "ok"
+        elif mode == "bymax":
             mode = BYMAX.get(n, "ok")
         elif mode.startswith("mixed_"):
             mode = "ok" if k <= 3 else mode.removeprefix("mixed_")

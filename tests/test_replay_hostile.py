@@ -171,3 +171,9 @@ def test_streams_together_hold_a_bounded_number_of_bytes(server, tmp_path, capsy
     assert rc == 0
     assert list(req.drop_reason) == ["malformed_stream"] * 3 + [""]
     assert all("of all requests past 8 MiB" in e for e in req.error[:3]), list(req.error)
+
+
+def test_a_web_page_at_an_optional_info_endpoint_is_not_served_not_fatal(server, tmp_path, capsys):
+    rc, req, bench = _replay(tmp_path, server.url("version_html"), [4])
+    capsys.readouterr()
+    assert rc == 0 and list(req.drop_reason) == [""] and "server_version" not in bench["pdsim_meta"]

@@ -37,6 +37,10 @@ class Malformed(ValueError):
     """What the server sent is not what its API answers; ``str()`` says what and where."""
 
 
+class NotJSON(Malformed):
+    """Bytes that are not UTF-8 JSON at all (an HTML page, plain text)."""
+
+
 class TooLong(Malformed):
     """A body or event past its byte limit (the rest is not read)."""
 
@@ -100,9 +104,9 @@ def loads(raw: bytes, what: str):
     except RecursionError:
         raise Malformed(f"{what}: JSON nested too deeply") from None
     except UnicodeDecodeError as err:
-        raise Malformed(f"{what}: not UTF-8 (byte 0x{raw[err.start]:02x} at {err.start})") from None
+        raise NotJSON(f"{what}: not UTF-8 (byte 0x{raw[err.start]:02x} at {err.start})") from None
     except ValueError as err:  # JSONDecodeError
-        raise Malformed(f"{what}: not JSON ({getattr(err, 'msg', err)}): {short(raw)}") from None
+        raise NotJSON(f"{what}: not JSON ({getattr(err, 'msg', err)}): {short(raw)}") from None
 
 
 def short(x, n: int = 80) -> str:

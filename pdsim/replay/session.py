@@ -34,9 +34,10 @@ def redirect_summary(results: list, followed: bool) -> dict:
 async def _get_json(session, url: str, method: str = "GET", body: dict | None = None, *,
                     limit: int = guards.INFO, follow_redirects: bool = False, field: str = "--endpoint"):
     """The JSON object a server endpoint answers, or None when it does not serve it (no answer,
-    an error status, a redirect not followed). A 200 answer that is too long (``limit`` bytes),
-    not JSON or not an object is a SpecError naming the endpoint: the server is not what it
-    claims, and guessing would make the run's provenance wrong."""
+    an error status, a redirect not followed, a body that is not JSON at all, e.g. a web page). A
+    200 answer that is too long (``limit`` bytes), nested too deeply, or JSON but not an object
+    is a SpecError naming the endpoint: the server is not what it claims, and guessing would make
+    the run's provenance wrong."""
     import aiohttp
 
     try:
@@ -45,7 +46,7 @@ async def _get_json(session, url: str, method: str = "GET", body: dict | None = 
             if r.status != 200:
                 return None
             d = guards.loads(await guards.read_bounded(r, limit), "answer")
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (aiohttp.ClientError, asyncio.TimeoutError, guards.NotJSON):
         return None
     except guards.Malformed as err:
         raise SpecError(f"{url}: {err}", field=field) from None
