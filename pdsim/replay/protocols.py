@@ -99,7 +99,7 @@ def parse_chunk(api: str, payload: bytes, state: dict) -> Chunk | None:
     d = loads(payload, "stream event")
     if not isinstance(d, dict):
         raise Malformed(f"stream event: expected a JSON object, got {short(payload)}")
-    if "error" in d:
+    if d.get("error") is not None:  # some servers send "error": null in every event
         err = d["error"]
         return Chunk(0, error=str(err.get("message", err) if isinstance(err, dict) else err)[:300])
     if api == "generate":
