@@ -41,11 +41,50 @@ class _Tally:
         self.bar.update()
 
 
-def _worker_init() -> None:
-    """Pool workers leave Ctrl-C to the parent, which stops them and keeps what finished."""
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PARENT_POLL_S = 1.0
+
+
+def _die_with_parent(parent: int) -> None:
+    """End this worker when the process that started it dies, however it dies (SIGKILL too).
+
+    A worker re-parented to init would otherwise run on for minutes holding the caller's
+    stdout/stderr pipes (a wrapper reading them hangs). Linux: the kernel sends SIGKILL at the
+    parent's death (``prctl(PR_SET_PDEATHSIG)``); everywhere: a daemon thread polls the parent id
+    once a second and exits when it changes (also covers a parent that died before the prctl)."""
+    import signal
+    import sys
+    import threading
+    import time
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no usable libc: the poll below still ends us
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="pdsim-parent-watch", daemon=True).start()
+
+
+def _worker_init(parent: int | None = None) -> None:
+    """Pool workers leave Ctrl-C to the parent, which stops them and keeps what finished, and
+    die with it."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent is not None:
+        _die_with_parent(parent)
 
 
 def run_local(jobs: list[Job], on_done: OnDone, fn: Callable[..., dict], workers: int | None = None,
@@ -65,7 +104,7 @@ def run_local(jobs: list[Job], on_done: OnDone, fn: Callable[..., dict], workers
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
         from concurrent.futures.process import BrokenProcessPool
 
-        ex = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init)
+        ex = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),))
         try:
             pending = {ex.submit(fn, *args): key for key, *args in jobs}
             while pending:

@@ -34,6 +34,9 @@ def register(sub) -> None:
                    help="token ids (exact; completions/generate) or text calibrated to the server's "
                         "tokenizer (chat); default auto")
     r.add_argument("--vocab-size", type=int, help="token-id range when the server has no /tokenize")
+    r.add_argument("--follow-redirects", action="store_true",
+                   help="follow HTTP redirects of the endpoint (default: a redirect fails the request and names "
+                        "its target; a followed 307/308 re-sends the prompt to wherever it points)")
     r.add_argument("--no-ignore-eos", action="store_true", help="let the model stop early (lengths then differ)")
     r.add_argument("--block-size", type=int, default=16,
                    help="the engine's KV block (page) size: prompts are recorded as chained hashes of blocks this "
@@ -90,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = ReplayConfig(args.endpoint, args.api, args.model, args.max_concurrency, args.max_inflight,
                            args.timeout, not args.no_ignore_eos, args.prompt, args.seed, args.vocab_size,
-                           progress=not args.no_progress and sys.stderr.isatty())
+                           progress=not args.no_progress and sys.stderr.isatty(),
+                           follow_redirects=args.follow_redirects)
     except ValueError as err:
         raise SpecError(str(err), field="--prompt" if "token ids" in str(err) else "--api") from None
     print(f"pdsim replay: {len(table)} requests from {table.source} -> {args.endpoint} ({args.api})", file=sys.stderr)
@@ -114,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
     if rec.meta.get("waited_for_inflight_bound"):
         print(f"  warning: {rec.meta['waited_for_inflight_bound']} requests waited for the --max-inflight bound "
               f"({args.max_inflight}); the offered load was lower than the workload's")
+    red = rec.meta.get("redirects") or {}
+    if red.get("requests"):
+        how = "followed" if red["followed"] else "not followed"
+        print(f"  warning: {red['requests']} requests were redirected ({how}) to {', '.join(red['targets'])}")
     if rec.meta.get("interrupted"):
         print("  interrupted: unsent requests are marked not_sent, in-flight ones cancelled")
     print(f"  wrote {args.out}/: {', '.join(written)}")

@@ -26,6 +26,8 @@ import numpy as np
 
 from ..specs.errors import SpecError
 from ..workload.bench import bench_run
+from ..specs.workload import check_span
+from . import checks
 from .common import Ingested, real_record, table_of, tokens_from_gaps, tool_arrivals
 
 # default --seed of each tool (used when the file does not record the run's seed)
@@ -65,13 +67,20 @@ def read_bench_result(path: str | Path, record: int | None = None) -> Ingested:
     drops_in = run.get("drop_reasons")
     notes = []
     starts = run.get("start_times")
+    rate = checks.rate(run.get("request_rate"), p, where)
+    burst = checks.positive(run.get("burstiness"), p, where, "burstiness")
     if isinstance(starts, list) and len(starts) == n and not any(_is_missing(s) for s in starts):
-        arrival = np.asarray(starts, dtype=np.float64)
+        arrival = np.asarray([checks.seconds(s, p, where, f"start_times[{k}]", signed=True)
+                              for k, s in enumerate(starts)], dtype=np.float64)
         arrival = arrival - arrival.min()
+        try:
+            check_span(float(arrival.max()), "start_times", "the file's send times")
+        except SpecError as err:
+            raise SpecError(f"{where}{err.field}: {err.message}", source=str(p)) from None
         notes.append("send times from start_times")
     else:
-        seed = run.get("seed", TOOL_SEED[fmt])
-        arrival, how = tool_arrivals(n, run.get("request_rate"), run.get("burstiness", 1.0), int(seed))
+        seed = checks.seed(run.get("seed", TOOL_SEED[fmt]), p, where)
+        arrival, how = tool_arrivals(n, rate, burst or 1.0, seed)
         notes.append(how)
     times, drops, out_len = [], [], []
     req_out = run.get("requested_output_lens")
@@ -83,17 +92,15 @@ def read_bench_result(path: str | Path, record: int | None = None) -> Ingested:
             drops.append(d or "error")
         else:
             drops.append(None)
-        gaps = itls[k] if isinstance(itls[k], list) else []
-        times.append(tokens_from_gaps(float(arrival[k]), ttfts[k], gaps))
-        o = req_out[k] if isinstance(req_out, list) and k < len(req_out) else outs[k]
-        if not isinstance(o, (int, float)) or o < 1:
-            o = max(len(gaps) + 1, 1)
-        out_len.append(int(o))
-    inputs = []
-    for k, v in enumerate(ins):
-        if not isinstance(v, (int, float)) or v < 1:
-            raise SpecError(f"{where}input_lens[{k}]: expected a positive token count, got {v!r}", source=str(p))
-        inputs.append(int(v))
+        gaps = [] if itls[k] is None else checks.seconds_list(itls[k], p, where, f"itls[{k}]")
+        ttft = None if _is_missing(ttfts[k]) else checks.seconds(ttfts[k], p, where, f"ttfts[{k}]")
+        times.append(tokens_from_gaps(float(arrival[k]), ttft, gaps))
+        field = "requested_output_lens" if isinstance(req_out, list) and k < len(req_out) else "output_lens"
+        o = req_out[k] if field == "requested_output_lens" else outs[k]
+        # a failed request may record no output (0 or null): its length is what it streamed
+        o = None if o is None else checks.tokens(o, p, where, f"{field}[{k}]", zero_ok=True)
+        out_len.append(o if o else max(len(gaps) + 1, 1))
+    inputs = [checks.tokens(v, p, where, f"input_lens[{k}]") for k, v in enumerate(ins)]
     if any(len(g) + 1 != o for g, o, d in zip(itls, out_len, drops) if d is None and isinstance(g, list) and g):
         notes.append("some requests have fewer ITL entries than output tokens - 1 (the server streamed several "
                      "tokens per chunk)")

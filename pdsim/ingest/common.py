@@ -118,6 +118,8 @@ def json_objects(path):
                 d = json.loads(line)
             except json.JSONDecodeError as err:
                 raise SpecError(f"line {lineno}: invalid JSON ({err.msg})", source=str(path)) from None
+            except RecursionError:
+                raise SpecError(f"line {lineno}: invalid JSON (nested too deeply)", source=str(path)) from None
             if not isinstance(d, dict):
                 raise SpecError(f"line {lineno}: expected a JSON object", source=str(path))
             yield lineno, d

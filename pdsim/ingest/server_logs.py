@@ -22,15 +22,26 @@ from pathlib import Path
 import numpy as np
 
 from ..specs.errors import SpecError
+from . import checks
 from .common import Ingested, real_record, table_of
 
 _SGL_TIME = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")
 _VLLM_TIME = re.compile(r"(\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)")
 
 
-def _num(key: str, text: str):
+def _num(key: str, text: str, p: Path, where: str):
+    """The number after ``'key':`` in a logged dict, as written (int or float); None when absent."""
     m = re.search(r"['\"]" + key + r"['\"]\s*:\s*([-0-9.eE]+)", text)
-    return float(m.group(1)) if m else None
+    if not m:
+        return None
+    try:
+        return int(m.group(1))
+    except ValueError:
+        pass
+    try:
+        return float(m.group(1))
+    except ValueError:
+        raise SpecError(f"{where}meta_info.{key}: expected a number, got {m.group(1)[:40]!r}", source=str(p)) from None
 
 
 def read_sglang_log(path: str | Path) -> Ingested:
@@ -43,12 +54,19 @@ def read_sglang_log(path: str | Path) -> Ingested:
             m = _SGL_TIME.search(line)
             if not m:
                 raise SpecError(f"line {lineno}: no [YYYY-mm-dd HH:MM:SS] log time before Finish", source=str(p))
-            t = datetime.fromisoformat(m.group(1).replace(",", ".")).timestamp()
+            where = f"line {lineno}: "
+            try:
+                t = datetime.fromisoformat(m.group(1).replace(",", ".")).timestamp()
+            except ValueError as err:
+                raise SpecError(f"{where}log time {m.group(1)!r}: {err}", source=str(p)) from None
             meta = line[line.index("meta_info"):]
-            pt, ct, e2e = _num("prompt_tokens", meta), _num("completion_tokens", meta), _num("e2e_latency", meta)
+            pt, ct, e2e = (_num(k, meta, p, where) for k in ("prompt_tokens", "completion_tokens", "e2e_latency"))
             if pt is None or ct is None:
                 raise SpecError(f"line {lineno}: meta_info: prompt_tokens/completion_tokens missing", source=str(p))
-            rows.append((t, int(pt), int(ct), e2e, "." in m.group(1) or "," in m.group(1)))
+            pt = checks.tokens(pt, p, where, "meta_info.prompt_tokens", zero_ok=True)
+            ct = checks.tokens(ct, p, where, "meta_info.completion_tokens", zero_ok=True)
+            e2e = None if e2e is None else checks.seconds(e2e, p, where, "meta_info.e2e_latency")
+            rows.append((t, pt, ct, e2e, "." in m.group(1) or "," in m.group(1)))
     if not rows:
         raise SpecError("no 'Finish: obj=... meta_info' lines (start SGLang with --log-requests)", source=str(p))
     fin = np.array([r[0] for r in rows])
@@ -95,7 +113,8 @@ def read_vllm_log(path: str | Path) -> Ingested:
                     raise SpecError(f"line {lineno}: Received request: expected a log time, max_tokens=N and "
                                     "prompt_token_ids: [...]", source=str(p))
                 n_in = ids.group(1).count(",") + 1 if ids.group(1).strip() else 0
-                got[rid] = [t, n_in, int(mt.group(1)), None, ids.group(1)]
+                n_out = checks.tokens(int(mt.group(1)), p, f"line {lineno}: ", "max_tokens")
+                got[rid] = [t, n_in, n_out, None, ids.group(1)]
                 order.append(rid)
             elif "Finished request " in line:
                 rid = line.split("Finished request ", 1)[1].strip().rstrip(".")

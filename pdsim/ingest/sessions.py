@@ -18,7 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from ..specs.errors import SpecError
+from ..specs.workload import check_span
 from ..workload.table import RequestTable
+from . import checks
 from .common import json_objects
 
 
@@ -28,17 +30,15 @@ def read_sessions(path: str | Path, block_size: int = 512) -> RequestTable:
     rows = []
     for lineno, d in json_objects(p):
         sid = str(d.get("session_id", f"__row{lineno}"))
-        for key in ("input_length", "output_length"):
-            v = d.get(key)
-            if not isinstance(v, int) or v < 1:
-                raise SpecError(f"line {lineno}: {key}: expected a positive integer, got {v!r}", source=str(p))
+        where = f"line {lineno}: "
+        n_in, n_out = (checks.tokens(d.get(key), p, where, key) for key in ("input_length", "output_length"))
         if d.get("timestamp") is not None:
-            t = float(d["timestamp"]) / 1000.0
+            t = checks.seconds(d["timestamp"], p, where, "timestamp", signed=True) / 1000.0
         elif d.get("delay") is not None:
             if sid not in last_t:
                 raise SpecError(f"line {lineno}: delay: the first turn of session {sid!r} needs a timestamp or no "
                                 "delay", source=str(p))
-            t = last_t[sid] + float(d["delay"]) / 1000.0
+            t = last_t[sid] + checks.seconds(d["delay"], p, where, "delay", signed=True) / 1000.0
         else:
             t = last_t.get(sid, 0.0)
         if t < 0:
@@ -47,11 +47,15 @@ def read_sessions(path: str | Path, block_size: int = 512) -> RequestTable:
         if h is not None and (not isinstance(h, list) or not all(isinstance(x, int) for x in h)):
             raise SpecError(f"line {lineno}: hash_ids: expected a list of integers", source=str(p))
         last_t[sid] = t
-        rows.append((t, d["input_length"], d["output_length"], h))
+        rows.append((t, n_in, n_out, h))
     if not rows:
         raise SpecError("no rows", source=str(p))
     order = np.argsort([r[0] for r in rows], kind="stable")
     t = np.array([rows[i][0] for i in order])
+    try:
+        check_span(float(t[-1] - t[0]), "timestamp/delay", "the turns' send times")
+    except SpecError as err:
+        raise SpecError(f"{err.field}: {err.message}", source=str(p)) from None
     hids = None
     if all(rows[i][3] is not None for i in order):
         hids = [np.asarray(rows[i][3], dtype=np.int64) for i in order]

@@ -11,7 +11,14 @@ the closed loop of a table whose arrivals are all 0). Every run is bounded: with
 wait for that bound is counted (``meta['waited_for_inflight_bound']``: the offered load was
 not what the table says). One attempt per request, never a silent retry: a failed request
 keeps its HTTP status, error text and drop reason (``http_<status>``, ``timeout``,
-``connection_error``, ``stream_error``, ``short_output``, ``cancelled``, ``not_sent``).
+``connection_error``, ``stream_error``, ``malformed_stream``, ``short_output``, ``cancelled``,
+``not_sent``, ``client_error``).
+
+A broken or hostile server fails the request it answers, never the run (guards.py): error
+bodies, events and token counts are read within bounds, an answer that is not the API's shape
+is ``malformed_stream`` with the reason, and redirects are not followed unless
+``follow_redirects`` (a 3xx is then ``http_3xx`` naming its Location; a followed one is
+recorded per request in ``redirect``).
 Ctrl-C (SIGINT) stops sending, cancels what is in flight and returns everything so far.
 """
 from __future__ import annotations
@@ -25,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..workload.table import RequestTable
+from .guards import COUNT_SLACK, FREE_PER_STREAM, HeldBytes, Malformed, error_text
 from .protocols import APIS, parse_chunk, request_body, sse_payloads
 
 
@@ -42,6 +50,7 @@ class ReplayConfig:
     vocab_size: int | None = None  # token-id pool without /tokenize
     progress: bool = False
     extra_body: dict = field(default_factory=dict)
+    follow_redirects: bool = False  # a 3xx fails the request (naming its Location) unless set
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
@@ -66,6 +75,7 @@ class RequestResult:
     prompt_tokens: int = -1  # as the server counted them (usage), -1 unknown
     completion_tokens: int = -1  # server's final count, -1 unknown
     finish_reason: str = ""
+    redirect: str = ""  # where the server redirected this request (followed or not)
 
 
 class Replayer:
@@ -76,6 +86,7 @@ class Replayer:
         self.t0 = 0.0
         self.waited = 0
         self.stopped = False
+        self.held = HeldBytes()  # partial events of all streams together (guards.py)
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -162,22 +173,33 @@ class Replayer:
 
         api = self.cfg.api
         r.send_s = self.now()
-        state: dict = {}
-        got = 0
+        most = want + COUNT_SLACK  # no count past this is plausible for this request
+        state: dict = {"most": most}
+        got = held = 0
         try:
             timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_s)
-            async with session.post(url, json=body, timeout=timeout) as resp:
+            async with session.post(url, json=body, timeout=timeout,
+                                    allow_redirects=self.cfg.follow_redirects) as resp:
                 r.http_status = resp.status
+                if resp.history:  # followed (--follow-redirects): say where the request went
+                    r.redirect = " -> ".join(str(h.headers.get("Location", "?")) for h in resp.history)[:300]
+                if 300 <= resp.status < 400 and "Location" in resp.headers:
+                    r.redirect = resp.headers["Location"][:300]
+                    r.drop_reason = f"http_{resp.status}"
+                    r.error = (f"redirected to {r.redirect} (not followed; --follow-redirects follows "
+                               "redirects)")[:300]
+                    return
                 if resp.status != 200:
-                    r.error = (await resp.text())[:300]
+                    r.error = await error_text(resp)
                     r.drop_reason = f"http_{resp.status}"
                     return
                 buf = bytearray()
                 finished = False
                 async for data in resp.content.iter_any():
                     t = self.now()
+                    start = max(0, len(buf) - 3)  # an event end may straddle the previous read
                     buf.extend(data)
-                    for payload in sse_payloads(buf):
+                    for payload in sse_payloads(buf, start=start):
                         ch = parse_chunk(api, payload, state)
                         if ch is None:
                             finished = True
@@ -190,6 +212,9 @@ class Replayer:
                             r.completion_tokens = ch.completion_tokens
                         if ch.finish_reason:
                             r.finish_reason = str(ch.finish_reason)
+                        if ch.tokens and got + ch.tokens > most:
+                            raise Malformed(f"{got + ch.tokens:,} output tokens streamed for a request of "
+                                            f"max_tokens {want} (implausible; not recorded)")
                         if ch.tokens:
                             # several tokens in one event: spread them over the gap since the
                             # previous token (bench_serving's convention); the first token is
@@ -198,6 +223,7 @@ class Replayer:
                             k = ch.tokens
                             r.token_s.extend(prev + (t - prev) * (j + 1) / k for j in range(k))
                             got += k
+                    held = self.held.hold(held, max(0, len(buf) - FREE_PER_STREAM))
                     if finished:
                         break
                 r.stream_end_s = self.now()
@@ -210,6 +236,14 @@ class Replayer:
         except aiohttp.ClientError as err:
             r.drop_reason, r.error = "connection_error", f"{type(err).__name__}: {err}"[:300]
             return
+        except Malformed as err:  # this answer is broken; the run's other requests stand
+            r.drop_reason, r.error = "malformed_stream", str(err)[:300]
+            return
+        except Exception as err:  # noqa: BLE001 - one request's failure never loses the run's results
+            r.drop_reason, r.error = "client_error", f"{type(err).__name__}: {err}"[:300]
+            return
+        finally:
+            self.held.hold(held, 0)
         if r.drop_reason is None and got < want:
             r.drop_reason = "short_output"
             r.error = f"{got} tokens streamed, {want} asked (finish_reason {r.finish_reason or 'none'})"

@@ -16,8 +16,10 @@ else one token per non-empty delta (bench_serving's convention).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+
+from ..specs.workload import MAX_TOKENS as MAX_COUNT  # any count's bound when the request's is not known
+from .guards import EVENT, Malformed, TooLong, count, loads, obj, short
 
 APIS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
 
@@ -58,15 +60,21 @@ def request_body(api: str, model: str, prompt: list[int] | str, max_tokens: int,
     return body
 
 
-def sse_payloads(buffer: bytearray) -> list[bytes]:
+def sse_payloads(buffer: bytearray, limit: int = EVENT, start: int = 0) -> list[bytes]:
     """Complete ``data:`` payloads at the front of ``buffer`` (consumed); a partial event stays.
 
-    Events end with a blank line; servers send ``\\n\\n`` (some ``\\r\\n\\r\\n``)."""
+    Events end with a blank line; servers send ``\\n\\n`` (some ``\\r\\n\\r\\n``). A partial
+    event longer than ``limit`` bytes raises TooLong (a stream without event ends must not
+    grow the buffer without bound). ``start``: where an event end can first be (the bytes
+    before it were searched already), so a long event is not searched again at every read."""
     out = []
     while True:
-        i = buffer.find(b"\n\n")
-        j = buffer.find(b"\r\n\r\n")
+        i = buffer.find(b"\n\n", start)
+        j = buffer.find(b"\r\n\r\n", start)
+        start = 0
         if i < 0 and j < 0:
+            if len(buffer) > limit:
+                raise TooLong(f"stream event longer than {limit // 2**20} MiB with no end (not read further)")
             return out
         end, sep = (i, 2) if j < 0 or (0 <= i < j) else (j, 4)
         event = bytes(buffer[:end])
@@ -78,45 +86,56 @@ def sse_payloads(buffer: bytearray) -> list[bytes]:
 
 def parse_chunk(api: str, payload: bytes, state: dict) -> Chunk | None:
     """One SSE payload -> Chunk; None for ``[DONE]``. ``state`` carries the previous
-    cumulative count (SGLang ``/generate`` reports cumulative ``completion_tokens``)."""
+    cumulative count (SGLang ``/generate`` reports cumulative ``completion_tokens``) and
+    ``state["most"]``, the most output tokens the request can have (a larger count is refused).
+
+    An event that is not the API's shape (not UTF-8 JSON, ``choices`` not a list of objects,
+    ``usage`` not an object, a count that is not a plausible integer...) raises
+    ``guards.Malformed``: the caller fails that request with the reason; an ``error`` event
+    from the server is a Chunk with ``error`` set."""
     if payload == b"[DONE]":
         return None
-    try:
-        d = json.loads(payload)
-    except json.JSONDecodeError:
-        return Chunk(0, error=f"unparseable stream event {payload[:80]!r}")
+    most = state.get("most", MAX_COUNT)
+    d = loads(payload, "stream event")
     if not isinstance(d, dict):
-        return Chunk(0, error=f"unexpected stream event {payload[:80]!r}")
-    if "error" in d:
+        raise Malformed(f"stream event: expected a JSON object, got {short(payload)}")
+    if d.get("error") is not None:  # some servers send "error": null in every event
         err = d["error"]
         return Chunk(0, error=str(err.get("message", err) if isinstance(err, dict) else err)[:300])
     if api == "generate":
-        meta = d.get("meta_info") or {}
-        total = meta.get("completion_tokens")
+        meta = obj(d, "meta_info", "") or {}
+        total = count(meta, "completion_tokens", "meta_info.", most)
+        prompt = count(meta, "prompt_tokens", "meta_info.", MAX_COUNT)
         prev = state.get("completion_tokens", 0)
-        n = (total - prev) if isinstance(total, int) else (1 if d.get("text") else 0)
-        if isinstance(total, int):
+        text = obj(d, "text", "", (str,))
+        n = (total - prev) if total is not None else (1 if text else 0)
+        if total is not None:
             state["completion_tokens"] = total
-        fin = meta.get("finish_reason")
+        fin = obj(meta, "finish_reason", "meta_info.", (dict, str))
         if isinstance(fin, dict):
             fin = fin.get("type")
-        return Chunk(max(n, 0), fin, meta.get("prompt_tokens"), total)
-    usage = d.get("usage") or {}
-    choices = d.get("choices") or []
+        return Chunk(max(n, 0), None if fin is None else str(fin), prompt, total)
+    usage = obj(d, "usage", "") or {}
+    choices = obj(d, "choices", "", (list,)) or []
     n, fin = 0, None
     if choices:
         c = choices[0]
-        fin = c.get("finish_reason")
-        ids = c.get("token_ids")
-        if isinstance(ids, list):
+        if not isinstance(c, dict):
+            raise Malformed(f"choices[0]: expected an object, got {short(c)}")
+        fin = obj(c, "finish_reason", "choices[0].", (str,))
+        ids = obj(c, "token_ids", "choices[0].", (list,))
+        if ids is not None:
             n = len(ids)
+        elif api == "chat":
+            delta = obj(c, "delta", "choices[0].", (dict,)) or {}
+            n = 1 if obj(delta, "content", "choices[0].delta.", (str,)) else 0
         else:
-            delta = c.get("delta", {}).get("content") if api == "chat" else c.get("text")
-            n = 1 if delta else 0
+            n = 1 if obj(c, "text", "choices[0].", (str,)) else 0
     # continuous usage stats: the cumulative count is the authority for this chunk's tokens
-    total = usage.get("completion_tokens")
-    if isinstance(total, int) and choices:
+    total = count(usage, "completion_tokens", "usage.", most)
+    prompt = count(usage, "prompt_tokens", "usage.", MAX_COUNT)
+    if total is not None and choices:
         prev = state.get("completion_tokens", 0)
         n = max(total - prev, 0)
         state["completion_tokens"] = total
-    return Chunk(n, fin, usage.get("prompt_tokens"), total)
+    return Chunk(n, fin, prompt, total)

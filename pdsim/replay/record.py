@@ -4,7 +4,7 @@
 token, ``output_len`` the tokens asked for. Fields only a simulator sees (prefill start,
 transfer, instance...) stay NaN/-1. Extra columns: ``output_tokens`` (tokens streamed),
 ``prompt_tokens`` (the server's count), ``http_status``, ``error``, ``stream_end_s``,
-``finish_reason``.
+``finish_reason``, ``redirect`` (where the server redirected the request, followed or not).
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def results_record(table: RequestTable, results: list[RequestResult], *, name: s
     cols["error"] = np.array([r.error for r in results], dtype=object)
     cols["stream_end_s"] = np.array([r.stream_end_s for r in results], dtype=np.float64)
     cols["finish_reason"] = np.array([r.finish_reason for r in results], dtype=object)
+    cols["redirect"] = np.array([r.redirect for r in results], dtype=object)
     tokens = ExplicitTokens.from_lists([r.token_s for r in results])
     ends = [t for r in results for t in (r.token_s[-1:] if r.token_s else [])]
     end = max(ends) if ends else 0.0

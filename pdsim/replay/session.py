@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import platform
 import time
 
@@ -18,39 +19,76 @@ from ..specs.errors import SpecError
 from ..workload.table import RequestTable
 from .client import ReplayConfig, Replayer
 from .prompts import TextCalibrator, TokenPrompts, seeded_text
+from . import guards
 from .record import results_record
 
 
-async def _get_json(session, url: str, method: str = "GET", body: dict | None = None):
+def redirect_summary(results: list, followed: bool) -> dict:
+    """What the run's outputs say about redirects: followed or refused, how many requests were
+    redirected, and to where (first few distinct targets)."""
+    where = [r.redirect for r in results if r.redirect]
+    targets = list(dict.fromkeys(where))
+    return {"followed": followed, "requests": len(where), "targets": targets[:5]}
+
+
+async def _get_json(session, url: str, method: str = "GET", body: dict | None = None, *,
+                    limit: int = guards.INFO, follow_redirects: bool = False, field: str = "--endpoint"):
+    """The JSON object a server endpoint answers, or None when it does not serve it (no answer,
+    an error status, a redirect not followed, a body that is not JSON at all, e.g. a web page). A
+    200 answer that is too long (``limit`` bytes), nested too deeply, or JSON but not an object
+    is a SpecError naming the endpoint: the server is not what it claims, and guessing would make
+    the run's provenance wrong."""
     import aiohttp
 
     try:
-        async with session.request(method, url, json=body, timeout=aiohttp.ClientTimeout(total=30)) as r:
+        async with session.request(method, url, json=body, timeout=aiohttp.ClientTimeout(total=30),
+                                   allow_redirects=follow_redirects) as r:
             if r.status != 200:
                 return None
-            return await r.json(content_type=None)
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            d = guards.loads(await guards.read_bounded(r, limit), "answer")
+    except (aiohttp.ClientError, asyncio.TimeoutError, guards.NotJSON):
         return None
+    except guards.Malformed as err:
+        raise SpecError(f"{url}: {err}", field=field) from None
+    if not isinstance(d, dict):
+        raise SpecError(f"{url}: expected a JSON object, got {guards.short(d)}", field=field)
+    return d
 
 
-async def server_info(session, base: str) -> dict:
+def _str_field(d: dict, key: str, url: str) -> str | None:
+    v = d.get(key)
+    if v is not None and not isinstance(v, (str, int, float)):
+        raise SpecError(f"{url}: {key}: expected a string, got {guards.short(v)}", field="--endpoint")
+    return None if v is None else str(v)[:200]
+
+
+async def server_info(session, base: str, follow_redirects: bool = False) -> dict:
     """What the server says about itself: models, version (vLLM ``/version``, SGLang
-    ``/get_server_info``). Raises SpecError when nothing answers at ``base``."""
-    models = await _get_json(session, base + "/v1/models")
-    version = await _get_json(session, base + "/version")
-    sgl = await _get_json(session, base + "/get_server_info")
+    ``/get_server_info``). Raises SpecError when nothing answers at ``base``, or when an answer
+    is not the shape these endpoints have."""
+    get = functools.partial(_get_json, session, follow_redirects=follow_redirects)
+    models = await get(base + "/v1/models")
+    version = await get(base + "/version")
+    sgl = await get(base + "/get_server_info")
     if models is None and version is None and sgl is None:
         raise SpecError(f"no OpenAI-compatible or SGLang server answers at {base} (tried /v1/models, /version, "
                         "/get_server_info)", field="--endpoint")
     info: dict = {}
-    if models and isinstance(models.get("data"), list) and models["data"]:
-        info["models"] = [m.get("id") for m in models["data"]]
-        info["max_model_len"] = models["data"][0].get("max_model_len")
+    data = models.get("data") if models else None
+    if data is not None:
+        url = base + "/v1/models"
+        if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+            raise SpecError(f"{url}: data: expected a list of model objects, got {guards.short(data)}",
+                            field="--endpoint")
+        if data:
+            info["models"] = [_str_field(m, "id", url) for m in data[:1000]]
+            mml = data[0].get("max_model_len")
+            info["max_model_len"] = mml if type(mml) is int else None
     if version:
-        info["server_version"] = f"vLLM {version.get('version')}"
+        info["server_version"] = f"vLLM {_str_field(version, 'version', base + '/version')}"
     if sgl:
-        info["server_version"] = f"SGLang {sgl.get('version', '?')}"
-        info.setdefault("models", [sgl.get("model_path")])
+        info["server_version"] = f"SGLang {_str_field(sgl, 'version', base + '/get_server_info') or '?'}"
+        info.setdefault("models", [_str_field(sgl, "model_path", base + "/get_server_info")])
     return info
 
 
@@ -66,12 +104,13 @@ async def engine_counters(session, base: str) -> dict[str, float]:
     import aiohttp
 
     try:
-        async with session.get(base + "/metrics", timeout=aiohttp.ClientTimeout(total=10)) as r:
+        async with session.get(base + "/metrics", timeout=aiohttp.ClientTimeout(total=10),
+                               allow_redirects=False) as r:
             if r.status != 200:
                 return {}
-            text = await r.text()
-    except (aiohttp.ClientError, asyncio.TimeoutError):
-        return {}
+            text = (await guards.read_bounded(r, guards.METRICS, "/metrics")).decode("utf-8", errors="replace")
+    except (aiohttp.ClientError, asyncio.TimeoutError, guards.Malformed):
+        return {}  # the counters are provenance, not results: a run goes on without them
     out: dict[str, float] = {}
     for line in text.splitlines():
         name = line.split("{", 1)[0].split(" ", 1)[0]
@@ -83,17 +122,25 @@ async def engine_counters(session, base: str) -> dict[str, float]:
     return out
 
 
-async def _tokenize(session, base: str, model: str, api: str, text: str) -> list[int] | None:
+async def _tokenize(session, base: str, model: str, api: str, text: str,
+                    follow_redirects: bool = False) -> list[int] | None:
+    """The server tokenizer's ids of ``text``; None when the server has no ``/tokenize``."""
     body = {"model": model, "add_special_tokens": False}
     if api == "chat":
         body.update(messages=[{"role": "user", "content": text}], add_generation_prompt=True)
         body.pop("add_special_tokens")
     else:
         body["prompt"] = text
-    d = await _get_json(session, base + "/tokenize", "POST", body)
-    if d is None or not isinstance(d.get("tokens"), list):
+    url = base + "/tokenize"
+    d = await _get_json(session, url, "POST", body, limit=guards.TOKENIZE, follow_redirects=follow_redirects,
+                        field="--prompt")
+    if d is None:
         return None
-    return d["tokens"]
+    toks = d.get("tokens")
+    if not isinstance(toks, list) or not all(type(t) is int and 0 <= t < 2**31 for t in toks):
+        raise SpecError(f"{url}: tokens: expected a list of token ids (integers >= 0), got {guards.short(toks)}",
+                        field="--prompt")
+    return toks
 
 
 async def _prepare(session, table: RequestTable, cfg: ReplayConfig, model: str) -> tuple[object, dict]:
@@ -103,7 +150,8 @@ async def _prepare(session, table: RequestTable, cfg: ReplayConfig, model: str) 
     if mode == "auto":
         mode = "text" if cfg.api == "chat" else "token_ids"
     if mode == "token_ids":
-        pool = await _tokenize(session, base, model, "completions", seeded_text(4000, cfg.seed + 1))
+        pool = await _tokenize(session, base, model, "completions", seeded_text(4000, cfg.seed + 1),
+                               cfg.follow_redirects)
         how = "token ids drawn from the server tokenizer's ids of a seeded text (/tokenize)"
         if pool is None:
             if not cfg.vocab_size:
@@ -111,7 +159,11 @@ async def _prepare(session, table: RequestTable, cfg: ReplayConfig, model: str) 
                                 "(ids are drawn from [16, vocab_size)) or --prompt text", field="--prompt")
             pool = np.arange(min(16, cfg.vocab_size - 2), cfg.vocab_size)
             how = f"token ids drawn uniformly from [16, {cfg.vocab_size})"
-        tp = TokenPrompts(np.asarray(pool), cfg.seed)
+        try:
+            tp = TokenPrompts(np.asarray(pool, dtype=np.int64), cfg.seed)
+        except ValueError as err:  # e.g. /tokenize answered no ids
+            raise SpecError(f"{base}/tokenize: {err} (it gave {len(pool)} ids for a 4,000-word text); give "
+                            "--vocab-size or --prompt text", field="--prompt") from None
         hids, block = table.hash_ids, table.block_size
         ins = table.input_len.tolist()
 
@@ -121,7 +173,7 @@ async def _prepare(session, table: RequestTable, cfg: ReplayConfig, model: str) 
                       "prefix_structure": hids is not None}
 
     async def count(text: str) -> int:
-        toks = await _tokenize(session, base, model, cfg.api, text)
+        toks = await _tokenize(session, base, model, cfg.api, text, cfg.follow_redirects)
         if toks is None:
             raise SpecError("calibrating text prompts needs the server's /tokenize endpoint, which did not answer; "
                             "use --api completions or generate with token ids", field="--prompt")
@@ -144,7 +196,7 @@ async def _replay(table: RequestTable, cfg: ReplayConfig, hash_block: int) -> tu
     base = cfg.endpoint.rstrip("/")
     conn = aiohttp.TCPConnector(limit=0, force_close=False)
     async with aiohttp.ClientSession(connector=conn, read_bufsize=1 << 20) as session:
-        info = await server_info(session, base)
+        info = await server_info(session, base, cfg.follow_redirects)
         model = cfg.model or (info.get("models") or [None])[0]
         if cfg.api != "generate" and not model:
             raise SpecError("the server lists no model; give --model", field="--model")
@@ -170,6 +222,7 @@ async def _replay(table: RequestTable, cfg: ReplayConfig, hash_block: int) -> tu
         info["prompt_hash_block_size"] = hash_block
         info["prompt_hash_ids"] = [block_hashes(make(i), hash_block, i) for i in range(len(table))]
     info["waited_for_inflight_bound"] = r.waited
+    info["redirects"] = redirect_summary(results, cfg.follow_redirects)
     info["interrupted"] = r.stopped
     return results, info, wall
 

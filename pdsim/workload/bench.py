@@ -84,6 +84,9 @@ def bench_run(p: Path, record: int | None = None) -> tuple[str, dict, dict]:
                         source=str(p))
     if record is not None:
         chosen = [r for r in runs if r[0] == record]
+        if not chosen and runs[0][0] is None:
+            raise SpecError(f"line {record}: this file is one JSON document holding one run; a line number "
+                            "picks a run of a multi-run JSONL file only (leave it out)", source=str(p), field="record")
         if not chosen:
             raise SpecError(f"no run with per-request lengths on line {record} (runs on lines "
                             f"{', '.join(str(r[0]) for r in runs)})", source=str(p), field="record")
@@ -101,6 +104,11 @@ def bench_run(p: Path, record: int | None = None) -> tuple[str, dict, dict]:
         if run.get(key) is not None and not isinstance(run[key], list):
             raise SpecError(f"{where}{key}: expected a list with one entry per request, got {excerpt(run[key])}",
                             source=str(p))
+    r = run.get("request_rate")
+    if r is not None and not (isinstance(r, str) and r.strip().lower() in ("inf", "infinity")) and (
+            isinstance(r, bool) or not isinstance(r, (int, float)) or not r > 0):  # also NaN
+        raise SpecError(f"{where}request_rate: expected a rate > 0 in requests/s or inf, got {excerpt(r)}",
+                        source=str(p))
     load = {k: run[k] for k in ("request_rate", "burstiness", "max_concurrency") if k in run}
     load["runs_in_file"] = len(runs)
     return where, run, load

@@ -85,12 +85,20 @@ def _checked(table: RequestTable, spec: WorkloadSpec) -> RequestTable:
     return table
 
 
+def _folder_hint(path: Path) -> str:
+    """What to name instead of a folder that holds a run (a `pdsim replay --out` folder)."""
+    return f" (this folder holds a run: name its {path / 'bench.json'})" if (path / "bench.json").is_file() else ""
+
+
 def resolve_trace_path(tr: TraceSpec, base_dir: Path | None = None) -> Path:
     """A trace spec's file: relative paths are looked up in ``base_dir`` first, then the
     working directory; a missing file is an error at ``workload.trace.path``."""
     path = Path(tr.path).expanduser()
     if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
         path = Path(os.path.normpath(base_dir / path))  # "specs/../traces/x" -> "traces/x" in messages
+    if path.is_dir():
+        raise SpecError(f"{tr.path} is a directory; expected a trace file{_folder_hint(path)}",
+                        field="workload.trace.path")
     if not path.is_file():
         where = f" (looked in {base_dir} and the working directory)" if base_dir is not None and \
             not Path(tr.path).is_absolute() else ""

@@ -155,6 +155,8 @@ def read_trace(path: str | Path, fmt: str = "auto", time_scale: float = 1.0, lim
     p = Path(path)
     if p.is_dir() and fmt in ("auto", "genai-bench"):  # a genai-bench result folder
         fmt = detect_format(p)
+    elif p.is_dir():
+        raise SpecError("is a directory; expected a trace file", source=str(path))
     elif not p.is_file():
         raise SpecError("trace file not found", source=str(path))
     if not time_scale > 0:
