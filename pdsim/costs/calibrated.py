@@ -84,11 +84,9 @@ class CalibratedStepCost(RooflineStepCost):
             for mode, ll in (("ll", True), ("normal", False)):
                 ps = [cal.get(f"deepep_{mode}_{op}") for op in ("dispatch", "combine")]
                 if all(ps):
-                    base = slope = 0.0
-                    for p, op in zip(ps, ("dispatch", "combine")):
-                        b, s = linear_coeffs(p, ll, self.hidden, self.k, self.world, self.gpn, ELEM_BYTES[op], self.nic_scale)
-                        base, slope = base + b, slope + s
-                    setattr(k, f"a2a_{mode}", (base, slope))
+                    setattr(k, f"a2a_{mode}", tuple(
+                        linear_coeffs(p, ll, self.hidden, self.k, self.world, self.gpn, ELEM_BYTES[op], self.nic_scale)
+                        for p, op in zip(ps, ("dispatch", "combine"))))
         ar = cal.get("allreduce")
         if ar:
             k.allreduce = self._allreduce_fitted(ar)

@@ -25,6 +25,7 @@ from ..specs.memory import dense_tp, kv_dtype
 from ..specs.model import ModelSpec
 from ..specs.scenario import GroupSpec
 from .comm import FP8_DISPATCH_BYTES, deepep_legs
+from . import elementwise as ew
 from .compute import INF_SHARP
 from .moe_load import DistinctTable
 from .moe_load import expert_load as build_expert_load
@@ -85,7 +86,16 @@ class RooflineStepCost:
         self.kv_fp8 = kvd == "fp8"
         # bytes one GPU reads per context token per layer (MLA: whole latent; GQA: its heads)
         self.kv_read_tok = kvb / L * model.kv_replication(A) / A
+        # the small memory-bound kernels between GEMMs (elementwise.py): bytes per token / assignment
+        heads_v = model.num_heads * (model.mla.v_head_dim if model.mla else model.head_dim) / A
+        self.ew_attn_bytes = ew.attn_side_bytes(model.hidden, heads_v)
+        self.ew_dense_bytes = ew.mlp_side_bytes(model.hidden, model.ffn / self.dense_tp if model.ffn else 0.0)
         moe = model.moe
+        self.ew_moe_bytes = self.ew_assign_bytes = 0.0
+        if moe:
+            self.ew_moe_bytes = ew.mlp_side_bytes(model.hidden, moe.num_shared_experts * moe.expert_ffn / A)
+            self.ew_assign_bytes = ew.assignment_bytes(model.hidden, moe.expert_ffn, group.ep > 1) / (
+                1 if group.ep > 1 else W)
         self.E = self.k = 0
         self.c_shared = None
         if moe:
@@ -135,17 +145,23 @@ class RooflineStepCost:
             a2a_ll=self._a2a_first_principles(True), a2a_normal=self._a2a_first_principles(False),
             allreduce=self._allreduce_first_principles)
 
-    def _a2a_first_principles(self, low_latency: bool) -> tuple[float, float]:
-        """DeepEP dispatch (FP8 + scales) + combine (BF16) of one MoE layer, as (base s, s per
-        token per rank): bytes per leg at the profile's NVLink / RDMA bandwidth, the slower leg
-        bounding each kernel, plus two point-to-point latencies per kernel."""
+    def _a2a_first_principles(self, low_latency: bool) -> tuple[tuple[float, float, float], ...]:
+        """DeepEP dispatch (FP8 + scales) and combine (BF16) of one MoE layer, each as (base s,
+        SM-driven s per token per rank, in-flight s per token per rank) (deepep.linear_coeffs):
+        bytes per leg at the profile's NVLink / RDMA bandwidth, plus two point-to-point
+        latencies per kernel. Low-latency kernels: the NVLink copy by the SMs plus the RDMA leg in
+        flight; normal kernels: the slower leg bounds the kernel."""
         if not self.k or self.ep <= 1:
-            return 0.0, 0.0
-        slope = 0.0
+            return ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
+        base = 2 * self.hw.efficiency.p2p_latency_us * 1e-6
+        legs = []
         for elem in (FP8_DISPATCH_BYTES, 2.0):
             nvl, rdma = deepep_legs(1.0, self.hidden, self.k, self.world, self.gpn, elem, not low_latency)
-            slope += max(nvl / self.nvl_bw, rdma / self.rdma_bw)
-        return 4 * self.hw.efficiency.p2p_latency_us * 1e-6, slope
+            if low_latency:
+                legs.append((base, nvl / self.nvl_bw, rdma / self.rdma_bw))
+            else:
+                legs.append((base, 0.0, max(nvl / self.nvl_bw, rdma / self.rdma_bw)))
+        return tuple(legs)
 
     def _allreduce_first_principles(self, n: int) -> tuple[float, float]:
         """All-reduce over ``n`` ranks as (seconds fixed, seconds per byte): comm.allreduce_s
@@ -180,6 +196,13 @@ class RooflineStepCost:
                           self.expert_bytes / (hbm * m.hbm_eff), m.lat, m.sharp)
             self.c_shared = self._gemm_coeffs(self.g_shared, k.gemm) if self.g_shared.w else None
             self.a2a_ll, self.a2a_normal = k.a2a_ll, k.a2a_normal
+        # small kernels: (latency per layer, s per token) attention side, dense-MLP side, MoE side,
+        # and s per routed assignment
+        # (the profile's memory-kernel priors in both models: no microbenchmark isolates these kernels)
+        e = self.hw.efficiency
+        lat, bw = e.mem_latency_us * 1e-6, hbm * e.hbm
+        self.c_ew = (ew.ATTN_KERNELS * lat, self.ew_attn_bytes / bw, ew.MLP_KERNELS * lat, self.ew_dense_bytes / bw,
+                     self.ew_moe_bytes / bw, self.ew_assign_bytes / bw)
         A, W = self.attn_tp, self.world
         self.c_ar_attn = k.allreduce(A) if A > 1 else (0.0, 0.0)
         self.c_ar_world = k.allreduce(W) if W > 1 else (0.0, 0.0)
