@@ -3,7 +3,7 @@ its hardware profile by its uncertainty and re-simulate.
 
 The constants and their relative uncertainties u come from the profile itself:
 - ``efficiency.<name>`` with an entry in the profile's ``uncertainty`` block (assumptions and
-  derivations: step overhead, launch costs, TBO loss, all-reduce latency, ...): the value x
+  derivations: step overhead, launch costs, DeepEP SM share, all-reduce latency, ...): the value x
   (1 - u) and x (1 + u), a fraction of peak kept at most 1 (the report says when);
 - each fitted or derived model of ``calibration`` with its ``rel_uncertainty`` (the held-out
   error of its fit, at least 25% when derived from other GPUs): the model's times scaled by
@@ -67,7 +67,7 @@ def perturbations(hw: HardwareProfile) -> list[Perturbation]:
         note = ""
         if name in FRACTIONS and hi > 1.0:
             hi, note = 1.0, "upper end held at 1 (a fraction of peak)"
-        if name in ("tbo_overlap_loss", "deepep_normal_sm_share") and hi >= 1.0:
+        if name == "deepep_normal_sm_share" and hi >= 1.0:
             hi, note = 0.99, "upper end held below 1 (a share)"
         lo = max(lo, 1e-6) if name in FRACTIONS else max(lo, 0.0)
         mk = lambda x, n=name: dataclasses.replace(hw, efficiency=dataclasses.replace(hw.efficiency, **{n: x}))

@@ -113,7 +113,6 @@ class RooflineStepCost:
                 spec.eplb, expert_parallel=group.ep > 1, seed=spec.seed)
             self.distinct = DistinctTable(expert_load_model)
         self.tbo = eng.enable_two_batch_overlap
-        self.tbo_loss = e.tbo_overlap_loss
         self.sm_share_normal = e.deepep_normal_sm_share
         self.graph_bs = eng.cuda_graph_max_bs
         self.launch_eager = e.layer_launch_us * 1e-6 * L
@@ -137,9 +136,12 @@ class RooflineStepCost:
         mla = self.model.attention == "mla"
         # MLA decode is FlashMLA-shaped: its own compute and KV-read fractions (FlashMLA README)
         dec_eff, dec_hbm = (e.mla_decode, e.mla_decode_hbm) if mla else (e.attention, e.hbm)
+        moe = gemm
+        if self.group.engine.moe_runner == "deepgemm_swapab" and self.gemm_dtype == "fp8":
+            moe = SimpleNamespace(**{**vars(gemm), "m_tile": gemm.m_tile / 2.0})  # calibrated.swapab
         return SimpleNamespace(
             gemm=gemm, lm_gemm=SimpleNamespace(**{**vars(gemm), "peak": self.peak_attn, "m_tile": e.gemm_m_tile}),
-            moe=gemm,
+            moe=moe,
             prefill_attn=SimpleNamespace(pair_flops=self.pair_flops, eff=e.attention, lat=lat),
             decode_attn=SimpleNamespace(pair_flops=self.pair_flops_dec, eff=dec_eff, hbm_eff=dec_hbm, lat=lat),
             a2a_ll=self._a2a_first_principles(True), a2a_normal=self._a2a_first_principles(False),

@@ -97,7 +97,7 @@ class NodeSpec:
 
 
 FRACTIONS = ("gemm", "attention", "mla_decode", "mla_decode_hbm", "hbm", "nvlink", "nic", "pcie")
-SHARES = ("tbo_overlap_loss", "deepep_normal_sm_share")
+SHARES = ("deepep_normal_sm_share",)
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,6 @@ class Efficiency:
     step_overhead_us: float = 2000.0  # per-step scheduler/sampling CPU overhead
     seq_overhead_us: float = 0.0  # per-sequence per-step host work (inputs, sampling, output processing)
     ctx_overhead_ns: float = 0.0  # per-step host work per context token of the decode batch (CPU engine)
-    tbo_overlap_loss: float = 0.1  # two-batch overlap: share of the hidden time lost to contention
     deepep_normal_sm_share: float = 0.18  # SMs DeepEP normal kernels hold while overlapped (24 of 132)
 
     def __post_init__(self) -> None:
@@ -181,15 +180,18 @@ class HardwareProfile:
         return self.node.nic_bytes_per_s * self.node.nics_per_node / self.node.gpus_per_node
 
     def constant_kind(self, path: str) -> str:
-        """'measured', 'fitted', 'derived', 'assumed' or 'unused' for ``efficiency.<name>`` from
-        its source text (a source starting with 'assum' or 'prior' is an assumption, with
-        'derived' a derivation, with 'fit' a fit, with 'unused' a constant no price of this
-        device reads)."""
+        """'measured', 'fitted', 'derived', 'borrowed', 'assumed' or 'unused' for a constant
+        (``efficiency.<name>``, ``gpu.<name>``) from its source text (a source starting with
+        'assum' or 'prior' is an assumption, with 'derived' a derivation, with 'borrowed' another
+        tool's modelling factor, not a measurement, with 'fit' a fit, with 'unused' a constant
+        no price of this device reads)."""
         src = self.sources.get(path, "").strip().lower()
         if src.startswith("unused"):
             return "unused"
         if not src or src.startswith(("assum", "prior")):
             return "assumed"
+        if src.startswith("borrowed"):
+            return "borrowed"
         if src.startswith("derived"):
             return "derived"
         if src.startswith("fit"):
