@@ -24,7 +24,7 @@ import pandas as pd
 from ..costs.registry import build_step_cost
 from ..costs.speculative import SpeculativeStepCost, mtp_draft_model
 from ..specs.catalog import hardware_keys, load_hardware_ref, load_model_ref
-from ..specs.features import SpeculativeSpec
+from ..specs.features import ExpertLoadSpec, SpeculativeSpec
 from ..specs.scenario import EngineSpec, GroupSpec
 from . import data
 
@@ -75,9 +75,13 @@ def predict_ms(r, kind: str) -> float:
     spec = _spec(r)
     if spec is not None and model.mtp_layers < spec.draft_layers:
         model = dataclasses.replace(model, mtp_layers=spec.draft_layers)
-    cost = build_step_cost(kind, hw, model, g, r.phase)
+    # the row's routing: the deployment's own expert distribution (the default popularity) or
+    # uniform random routing (LMSYS's "simulated perfect EPLB", DeepSeek's balanced profile)
+    eplb = {"yes": True, "no": False}.get(str(getattr(r, "eplb", "")).lower())
+    load = ExpertLoadSpec(skew=0.0 if str(getattr(r, "routing", "default")) == "uniform" else None, eplb=eplb)
+    cost = build_step_cost(kind, hw, model, g, r.phase, expert_load=load)
     if spec is not None:
-        draft = build_step_cost(kind, hw, mtp_draft_model(model, spec), g, r.phase, with_overhead=False)
+        draft = build_step_cost(kind, hw, mtp_draft_model(model, spec), g, r.phase, with_overhead=False, expert_load=load)
         cost = SpeculativeStepCost(cost, draft, spec)
     if r.phase == "decode":
         b = int(r.batch) * D

@@ -109,8 +109,8 @@ class RooflineStepCost:
                                             w=moe.num_shared_experts * model.expert_params * wb / A)
             spec = expert_load or ExpertLoadSpec()
             self.expert_load = expert_load_model = build_expert_load(
-                moe.num_experts, moe.top_k, W, spec.skew, eng.ep_num_redundant_experts if group.ep > 1 else 0,
-                spec.eplb, expert_parallel=group.ep > 1, seed=spec.seed)
+                moe.num_experts, moe.top_k, W, spec.zipf, eng.ep_num_redundant_experts if group.ep > 1 else 0,
+                spec.eplb, expert_parallel=group.ep > 1, seed=spec.seed, drift=spec.batch_drift)
             self.distinct = DistinctTable(expert_load_model)
         self.tbo = eng.enable_two_batch_overlap
         self.sm_share_normal = e.deepep_normal_sm_share
