@@ -168,11 +168,15 @@ class RooflineStepCost:
     def _allreduce_first_principles(self, n: int) -> tuple[float, float]:
         """All-reduce over ``n`` ranks as (seconds fixed, seconds per byte): comm.allreduce_s
         with the profile's small-message base and per-rank latency; bus bandwidth NVLink (or
-        PCIe peers) inside a node, the NIC share across nodes."""
+        PCIe peers) inside a node, across nodes the smaller of NVLink and the hierarchical NIC
+        leg."""
         if n <= 1:
             return 0.0, 0.0
         e = self.hw.efficiency
-        bw = self.nvl_bw if n <= self.gpn else min(self.nvl_bw, self.rdma_bw)
+        # across nodes NCCL is hierarchical: NVLink inside, 1/gpn of the data per GPU over its NIC
+        # share, so the NIC leg allows gpn x NIC/GPU x nodes/(nodes - 1) in bus-bandwidth units
+        nodes = -(-n // self.gpn)
+        bw = self.nvl_bw if n <= self.gpn else min(self.nvl_bw, self.gpn * self.rdma_bw * nodes / (nodes - 1))
         return (e.allreduce_base_us + 2.0 * (n - 1) * e.allreduce_hop_us) * 1e-6, 2.0 * (n - 1) / n / bw
 
     def _gemm_coeffs(self, g, c) -> tuple[float, float, float, float, float]:
@@ -187,7 +191,9 @@ class RooflineStepCost:
         self.c_dense = self._gemm_coeffs(self.g_dense, k.gemm)
         self.c_lm = self._gemm_coeffs(self.g_lm, k.lm_gemm)
         pa = k.prefill_attn
-        self.c_pf = (pa.pair_flops / (self.peak_attn * pa.eff), pa.lat)
+        # FP8 KV: FA3-FP8 runs the prefill attention math on FP8 tensor cores too (LMSYS 2025-09-26, "Fa3-FP8")
+        pf_peak = self.hw.gpu.peak_flops("fp8") if self.kv_fp8 and self.hw.gpu.fp8_tflops else self.peak_attn
+        self.c_pf = (pa.pair_flops / (pf_peak * pa.eff), pa.lat)
         da = k.decode_attn
         # FP8 KV (FlashMLA-FP8 / FA3-FP8) runs the attention math on FP8 tensor cores
         dec_peak = self.hw.gpu.peak_flops("fp8") if self.kv_fp8 else self.peak_attn

@@ -42,11 +42,12 @@ class GPUSpec:
     pcie_gbps: float  # achievable host<->device per direction
     int8_tops: float = 0.0  # dense INT8 tensor throughput (W8A8 int8 GEMMs); 0 = unknown/none
     arch: Arch = "hopper"
+    sms: int = 0  # streaming multiprocessors (0 = unknown): per-SM throughput of kernels (calibrate/fit.py)
 
     def __post_init__(self) -> None:
         for f in ("bf16_tflops", "hbm_gib", "hbm_gbps", "pcie_gbps"):
             check(getattr(self, f) > 0, f"must be > 0, got {getattr(self, f)}", f)
-        for f in ("fp8_tflops", "nvlink_gbps", "int8_tops"):
+        for f in ("fp8_tflops", "nvlink_gbps", "int8_tops", "sms"):
             check(getattr(self, f) >= 0, f"must be >= 0, got {getattr(self, f)}", f)
         check(self.pcie_gen in (3, 4, 5, 6), f"expected 3, 4, 5 or 6, got {self.pcie_gen}", "pcie_gen")
 
