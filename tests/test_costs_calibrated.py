@@ -88,7 +88,8 @@ def test_step_parts_use_the_fitted_kernel_forms():
     cal = H800.calibration
     p, b = cal["gemm_bf16"], 4096
     want = LLAMA.num_layers * gemm_s(b, LLAMA.attn_params * 2.0 * b, LLAMA.attn_params * 2.0, 989e12, 3352e9,
-                                     p["eff"], p["m_tile"], p["hbm_eff"], p["latency_us"] * 1e-6, effective_sharp(p["sharp"]))
+                                     p["eff"], p["m_tile"], p["hbm_eff"], 2 * p["latency_us"] * 1e-6,
+                                     effective_sharp(p["sharp"]))  # two GEMM kernels (fused qkv, o_proj), each its latency
     want += LLAMA.num_layers * (c.c_ew[0] + c.c_ew[1] * b)  # the small kernels around them (elementwise.py)
     assert c.breakdown(b, b * b / 2.0, 1, 0, 0)["attn_proj"] == pytest.approx(want, rel=1e-9)
     a = cal["attention_prefill"]
@@ -206,7 +207,7 @@ def test_inlined_moe_matches_the_reference_forms(kind):
                     mo.eff, mo.m_tile, mo.hbm_eff, mo.lat, mo.sharp)
     ge, m = W.gemm, n / c.dp
     shared = gemm_s(m, c.g_shared.f * m, c.g_shared.w, ge.peak, H800.gpu.hbm_gbps * 1e9, ge.eff, ge.m_tile, ge.hbm_eff,
-                    ge.lat, ge.sharp)
+                    2 * ge.lat, ge.sharp)  # gate_up and down: two kernels' latencies
     small = c.c_ew[2] + c.c_ew[4] * m + c.c_ew[5] * a_gpu  # gating, activation, permutation (elementwise.py)
     got = c.breakdown(0, 0, 0, n, n * 1000.0)["moe"]
     assert got == pytest.approx(DSV3.n_moe_layers * (routed + shared + small), rel=1e-6)

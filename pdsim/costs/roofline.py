@@ -179,16 +179,21 @@ class RooflineStepCost:
         bw = self.nvl_bw if n <= self.gpn else min(self.nvl_bw, self.gpn * self.rdma_bw * nodes / (nodes - 1))
         return (e.allreduce_base_us + 2.0 * (n - 1) * e.allreduce_hop_us) * 1e-6, 2.0 * (n - 1) / n / bw
 
-    def _gemm_coeffs(self, g, c) -> tuple[float, float, float, float, float]:
-        """(seconds per row, tile rows, seconds of the weight reads, latency, sharpness)."""
-        return (g.f * self.flop_scale / (c.peak * c.eff), c.m_tile, g.w / (self.hbm_peak * c.hbm_eff), c.lat, c.sharp)
+    def _gemm_coeffs(self, g, c, kernels: int = 1) -> tuple[float, float, float, float, float]:
+        """(seconds per row, tile rows, seconds of the weight reads, latency, sharpness) of
+        ``kernels`` GEMM kernels that together hold the weights ``g`` (each pays its latency)."""
+        return (g.f * self.flop_scale / (c.peak * c.eff), c.m_tile, g.w / (self.hbm_peak * c.hbm_eff), kernels * c.lat,
+                c.sharp)
 
     def _coefficients(self, k: SimpleNamespace) -> None:
         """Fold kernel constants and per-GPU sizes into per-step coefficients."""
         self.kernels = k
         hbm = self.hbm_peak
-        self.c_attn = self._gemm_coeffs(self.g_attn, k.gemm)
-        self.c_dense = self._gemm_coeffs(self.g_dense, k.gemm)
+        # GEMM kernels per layer: MLA fused q_a/kv_a, q_b, kv_b (prefill, MHA form) or the two
+        # weight-absorption bmm (decode), o_proj; GQA fused qkv, o_proj; an MLP gate_up + down
+        mla = self.model.attention == "mla"
+        self.c_attn = self._gemm_coeffs(self.g_attn, k.gemm, (4 if self.role == "prefill" else 5) if mla else 2)
+        self.c_dense = self._gemm_coeffs(self.g_dense, k.gemm, 2)
         self.c_lm = self._gemm_coeffs(self.g_lm, k.lm_gemm)
         pa = k.prefill_attn
         # FP8 KV: FA3-FP8 runs the prefill attention math on FP8 tensor cores too (LMSYS 2025-09-26, "Fa3-FP8")
@@ -202,7 +207,7 @@ class RooflineStepCost:
             m = k.moe
             self.c_moe = (self.expert_flops_tok * self.flop_scale / (m.peak * m.eff), m.m_tile,
                           self.expert_bytes / (hbm * m.hbm_eff), m.lat, m.sharp)
-            self.c_shared = self._gemm_coeffs(self.g_shared, k.gemm) if self.g_shared.w else None
+            self.c_shared = self._gemm_coeffs(self.g_shared, k.gemm, 2) if self.g_shared.w else None
             self.a2a_ll, self.a2a_normal = k.a2a_ll, k.a2a_normal
         # small kernels: (latency per layer, s per token) attention side, dense-MLP side, MoE side,
         # and s per routed assignment
