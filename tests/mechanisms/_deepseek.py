@@ -22,15 +22,26 @@ def ep_group(nodes: int, decode: bool, tbo: bool = False, redundant: int = 32, *
     return GroupSpec(nodes=nodes, dp=w, ep=w, enable_dp_attention=True, engine=eng)
 
 
+_COSTS: dict[str, object] = {}
+
+
+def cost(kind: str, hw, model, group, role: str, **features):
+    """build_step_cost, built once per distinct argument set (the tests price many shapes)."""
+    key = repr((kind, hw.name, hw.efficiency, model.name, model.num_layers, group, role, sorted(features.items())))
+    if key not in _COSTS:
+        _COSTS[key] = build_step_cost(kind, hw, model, group, role, **features)
+    return _COSTS[key]
+
+
 def decode_s(hw, model, group, per_gpu: int, context: float, kind: str = "calibrated", load=None) -> float:
-    c = build_step_cost(kind, hw, model, group, "decode", expert_load=load)
+    c = cost(kind, hw, model, group, "decode", expert_load=load)
     b = per_gpu * group.dp
     return c.step_time(0, 0.0, 0, b, b * context)
 
 
 def prefill_s(hw, model, group, per_gpu: int, prompt: int, kind: str = "calibrated", load=None) -> float:
     """One prefill step of ``per_gpu`` tokens on every DP rank, whole prompts of ``prompt`` tokens."""
-    c = build_step_cost(kind, hw, model, group, "prefill", expert_load=load)
+    c = cost(kind, hw, model, group, "prefill", expert_load=load)
     t = per_gpu * group.dp
     seqs = t / prompt
     return c.step_time(t, seqs * prompt * prompt / 2.0, round(seqs), 0, 0.0)
