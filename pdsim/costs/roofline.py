@@ -120,6 +120,9 @@ class RooflineStepCost:
         self.step_overhead = e.step_overhead_us * 1e-6 if with_overhead else 0.0
         self.seq_overhead = e.seq_overhead_us * 1e-6 if with_overhead else 0.0
         self.ctx_overhead = e.ctx_overhead_ns * 1e-9 if with_overhead else 0.0
+        # SGLang --moe-a2a-backend none: every EP rank runs its experts over all tokens of the
+        # group and the partial outputs are summed (an all-reduce over the world), no DeepEP
+        self.a2a_deepep = eng.moe_a2a_backend == "deepep"
         mode = eng.deepep_mode
         self.deepep_prefill_ll = mode == "low_latency"
         self.deepep_decode_ll = mode != "normal"

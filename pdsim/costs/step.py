@@ -19,7 +19,8 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   attention, SGLang's large-EP setup) + its all-reduce;
 - MoE (with its small kernels: gating, activation, permutation, elementwise.py): routed experts on the busiest GPU (imbalance x mean assignments, moe_load.py), each
   touched expert's rows padded to the GEMM tile; shared experts GEMM(M); DeepEP dispatch +
-  combine sized by the busiest sender or the hottest receiver; TP-sharded experts all-reduce;
+  combine sized by the busiest sender or the hottest receiver (``moe_a2a_backend: none``: an
+  all-reduce of the partial outputs over the world instead); TP-sharded experts all-reduce;
 - two-batch overlap (TBO, tbo.py): two micro-batches of n/2 tokens. Each pays its own GEMM
   weight reads, kernel latencies, DeepEP base latencies and launches (computed at n/2); an MoE
   layer is then priced by the two-stream schedule of tbo.py (SGLang's operation order: each
@@ -82,6 +83,7 @@ def make_coeffs(c):
     has_ar_attn = c.attn_tp > 1
     if n_moe:
         k, epg, ep = c.k, c.experts_per_gpu, c.ep > 1
+        deepep = c.a2a_deepep
         load, distinct = c.expert_load, c.distinct
         imb_a, imb_b = load.a, load.b
         E = c.E
@@ -117,12 +119,17 @@ def make_coeffs(c):
             if t_hot > t_gpu:
                 t_gpu = t_hot
             m_exp = a_gpu / (t_gpu if t_gpu > 1e-9 else 1e-9)
-            (db, dsm, dfl), (cb, csm, cfl) = a2a_ll if (ll_pf if prefill else ll_dec) else a2a_nm
-            mean_rank = n_tok / W
-            send = m / c.attn_tp
-            hot = mean_rank * imb
-            x = send if send > hot else hot
-            comm = (dsm * x, db + dfl * x, csm * x, cb + cfl * x) if tbo else db + cb + (dsm + dfl + csm + cfl) * x
+            if deepep:
+                (db, dsm, dfl), (cb, csm, cfl) = a2a_ll if (ll_pf if prefill else ll_dec) else a2a_nm
+                mean_rank = n_tok / W
+                send = m / c.attn_tp
+                hot = mean_rank * imb
+                x = send if send > hot else hot
+                comm = (dsm * x, db + dfl * x, csm * x, cb + cfl * x) if tbo else db + cb + (dsm + dfl + csm + cfl) * x
+            else:  # no a2a backend: the partial outputs of every rank's experts are summed (NCCL, on the SMs)
+                comm = ar_w0 + ar_w1 * n_tok * h2
+                if tbo:
+                    comm = (0.0, 0.0, comm, 0.0)
         else:  # every GPU holds a 1/W slice of every expert: no imbalance
             a_gpu = assign / W
             t_gpu = touched / W
