@@ -50,6 +50,9 @@ class RooflineStepCost:
                  with_overhead: bool = True):
         e = hw.efficiency
         self.hw, self.model, self.group, self.role = hw, model, group, role
+        # a CPU 'device' (calibration/microbench/cpu_profile.py) was fitted on whole steps: the
+        # small kernels and per-GEMM-kernel latencies of the GPU model are inside its overheads
+        self.cpu_device = hw.gpu.arch == "cpu"
         gpn = hw.gpus_per_node
         self.gpn = gpn
         self.world = W = group.world(gpn)
@@ -195,8 +198,9 @@ class RooflineStepCost:
         # GEMM kernels per layer: MLA fused q_a/kv_a, q_b, kv_b (prefill, MHA form) or the two
         # weight-absorption bmm (decode), o_proj; GQA fused qkv, o_proj; an MLP gate_up + down
         mla = self.model.attention == "mla"
-        self.c_attn = self._gemm_coeffs(self.g_attn, k.gemm, (4 if self.role == "prefill" else 5) if mla else 2)
-        self.c_dense = self._gemm_coeffs(self.g_dense, k.gemm, 2)
+        one = self.cpu_device  # the CPU profile was fitted with one latency per GEMM group
+        self.c_attn = self._gemm_coeffs(self.g_attn, k.gemm, 1 if one else (4 if self.role == "prefill" else 5) if mla else 2)
+        self.c_dense = self._gemm_coeffs(self.g_dense, k.gemm, 1 if one else 2)
         self.c_lm = self._gemm_coeffs(self.g_lm, k.lm_gemm)
         pa = k.prefill_attn
         # FP8 KV: FA3-FP8 runs the prefill attention math on FP8 tensor cores too (LMSYS 2025-09-26, "Fa3-FP8")
@@ -210,13 +214,15 @@ class RooflineStepCost:
             m = k.moe
             self.c_moe = (self.expert_flops_tok * self.flop_scale / (m.peak * m.eff), m.m_tile,
                           self.expert_bytes / (hbm * m.hbm_eff), m.lat, m.sharp)
-            self.c_shared = self._gemm_coeffs(self.g_shared, k.gemm, 2) if self.g_shared.w else None
+            self.c_shared = self._gemm_coeffs(self.g_shared, k.gemm, 1 if self.cpu_device else 2) if self.g_shared.w else None
             self.a2a_ll, self.a2a_normal = k.a2a_ll, k.a2a_normal
         # small kernels: (latency per layer, s per token) attention side, dense-MLP side, MoE side,
         # and s per routed assignment
         # (the profile's memory-kernel priors in both models: no microbenchmark isolates these kernels)
         e = self.hw.efficiency
         lat, bw = e.mem_latency_us * 1e-6, hbm * e.hbm
+        if self.cpu_device:  # the CPU profile's whole-step fit already holds this work (its host overheads)
+            lat, bw = 0.0, float("inf")
         self.c_ew = (ew.ATTN_KERNELS * lat, self.ew_attn_bytes / bw, ew.MLP_KERNELS * lat, self.ew_dense_bytes / bw,
                      self.ew_moe_bytes / bw, self.ew_assign_bytes / bw)
         A, W = self.attn_tp, self.world

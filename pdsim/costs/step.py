@@ -98,15 +98,17 @@ def make_coeffs(c):
     ew_a0, ew_a1, ew_m0, ew_d1, ew_m1, ew_asg = c.c_ew
 
     def layer_costs(n_tok: float, m: float, prefill: bool):
-        """(attention-projection, dense-MLP, MoE-compute, MoE-comm, attention-TP all-reduce)
+        """(attention-projection, dense-MLP, MoE-compute, MoE-comm, attention-TP all-reduce,
+        and the GEMM kernels' part of the attention projections and of the MoE compute)
         seconds of one layer of each kind for ``n_tok`` tokens (``m`` on the busiest rank); the
         MoE comm in seconds, under TBO as (dispatch on SMs, dispatch in flight, combine on SMs,
         combine in flight)."""
-        ap = attn_proj(m) + ew_a0 + ew_a1 * m
+        ap_g = attn_proj(m)
+        ap = ap_g + ew_a0 + ew_a1 * m
         ar = ar_a0 + ar_a1 * m * h2 if has_ar_attn else 0.0
         dm = dense_mlp(m) + ew_m0 + ew_d1 * m if n_dense else 0.0
         if not n_moe:
-            return ap, dm, 0.0, (NO_COMM if tbo else 0.0), ar
+            return ap, dm, 0.0, (NO_COMM if tbo else 0.0), ar, ap_g, 0.0
         assign = n_tok * k
         touched = distinct(n_tok)
         if ep:  # experts split over the GPUs: the busiest GPU sets the pace
@@ -141,10 +143,13 @@ def make_coeffs(c):
         x = m_cf * a_gpu * (m_exp if m_exp > m_tile else m_tile) / (m_exp if m_exp > 1e-9 else 1e-9)
         y = m_wb * t_gpu
         routed = m_lat + ((x if x > y else y) if m_hard else soft_max_scalar(x, y, m_sharp))
-        routed += ew_m0 + ew_m1 * m + ew_asg * a_gpu
+        mo_g = routed
         if shared is not None:
-            routed += shared(m)
-        return ap, dm, routed, comm, ar
+            sh = shared(m)
+            routed += sh
+            mo_g += sh
+        routed += ew_m0 + ew_m1 * m + ew_asg * a_gpu
+        return ap, dm, routed, comm, ar, ap_g, mo_g
 
     def coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens=None, q=1):
         n_tok = prefill_tokens + decode_batch * q
@@ -164,7 +169,7 @@ def make_coeffs(c):
             c_ctx = L * (dec_kv if dec_kv > fl else fl) + ctx_overhead
             core += L * dec_lat * split
         if tbo:
-            ap, dm, mo, cm, ar = layer_costs(n_tok / 2.0, m / 2.0, prefill)
+            ap, dm, mo, cm, ar, ap_g, mo_g = layer_costs(n_tok / 2.0, m / 2.0, prefill)
             proj = L * 2.0 * ap
             mlp = n_dense * 2.0 * dm
             moe = n_moe * 2.0 * mo
@@ -179,13 +184,13 @@ def make_coeffs(c):
                 a_leg = ap + core_mb + (ar if has_ar_attn else 0.0) + d_sm
                 m_leg = mo + c_sm
                 if ep and not (ll_pf if prefill else ll_dec):  # normal kernels hold SMs while they overlap
-                    a_leg, m_leg = sm_partition(a_leg, m_leg, d_fl, c_fl, sm_share)
+                    a_leg, m_leg = sm_partition(a_leg, m_leg, d_fl, c_fl, sm_share, ap_g, mo_g)
                 layers = tbo_moe_layers(a_leg, m_leg, d_fl, c_fl, n_moe)
                 comm += layers - n_moe * 2.0 * (ap + core_mb + mo) - ((n_moe * 2.0 * ar) if has_ar_attn else 0.0)
             if n_dense and has_ar_attn:
                 comm += n_dense * 2.0 * ar
         else:
-            ap, dm, mo, cm, ar = layer_costs(n_tok, m, prefill)
+            ap, dm, mo, cm, ar, _, _ = layer_costs(n_tok, m, prefill)
             proj, mlp, moe = L * ap, n_dense * dm, n_moe * mo
             comm = L * ar + n_moe * cm + (n_dense * ar if n_dense else 0.0)
         if D > 1:

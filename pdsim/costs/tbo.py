@@ -20,8 +20,8 @@ and extrapolates to ``n`` layers, so a layer costs max(compute, comm) only where
 streams really interleave, plus the pipeline's fill and the waits the dependencies force.
 
 DeepEP's normal kernels (prefill) run on a fixed SM partition while they overlap compute (24 of
-132 SMs in DeepEP's benchmarks, ``deepep_normal_sm_share``): compute that runs beside them has
-the other SMs only (``sm_partition``). LMSYS observed exactly this in its prefill breakdown
+132 SMs in DeepEP's benchmarks, ``deepep_normal_sm_share``): DeepGEMM is held to the other SMs
+for the whole TBO forward, other compute while it runs beside them (``sm_partition``). LMSYS observed exactly this in its prefill breakdown
 ("no-TBO 8k outperforms TBO 16k in per-kernel speed ... reduced SMs with TBO"). Low-latency
 kernels (decode) hold SMs only while they copy (the NVLink leg; LMSYS: they "either fully
 utilize SMs (during send/receive) or none (during inflight waiting)"): that part is on the
@@ -35,16 +35,23 @@ large batches compute and communication are comparable and TBO wins (+25.5% at 2
 from __future__ import annotations
 
 
-def sm_partition(a: float, m: float, d: float, c: float, share: float) -> tuple[float, float]:
-    """Compute legs (a, m) of one micro-batch stretched by the SMs normal DeepEP kernels hold:
-    the share of the compute that runs beside communication (at most all of it: comm d + c
-    against compute a + m per micro-batch) runs on 1 - ``share`` of the SMs."""
+def sm_partition(a: float, m: float, d: float, c: float, share: float, a_gemm: float = 0.0,
+                 m_gemm: float = 0.0) -> tuple[float, float]:
+    """Compute legs (a, m) of one micro-batch stretched by the SMs normal DeepEP kernels hold.
+
+    SGLang runs the whole TBO prefill forward with DeepGEMM limited to the SMs DeepEP leaves
+    (two_batch_overlap.py: ``configure_deep_gemm_num_sms(total SMs - DeepEPConfig.num_sms)``),
+    so the DeepGEMM part of each leg (``a_gemm``, ``m_gemm``) runs on 1 - ``share`` of the SMs
+    throughout; the other kernels (attention core, small kernels) share the SMs only while a
+    communication kernel runs beside them (at most all of the time: comm d + c against compute
+    a + m per micro-batch)."""
     comp = a + m
     if comp <= 0.0 or share <= 0.0:
         return a, m
     overlap = (d + c) / comp
     f = 1.0 + (overlap if overlap < 1.0 else 1.0) * share / (1.0 - share)
-    return a * f, m * f
+    g = 1.0 / (1.0 - share)
+    return a_gemm * g + (a - a_gemm) * f, m_gemm * g + (m - m_gemm) * f
 
 
 def tbo_moe_layers(a: float, m: float, d: float, c: float, n: int) -> float:
