@@ -183,7 +183,7 @@ def make_coeffs(c):
                 d_sm, d_fl, c_sm, c_fl = cm
                 a_leg = ap + core_mb + (ar if has_ar_attn else 0.0) + d_sm
                 m_leg = mo + c_sm
-                if ep and not (ll_pf if prefill else ll_dec):  # normal kernels hold SMs while they overlap
+                if ep and deepep and not (ll_pf if prefill else ll_dec):  # normal kernels hold SMs while they overlap
                     a_leg, m_leg = sm_partition(a_leg, m_leg, d_fl, c_fl, sm_share, ap_g, mo_g)
                 layers = tbo_moe_layers(a_leg, m_leg, d_fl, c_fl, n_moe)
                 comm += layers - n_moe * 2.0 * (ap + core_mb + mo) - ((n_moe * 2.0 * ar) if has_ar_attn else 0.0)
