@@ -88,7 +88,9 @@ def test_step_parts_use_the_fitted_kernel_forms():
     cal = H800.calibration
     p, b = cal["gemm_bf16"], 4096
     want = LLAMA.num_layers * gemm_s(b, LLAMA.attn_params * 2.0 * b, LLAMA.attn_params * 2.0, 989e12, 3352e9,
-                                     p["eff"], p["m_tile"], p["hbm_eff"], p["latency_us"] * 1e-6, effective_sharp(p["sharp"]))
+                                     p["eff"], p["m_tile"], p["hbm_eff"], 2 * p["latency_us"] * 1e-6,
+                                     effective_sharp(p["sharp"]))  # two GEMM kernels (fused qkv, o_proj), each its latency
+    want += LLAMA.num_layers * (c.c_ew[0] + c.c_ew[1] * b)  # the small kernels around them (elementwise.py)
     assert c.breakdown(b, b * b / 2.0, 1, 0, 0)["attn_proj"] == pytest.approx(want, rel=1e-9)
     a = cal["attention_prefill"]
     want = LLAMA.num_layers * prefill_attention_s(b * b / 2.0, LLAMA.attn_flops_per_token_pair / LLAMA.num_layers,
@@ -106,13 +108,13 @@ def test_deepep_linear_form_matches_the_kernel_forms():
     c = CalibratedStepCost(H800, DSV3, g, "decode")
     tpr = 96.0
     want = sum(ll_time_s(H800.calibration[f"deepep_ll_{op}"], tpr, 7168, 8, 72, 8, ELEM_BYTES[op]) for op in ELEM_BYTES)
-    base, slope = c.a2a_ll
-    assert base + slope * tpr == pytest.approx(want, rel=1e-9)
+    got = sum(b + (sm + fl) * tpr for b, sm, fl in c.a2a_ll)
+    assert got == pytest.approx(want, rel=1e-9)
     c = CalibratedStepCost(H800, DSV3, GROUPS["prefill"], "prefill")
     want = sum(normal_time_s(H800.calibration[f"deepep_normal_{op}"], 4096, 7168, 8, 32, 8, ELEM_BYTES[op])
                for op in ELEM_BYTES)
-    base, slope = c.a2a_normal
-    assert base + slope * 4096 == pytest.approx(want, rel=1e-9)
+    got = sum(b + (sm + fl) * 4096 for b, sm, fl in c.a2a_normal)
+    assert got == pytest.approx(want, rel=1e-9)
 
 
 def test_units_of_known_kernels():
@@ -207,7 +209,8 @@ def test_inlined_moe_matches_the_reference_forms(kind):
                     mo.eff, mo.m_tile, mo.hbm_eff, mo.lat, mo.sharp)
     ge, m = W.gemm, n / c.dp
     shared = gemm_s(m, c.g_shared.f * m, c.g_shared.w, ge.peak, H800.gpu.hbm_gbps * 1e9, ge.eff, ge.m_tile, ge.hbm_eff,
-                    ge.lat, ge.sharp)
+                    2 * ge.lat, ge.sharp)  # gate_up and down: two kernels' latencies
+    small = c.c_ew[2] + c.c_ew[4] * m + c.c_ew[5] * a_gpu  # gating, activation, permutation (elementwise.py)
     got = c.breakdown(0, 0, 0, n, n * 1000.0)["moe"]
-    assert got == pytest.approx(DSV3.n_moe_layers * (routed + shared), rel=1e-6)
+    assert got == pytest.approx(DSV3.n_moe_layers * (routed + shared + small), rel=1e-6)
     assert math.isfinite(got)

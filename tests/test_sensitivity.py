@@ -50,3 +50,30 @@ def test_cli(tmp_path, capsys):
     assert main(["sensitivity", str(p), "--only", "efficiency.step_overhead_us", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "efficiency.step_overhead_us" in text and out.exists()
+
+
+def test_module_assumptions_are_perturbed_and_restored():
+    """Constants that live in the price modules (issue 23 item 7: P/D fixed costs, restart, MTP
+    acceptance, expert skew, CUDA-graph memory, NVLink transfer, dequantisation, small kernels)
+    are perturbed too, each only where the scenario uses it, and restored afterwards."""
+    from pdsim.calibrate.sensitivity import ASSUMPTIONS, assumption_patch
+    from pdsim.costs import elementwise
+    from pdsim.specs import features
+
+    names = {a.constant for a in ASSUMPTIONS}
+    for want in ("pd_overheads.ROUTER_MS", "pd_overheads.CONNECT_MS", "restart.PROCESS_S", "features.DEEPSEEK_MTP_ACCEPT",
+                 "features.DEFAULT_SKEW", "memory.CUDA_GRAPH_GIB_MOE", "transfer.NVLINK_PER_CHUNK_US",
+                 "roofline.W4A16_DEQUANT", "elementwise.ATTN_KERNELS"):
+        assert want in names, want
+    mtp = next(a for a in ASSUMPTIONS if a.attr == "DEEPSEEK_MTP_ACCEPT")
+    before = features.DEEPSEEK_MTP_ACCEPT
+    with assumption_patch(mtp, 1.2):
+        assert all(x <= 1.0 for x in features.DEEPSEEK_MTP_ACCEPT)  # a probability stays one
+        assert features.DEEPSEEK_MTP_ACCEPT[0] > before[0]
+    assert features.DEEPSEEK_MTP_ACCEPT == before
+    sc = _small()
+    base, rows = sensitivity(sc, only=["elementwise.ATTN_KERNELS", "features.DEFAULT_SKEW"])
+    constants = {r["constant"]: r for r in rows}
+    assert "elementwise.ATTN_KERNELS" in constants and constants["elementwise.ATTN_KERNELS"]["max_rel_change"] > 0
+    assert "features.DEFAULT_SKEW" not in constants  # a dense model has no experts to skew
+    assert elementwise.ATTN_KERNELS == 5

@@ -423,7 +423,7 @@ def profile(args) -> None:
                                   "FP8, MLA, NVLink, collectives or two-batch overlap); default kept"
                for f in ("gemm", "fp8_m_tile", "attention", "mla_decode", "mla_decode_hbm", "hbm", "nvlink", "pcie",
                          "mem_latency_us", "p2p_latency_us", "allreduce_base_us", "allreduce_hop_us",
-                         "tbo_overlap_loss", "deepep_normal_sm_share")},
+                         "deepep_normal_sm_share")},
             "calibration": f"pdsim.calibrate.fit_compute on the rows in {out} (gemm.csv, attention.csv: "
                            "vLLM's CPU attention kernel)",
             "provenance": f"{facts['cpu']}; {facts['torch']}; Python {facts['python']}; {facts['date']}; "

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..specs.catalog import hardware_dir, hardware_keys, load_hardware_ref
 from . import data
 from .fit_comm import fit_allreduce, fit_deepep_ll, fit_deepep_normal, fit_mooncake, mooncake_per_chunk_us
@@ -212,6 +214,82 @@ def _deepep_bases(d: dict, ref: str) -> tuple[dict, dict]:
     return ll_base, nm_base
 
 
+def _derive_internode(p: dict, k: str, hws: dict, measured: dict) -> None:
+    """All-reduce bus bandwidth across nodes from this system's own links (issue 23, item 3),
+    not copied from another system's figure.
+
+    NCCL's multi-node all-reduce is hierarchical: inside each node a reduce-scatter and an
+    all-gather on NVLink, across nodes an all-reduce of 1/gpn of the data per GPU over that
+    GPU's NIC share. In bus-bandwidth units (n ranks over ``nodes`` nodes) the NIC leg alone
+    allows gpn x NIC/GPU x nic efficiency x nodes/(nodes - 1), 2 gpn x NIC/GPU x eff at two
+    nodes; the NVLink legs allow the in-node bus bandwidth times the ratio a system that measured
+    both shows (H800 SuperPod: 171 across two nodes / 213 in one, DOMAIN.md s2). The smaller
+    bounds:   internode = min(intranode x ratio, 2 gpn NIC/GPU nic_eff)."""
+    refs = [d for d in sorted(measured) if d != k and _has(measured[d].get("allreduce"), ("intranode_gbps", "internode_gbps"))]
+    intra = p.get("intranode_gbps")
+    if not refs or not isinstance(intra, float) or not math.isfinite(intra):
+        return
+    # the reference: the measured system least limited by its network (the largest two-node /
+    # one-node ratio: H800's 8 x 400 Gb/s SuperPod; A100's table was taken over a slower fabric)
+    ratios = {d: float(measured[d]["allreduce"]["internode_gbps"]) / float(measured[d]["allreduce"]["intranode_gbps"])
+              for d in refs}
+    refs.sort(key=lambda d: -ratios[d])
+    ratio = ratios[refs[0]]
+    hw = hws[k]
+    nic = 2.0 * hw.gpus_per_node * hw.nic_bytes_per_gpu * hw.efficiency.nic / 1e9
+    p["internode_gbps"] = min(intra * ratio, nic)
+    note = (f"internode_gbps derived: min(intranode {intra:.0f} x {ratio:.2f} ({refs[0]}'s two-node / one-node ratio), "
+            f"NIC leg 2 x {hw.gpus_per_node} x {hw.nic_bytes_per_gpu / 1e9:.1f} GB/s x nic eff {hw.efficiency.nic:g} = {nic:.0f})")
+    for key in ("partly_from", "derived_from"):
+        if key in p:
+            kept = "; ".join(x for x in str(p[key]).split("; ") if "internode_gbps" not in x or "," in x.split(" from ")[0])
+            p[key] = (kept.replace("internode_gbps, ", "").replace(", internode_gbps", "") + "; " + note).lstrip("; ")
+            break
+    else:
+        p["partly_from"] = note
+
+
+def _per_sm(p: dict, model: str, k: str, hws: dict, donors: list[str], out: dict) -> None:
+    """Carry a kernel's large-M efficiency to another GPU of the same SM design by its
+    mechanism, not as a fraction of peak (issue 23, item 3).
+
+    A tile of a GEMM does tensor-core work and CUDA-core work: DeepGEMM's FP8 block-scaled GEMM
+    promotes and rescales every 128-deep partial sum on the CUDA cores; SGLang's Triton fused MoE
+    also gathers its rows, loads block scales and scatters its output per tile. On H100/H200 that
+    per-tile CUDA-core work bounds these kernels (FP8 block GEMM 0.58, fused MoE 0.24 of FP8
+    peak at large M, against 0.78 for cuBLAS BF16, which has none of it). Per SM the CUDA-core
+    side sustains ``eff x peak / sms`` FLOP/s on the donors, whatever the tensor cores could do.
+    A GPU whose tensor cores are slower per SM than that (H20: 296 TFLOP/s of FP8 over 78 SMs =
+    3.8 per SM, against H100's 0.58 x 1979 / 132 = 8.7 and 0.24 x 1979 / 132 = 3.5) is bound by
+    its tensor cores instead, at the fraction they reach where nothing else bounds them (the
+    pooled dense BF16 GEMM fit, ``gemm_bf16``):
+
+        eff = min(tensor fraction, donors' eff x donor peak per SM / this GPU's peak per SM)
+
+    and a fused MoE is never faster than this GPU's dense GEMM of its dtype. Needs the SM
+    counts (``gpu.sms``) of both; without them the pooled fraction stays."""
+    dtype = model.split("_", 1)[1]
+    tensor = out.get("gemm_bf16")
+    hw = hws[k]
+    peak_dtype = "fp8" if dtype.startswith("fp8") else "bf16"
+    rates = [hws[d].gpu.peak_flops(peak_dtype) / hws[d].gpu.sms for d in donors if hws[d].gpu.sms]
+    if tensor is None or not hw.gpu.sms or not rates or len(rates) != len(donors):
+        return
+    per_sm = hw.gpu.peak_flops(peak_dtype) / hw.gpu.sms
+    donor_rate = float(np.mean(rates))
+    cap = float(tensor["eff"])
+    if model.startswith("moe_"):
+        dense = out.get("gemm_fp8_block" if dtype.startswith("fp8") else "gemm_bf16")
+        if dense is not None:
+            cap = min(cap, float(dense["eff"]))
+    eff = min(cap, float(p["eff"]) * donor_rate / per_sm)
+    if abs(eff - float(p["eff"])) > 1e-9:
+        p["eff_pooled"] = float(p["eff"])
+        p["eff"] = eff
+        p["derived_from"] += (f"; large-M eff per SM: min(tensor-bound {cap:.3f}, pooled eff x donor peak per SM "
+                              f"{donor_rate / 1e12:.2f} / {k}'s {per_sm / 1e12:.2f} TFLOP/s)")
+
+
 def _system(k: str, hws: dict, d: dict, measured: dict) -> dict:
     hw = hws[k]
     out: dict[str, dict] = {}
@@ -229,6 +307,10 @@ def _system(k: str, hws: dict, d: dict, measured: dict) -> dict:
                                      f"GPU's own peaks, applied to {k}'s peaks (its ridge point sets where kernels turn "
                                      "compute-bound); errors are the pooled fit's")
                 out[model] = p
+    for model in ("gemm_fp8", "gemm_fp8_block", "moe_bf16", "moe_fp8_block"):  # dense GEMMs first: MoE is capped by them
+        p = out.get(model)
+        if p is not None and "derived_from" in p:
+            _per_sm(p, model, k, hws, _arch_donors(model, k, hws, measured), out)
     for model in DEEPEP + ("allreduce", "mooncake"):
         own = measured[k].get(model)
         if own is None and model in NEEDS and _comm_donor(model, k, hws, measured) is None:
@@ -243,6 +325,10 @@ def _system(k: str, hws: dict, d: dict, measured: dict) -> dict:
             p = _fill_comm(model, k, own, hws, measured)
         if p:
             out[model] = p
+    ar = out.get("allreduce")
+    own_ar = measured[k].get("allreduce") or {}
+    if ar is not None and not _has(own_ar, ("internode_gbps",)):
+        _derive_internode(ar, k, hws, measured)
     if hw.gpu.fp8_tflops == 0:  # no FP8 tensor cores (Ampere): no FP8 kernels
         out = {m: v for m, v in out.items() if "fp8" not in m}
     if hw.gpu.arch == "cpu":  # no collectives or RDMA engines: only its own measured kernels

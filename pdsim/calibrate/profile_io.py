@@ -20,7 +20,7 @@ FORMULAS = {
     "deepep_normal": "t = base + NVLink bytes / nvl_gbps (1 node) or RDMA bytes / rdma_gbps  [costs/deepep.py]",
     "allreduce": "t = base + 2 (n-1) latency + 2 (n-1)/n bytes / busbw  [costs/comm.py]",
     "mooncake": "t = setup + chunks x per_chunk_us (queued per sending GPU) + bytes / (eff x senders' NIC share x "
-                "line rate); per-page path: per_page_us per chunk [costs/transfer.py, docs/mechanisms/kv_transfer.md]",
+                "line rate); per-page path: per_page_us per chunk [costs/transfer.py, docs/mechanisms/kv-transfer.md]",
 }
 ORDER = ("eff", "m_tile", "hbm_eff", "latency_us", "sharp", "base_us", "nvl_gbps", "rdma_gbps", "intranode_gbps",
          "internode_gbps", "setup_ms", "per_chunk_us", "per_page_us", "rel_uncertainty", "fit_mape", "heldout_mape",

@@ -3,12 +3,20 @@ its hardware profile by its uncertainty and re-simulate.
 
 The constants and their relative uncertainties u come from the profile itself:
 - ``efficiency.<name>`` with an entry in the profile's ``uncertainty`` block (assumptions and
-  derivations: step overhead, launch costs, TBO loss, all-reduce latency, ...): the value x
+  derivations: step overhead, launch costs, DeepEP SM share, all-reduce latency, ...): the value x
   (1 - u) and x (1 + u), a fraction of peak kept at most 1 (the report says when);
 - each fitted or derived model of ``calibration`` with its ``rel_uncertainty`` (the held-out
   error of its fit, at least 25% when derived from other GPUs): the model's times scaled by
   f = 1 / (1 + u) (low end) and f = 1 + u (high end): efficiencies and bandwidths divided by
   f, latencies, setup and per-chunk costs multiplied by f.
+
+- the assumptions that live in the price modules, not in a profile (``ASSUMPTIONS``): P/D fixed
+  costs (router, bootstrap, first contact), restart (process, weight load, communicator init,
+  graph capture), MTP acceptance (DeepSeek's measured rates, relative, at most 1), the default
+  expert popularity and its per-batch drift, CUDA-graph and DeepEP buffer memory, the NVLink
+  KV-copy constants, W4A16 dequantisation, the small-kernel counts (elementwise.py): each
+  patched in-process for the two runs and restored after (``assumption_patch``), run only where
+  the scenario uses it (``applies``).
 
 A constant is simulated only if it changes a price this scenario uses (a step of one of its
 groups at probe shapes, or its KV transfer), so a dense model does not re-run for DeepEP. Each
@@ -20,7 +28,9 @@ tighten the answer most.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -67,7 +77,7 @@ def perturbations(hw: HardwareProfile) -> list[Perturbation]:
         note = ""
         if name in FRACTIONS and hi > 1.0:
             hi, note = 1.0, "upper end held at 1 (a fraction of peak)"
-        if name in ("tbo_overlap_loss", "deepep_normal_sm_share") and hi >= 1.0:
+        if name == "deepep_normal_sm_share" and hi >= 1.0:
             hi, note = 0.99, "upper end held below 1 (a share)"
         lo = max(lo, 1e-6) if name in FRACTIONS else max(lo, 0.0)
         mk = lambda x, n=name: dataclasses.replace(hw, efficiency=dataclasses.replace(hw.efficiency, **{n: x}))
@@ -81,6 +91,106 @@ def perturbations(hw: HardwareProfile) -> list[Perturbation]:
         out.append(Perturbation(f"calibration.{model}", kind, u, mk(1.0 / (1.0 + u)), mk(1.0 + u),
                                 "model times x 1/(1+u) and x (1+u)"))
     return out
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """A module-level constant of a price, with its relative uncertainty and when it matters."""
+
+    module: str  # import path
+    attr: str
+    rel_uncertainty: float
+    applies: Callable  # resolved scenario -> bool
+    cap: float | None = None  # an upper bound of each value (a probability: 1)
+
+    @property
+    def constant(self) -> str:
+        return f"{self.module.rsplit('.', 1)[1]}.{self.attr}"
+
+
+def _groups(resolved):
+    return [g for _r, _i, g in resolved.scenario.cluster.groups()]
+
+
+def _moe(resolved) -> bool:
+    return resolved.model.moe is not None
+
+
+def _load(resolved, field: str) -> bool:
+    spec = resolved.scenario.workload.expert_load
+    return _moe(resolved) and (spec is None or getattr(spec, field) is None)
+
+
+def _mtp_default(resolved) -> bool:
+    return any(g.engine.speculative is not None and g.engine.speculative.accept_rates is None for g in _groups(resolved))
+
+
+def _pd(field: str):
+    return lambda r: (r.scenario.overheads is not None and getattr(r.scenario.overheads, field) is None
+                      and r.scenario.cluster.disaggregated)
+
+
+def _restarts(resolved) -> bool:
+    return resolved.scenario.faults is not None or resolved.scenario.autoscaler is not None
+
+
+def _graphs(resolved) -> bool:
+    return any(g.engine.cuda_graph_max_bs > 0 for g in _groups(resolved))
+
+
+def _always(resolved) -> bool:
+    return True
+
+
+ASSUMPTIONS = (
+    Assumption("pdsim.costs.pd_overheads", "ROUTER_MS", 1.0, _pd("router_ms")),
+    Assumption("pdsim.costs.pd_overheads", "BOOTSTRAP_MS", 1.0, _pd("bootstrap_ms")),
+    Assumption("pdsim.costs.pd_overheads", "CONNECT_MS", 1.0, _pd("connect_ms")),
+    Assumption("pdsim.costs.restart", "PROCESS_S", 1.0, _restarts),
+    Assumption("pdsim.costs.restart", "WEIGHT_LOAD_GBPS", 0.5, _restarts),
+    Assumption("pdsim.costs.restart", "COMM_INIT_BASE_S", 1.0, _restarts),
+    Assumption("pdsim.costs.restart", "COMM_INIT_PER_RANK_S", 1.0, _restarts),
+    Assumption("pdsim.costs.restart", "GRAPH_CAPTURE_S", 1.0, _restarts),
+    # accept lengths 1.8-1.9 / 2.4-2.7 / 2.9-3.3 (LMSYS 2025-09-26): the per-position rates within ~+-10%
+    Assumption("pdsim.specs.features", "DEEPSEEK_MTP_ACCEPT", 0.1, _mtp_default, cap=1.0),
+    Assumption("pdsim.specs.features", "DEFAULT_SKEW", 1.0, lambda r: _load(r, "skew")),
+    Assumption("pdsim.specs.features", "DEFAULT_DRIFT", 1.0, lambda r: _load(r, "drift")),
+    Assumption("pdsim.specs.memory", "CUDA_GRAPH_GIB_MOE", 0.6, lambda r: _graphs(r) and _moe(r)),
+    Assumption("pdsim.specs.memory", "CUDA_GRAPH_GIB_DENSE", 0.6, lambda r: _graphs(r) and not _moe(r)),
+    Assumption("pdsim.specs.memory", "DEEPEP_NORMAL_GIB", 1.0, lambda r: _moe(r) and any(g.ep > 1 for g in _groups(r))),
+    # KV copies between P and D on one node go over NVLink (transfer_plan link 'nvlink'); a run
+    # without such pairs shows no change
+    Assumption("pdsim.costs.transfer", "NVLINK_SETUP_MS", 1.0,
+               lambda r: r.scenario.cluster.disaggregated and r.scenario.transfer.setup_ms is None),
+    Assumption("pdsim.costs.transfer", "NVLINK_PER_CHUNK_US", 1.0, lambda r: r.scenario.cluster.disaggregated),
+    Assumption("pdsim.costs.roofline", "W4A16_DEQUANT", 1.0,
+               lambda r: r.model.quant is not None and bool(r.model.quant.weight_only)),
+    Assumption("pdsim.costs.elementwise", "ATTN_KERNELS", 0.5, _always),
+    Assumption("pdsim.costs.elementwise", "MLP_KERNELS", 0.5, _always),
+    Assumption("pdsim.costs.elementwise", "HIDDEN_PASSES_ATTN", 0.5, _always),
+    Assumption("pdsim.costs.elementwise", "HIDDEN_PASSES_MLP", 0.5, _always),
+    Assumption("pdsim.costs.elementwise", "INTER_PASSES", 0.5, lambda r: _moe(r) or bool(r.model.ffn)),
+)
+
+
+def _scaled(v, f: float, cap: float | None):
+    if isinstance(v, tuple):
+        return tuple(_scaled(x, f, cap) for x in v)
+    x = float(v) * f
+    return min(x, cap) if cap is not None else x
+
+
+@contextmanager
+def assumption_patch(a: Assumption, factor: float):
+    """The module constant times ``factor`` (each element of a tuple; at most ``cap``) while
+    inside, restored after."""
+    mod = importlib.import_module(a.module)
+    old = getattr(mod, a.attr)
+    setattr(mod, a.attr, _scaled(old, factor, a.cap))
+    try:
+        yield
+    finally:
+        setattr(mod, a.attr, old)
 
 
 def _probe(resolved, hw: HardwareProfile) -> tuple[float, ...]:
@@ -138,6 +248,23 @@ def sensitivity(resolved, only: list[str] | None = None,
                      if math.isfinite(x)), default=0.0)
         rows.append({"constant": pert.constant, "kind": pert.kind, "rel_uncertainty": pert.rel_uncertainty,
                      "low": lo, "high": hi, "max_rel_change": swing, "note": pert.note})
+    for a in ASSUMPTIONS:
+        if only and not any(a.constant.endswith(o) or a.constant == o for o in only):
+            continue
+        if not a.applies(resolved):
+            continue  # not a price this scenario uses
+        if progress:
+            progress(a.constant)
+        ends = []
+        for f in (1.0 - a.rel_uncertainty, 1.0 + a.rel_uncertainty):
+            with assumption_patch(a, max(f, 0.0)):
+                ends.append(_headline(simulate(resolved).summary()))
+        lo, hi = ends
+        swing = max((abs(x) for k in HEADLINE for x in (_rel(base[k], lo[k]), _rel(base[k], hi[k]))
+                     if math.isfinite(x)), default=0.0)
+        rows.append({"constant": a.constant, "kind": "assumed", "rel_uncertainty": a.rel_uncertainty,
+                     "low": lo, "high": hi, "max_rel_change": swing,
+                     "note": "module constant" + (f", at most {a.cap:g}" if a.cap is not None else "")})
     rows.sort(key=lambda r: -r["max_rel_change"])
     return base, rows
 

@@ -24,7 +24,7 @@ import pandas as pd
 from ..costs.registry import build_step_cost
 from ..costs.speculative import SpeculativeStepCost, mtp_draft_model
 from ..specs.catalog import hardware_keys, load_hardware_ref, load_model_ref
-from ..specs.features import SpeculativeSpec
+from ..specs.features import ExpertLoadSpec, SpeculativeSpec
 from ..specs.scenario import EngineSpec, GroupSpec
 from . import data
 
@@ -39,6 +39,7 @@ def _group(r) -> GroupSpec:
     decode = r.phase == "decode"
     eng = EngineSpec(enable_two_batch_overlap=str(r.tbo).lower() == "yes", ep_num_redundant_experts=int(r.redundant_experts),
                      deepep_mode="low_latency" if decode else "normal", kv_cache_dtype=str(r.kv_dtype),
+                     moe_runner=str(getattr(r, "moe_runner", "deepgemm") or "deepgemm"),
                      cuda_graph_max_bs=max(int(r.batch), 1) if decode else 0)
     return GroupSpec(**size, dp=int(r.dp), ep=int(r.ep), enable_dp_attention=int(r.dp) > 1, engine=eng)
 
@@ -74,9 +75,13 @@ def predict_ms(r, kind: str) -> float:
     spec = _spec(r)
     if spec is not None and model.mtp_layers < spec.draft_layers:
         model = dataclasses.replace(model, mtp_layers=spec.draft_layers)
-    cost = build_step_cost(kind, hw, model, g, r.phase)
+    # the row's routing: the deployment's own expert distribution (the default popularity) or
+    # uniform random routing (LMSYS's "simulated perfect EPLB", DeepSeek's balanced profile)
+    eplb = {"yes": True, "no": False}.get(str(getattr(r, "eplb", "")).lower())
+    load = ExpertLoadSpec(skew=0.0 if str(getattr(r, "routing", "default")) == "uniform" else None, eplb=eplb)
+    cost = build_step_cost(kind, hw, model, g, r.phase, expert_load=load)
     if spec is not None:
-        draft = build_step_cost(kind, hw, mtp_draft_model(model, spec), g, r.phase, with_overhead=False)
+        draft = build_step_cost(kind, hw, mtp_draft_model(model, spec), g, r.phase, with_overhead=False, expert_load=load)
         cost = SpeculativeStepCost(cost, draft, spec)
     if r.phase == "decode":
         b = int(r.batch) * D
@@ -133,6 +138,9 @@ def constants_table() -> pd.DataFrame:
     rows = []
     for key in hardware_keys():
         hw = load_hardware_ref(key)
+        for path in ("gpu.pcie_gbps",):  # a figure the transports price with, not a datasheet peak
+            rows.append((key, path, float(hw.gpu.pcie_gbps), hw.constant_kind(path), hw.uncertainty.get(path, np.nan),
+                         hw.sources.get(path, "")))
         for f in dataclasses.fields(hw.efficiency):
             path = f"efficiency.{f.name}"
             rows.append((key, path, float(getattr(hw.efficiency, f.name)), hw.constant_kind(path),
@@ -149,7 +157,7 @@ def constants_table() -> pd.DataFrame:
 
 def constants_report() -> str:
     df = constants_table()
-    lines = ["== profile constants: kind (measured | fitted | derived | assumed), relative uncertainty, source"]
+    lines = ["== profile constants: kind (measured | fitted | derived | borrowed | assumed), relative uncertainty, source"]
     for key, g in df.groupby("profile", sort=False):
         counts = g["kind"].str.split(" ").str[0].value_counts().to_dict()
         lines.append(f"  {key}: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))

@@ -14,7 +14,9 @@ derived from its architecture's measured GPUs at fractions of *its own* peaks) i
 - routed experts (GEMM form at M = tokens per touched expert, padded to the tile): TP-sharded
   experts run SGLang's fused Triton MoE kernel, ``moe_<dtype>`` (moe.csv); expert parallelism
   runs DeepEP + DeepGEMM's grouped FP8-block GEMM, ``gemm_fp8_block`` (gemm.csv: the dense
-  kernel and DeepGEMM's own grouped contiguous/masked rows).
+  kernel and DeepGEMM's own grouped contiguous/masked rows). The engine's ``moe_runner`` picks:
+  ``deepgemm`` (default), ``deepgemm_swapab`` (the same kernel with its rows padded to half the
+  tile, ``swapab``), ``triton`` (the fused Triton MoE fit under EP too).
 - attention: GQA ``attention_prefill`` / ``attention_decode`` (attention.csv); MLA decode
   ``mla_decode`` (mla.csv: weight-absorbed, reads the latent), else the FlashMLA prior. MLA
   prefill without a cached prefix runs in SGLang as MHA through FA3 on the non-absorbed heads,
@@ -44,6 +46,13 @@ def gemm_consts(p: dict, peak: float) -> SimpleNamespace:
                            sharp=effective_sharp(p.get("sharp")))
 
 
+def swapab(g: SimpleNamespace) -> SimpleNamespace:
+    """DeepGEMM's swapAB variant: tokens go on the WGMMA N side, so a skinny grouped GEMM pads
+    its rows to half the 64-row M tile (LMSYS 2025-09-26, Ant Group on H20: "M is fixed at 64";
+    swapAB halves the waste)."""
+    return SimpleNamespace(**{**vars(g), "m_tile": g.m_tile / 2.0})
+
+
 GEMM_ORDER = {
     "fp8_block": ("gemm_fp8_block", "gemm_fp8", "gemm_bf16"),
     "fp8": ("gemm_fp8", "gemm_fp8_block", "gemm_bf16"),
@@ -69,9 +78,12 @@ class CalibratedStepCost(RooflineStepCost):
         # (EP > 1) runs DeepGEMM's grouped GEMM, the FP8-block kernel of gemm.csv
         fp8 = self.gemm_dtype == "fp8"
         m = cal.get("moe_fp8_block" if fp8 else "moe_bf16")
-        if self.ep > 1 and fp8 and "gemm_fp8_block" in cal:
+        runner = self.group.engine.moe_runner
+        if self.ep > 1 and fp8 and "gemm_fp8_block" in cal and runner != "triton":
             m = cal["gemm_fp8_block"]
         k.moe = gemm_consts(m, self.peak) if m else k.gemm
+        if runner == "deepgemm_swapab" and fp8:
+            k.moe = swapab(k.moe)
         mla = self.model.attention == "mla"
         p = (cal.get("mla_prefill") if mla else None) or cal.get("attention_prefill")
         if p:  # MLA prefill runs MHA through FA3 (non-absorbed pair FLOPs): the GQA FA3 fit unless MLA's own
@@ -84,11 +96,9 @@ class CalibratedStepCost(RooflineStepCost):
             for mode, ll in (("ll", True), ("normal", False)):
                 ps = [cal.get(f"deepep_{mode}_{op}") for op in ("dispatch", "combine")]
                 if all(ps):
-                    base = slope = 0.0
-                    for p, op in zip(ps, ("dispatch", "combine")):
-                        b, s = linear_coeffs(p, ll, self.hidden, self.k, self.world, self.gpn, ELEM_BYTES[op], self.nic_scale)
-                        base, slope = base + b, slope + s
-                    setattr(k, f"a2a_{mode}", (base, slope))
+                    setattr(k, f"a2a_{mode}", tuple(
+                        linear_coeffs(p, ll, self.hidden, self.k, self.world, self.gpn, ELEM_BYTES[op], self.nic_scale)
+                        for p, op in zip(ps, ("dispatch", "combine"))))
         ar = cal.get("allreduce")
         if ar:
             k.allreduce = self._allreduce_fitted(ar)

@@ -13,14 +13,16 @@ inside a node and the NIC's share across nodes.
 
 DeepEP legs (``deepep_legs``): bytes one rank sends per dispatch/combine over NVLink and over
 RDMA; normal kernels de-duplicate per destination rank and node, low-latency kernels send one
-copy per expert. The kernel prices are in deepep.py (fitted) and roofline.py. DeepEP's own
-benchmarks report normal-kernel bandwidth over a byte count that includes the tokens a rank
-"sends" to its own node (tests/legacy/test_internode.py: ``num_rdma_token_sent`` counts every
-destination node, the local one too) and to itself (``recv_x`` includes its own rows). Its
-published internode figures are flat in that count (43 / 58 / 51 GB/s at EP16 / 32 / 64, about
-the 50 GB/s of a 400 Gb/s NIC), while counting remote nodes only would make EP16's half of
-EP32's: the local node's copy goes through the same pipeline. The normal-kernel legs therefore
-use DeepEP's count, so a published GB/s and the model's bandwidth are the same quantity.
+copy per expert. The kernel prices are in deepep.py (fitted) and roofline.py. The legs count
+the bytes that cross a link only: the rows a rank keeps for itself and, across nodes, the copy
+for its own node never touch the NIC. DeepEP's own benchmarks report normal-kernel bandwidth
+over a larger count that includes the tokens a rank "sends" to its own node
+(tests/legacy/test_internode.py: ``num_rdma_token_sent`` counts every destination node, the
+local one too) and to itself (``recv_x`` includes its own rows): ``deepep_reported_bytes`` keeps
+that count, only to turn a published GB/s back into the kernel's time before fitting. Fitting
+the link bytes makes the fitted RDMA bandwidth a property of the NIC: it comes out alike on
+H800 (DeepEP README) and H100 (AIConfigurator's times), ~45 GB/s per 400 Gb/s NIC, where the
+reported count gave 51 and 62-69 GB/s for the same NIC (physics review 2026-11-26).
 """
 from __future__ import annotations
 
@@ -66,10 +68,10 @@ def deepep_legs(tokens_per_rank: float, hidden: int, top_k: int, world: int, gpu
     Each token picks ``top_k`` experts spread uniformly over ``world`` ranks.
     - low-latency kernels (``dedup_nodes`` False) send one copy per expert: the copies for
       other ranks of the same node go over NVLink, the others over RDMA;
-    - normal kernels send a token once per destination rank (expected distinct ranks
-      ``world (1 - (1 - 1/world)^top_k)``) and, across nodes, once per destination node over
-      RDMA (``node_hits``), then forward over NVLink to the destination ranks; both legs in
-      DeepEP's own count (own rank and own node included, see the module docstring).
+    - normal kernels send a token once per other destination rank of the node over NVLink and,
+      across nodes, once per other destination node over RDMA (``node_hits`` less the own
+      node's share), then forward over NVLink inside the destination node; link bytes only
+      (see the module docstring).
     """
     nodes = max(1, world // gpus_per_node)
     tok_bytes = tokens_per_rank * hidden * elem_bytes
@@ -79,7 +81,12 @@ def deepep_legs(tokens_per_rank: float, hidden: int, top_k: int, world: int, gpu
         local_share = gpus_per_node / world
         return (tok_bytes * top_k * local_share * (gpus_per_node - 1) / gpus_per_node,
                 tok_bytes * top_k * (1 - local_share))
-    return deepep_reported_bytes(tokens_per_rank, hidden, top_k, world, gpus_per_node, elem_bytes, max_nodes_per_token)
+    # normal kernels: other ranks of the node over NVLink, other nodes over RDMA (one copy each)
+    rank_hit = 1.0 - (1.0 - 1.0 / world) ** top_k
+    if nodes == 1:
+        return tok_bytes * (world - 1) * rank_hit, 0.0
+    remote_nodes = node_hits(world, gpus_per_node, top_k, max_nodes_per_token) * (nodes - 1) / nodes
+    return tok_bytes * (gpus_per_node - 1) * rank_hit, tok_bytes * remote_nodes
 
 
 def deepep_reported_bytes(tokens_per_rank: float, hidden: int, top_k: int, world: int, gpus_per_node: int,

@@ -23,7 +23,7 @@ calibration/data/deepep_low_latency.csv and deepep_normal.csv (DeepEP README tab
 AIConfigurator's SGLang DeepEP tables on H100/H200, EP8 to EP64).
 
 Both forms are linear in tokens per rank (bytes are), so a step model precomputes
-``(base_s, seconds_per_token)`` with ``linear_coeffs``.
+``(base_s, sm_seconds_per_token, flight_seconds_per_token)`` with ``linear_coeffs``.
 """
 from __future__ import annotations
 
@@ -44,10 +44,20 @@ def normal_time_s(params: dict, tokens_per_rank: float, hidden: int, top_k: int,
 
 
 def linear_coeffs(params: dict, low_latency: bool, hidden: int, top_k: int, ep: int, gpn: int,
-                  elem_bytes: float, rdma_scale: float = 1.0) -> tuple[float, float]:
-    """(base seconds, seconds per token per rank) of one kernel; ``rdma_scale`` scales the
-    fitted RDMA bandwidth for what-if NICs (line-rate ratio)."""
+                  elem_bytes: float, rdma_scale: float = 1.0) -> tuple[float, float, float]:
+    """(base seconds, SM-driven seconds per token per rank, in-flight seconds per token per rank)
+    of one kernel; their sum is the kernel's time. ``rdma_scale`` scales the fitted RDMA
+    bandwidth for what-if NICs (line-rate ratio).
+
+    The split says which part of a kernel two-batch overlap can hide (step.py): low-latency
+    kernels copy the NVLink leg with their own SMs (loads and stores by the sending warps), while
+    the RDMA leg and the base latency are in flight on the NIC (IBGDA puts; DeepEP README: the
+    hook-based receive "does not occupy any SM resource"). Normal kernels run on their own
+    fixed SM partition (``deepep_normal_sm_share``), so all of their time is comm-stream time."""
     nvl, rdma = deepep_legs(1.0, hidden, top_k, ep, gpn, elem_bytes, dedup_nodes=not low_latency)
     a = nvl / (float(params["nvl_gbps"]) * 1e9)
     b = rdma / (float(params["rdma_gbps"]) * 1e9 * rdma_scale) if rdma > 0 else 0.0
-    return float(params["base_us"]) * 1e-6, (a + b) if low_latency else (b if rdma > 0 else a)
+    base = float(params["base_us"]) * 1e-6
+    if low_latency:
+        return base, a, b
+    return base, 0.0, (b if rdma > 0 else a)

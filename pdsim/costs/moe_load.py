@@ -1,8 +1,9 @@
 """Expert load across EP ranks: skewed expert popularity, EPLB redundant experts, routing noise.
 
 Expert popularity is a Zipf law over the routed experts, p_i proportional to i^-s (rank i of
-popularity), s = ``ExpertLoadSpec.skew`` (0 = uniform routing; set per workload); no expert can
-take more than 1/top_k of the assignments (a token picks top_k distinct experts).
+popularity), s = ``ExpertLoadSpec.skew`` (0 = uniform routing; default ``DEFAULT_SKEW``, fitted to
+LMSYS's EPLB figures, specs/features.py; set per workload); no expert can take more than 1/top_k
+of the assignments (a token picks top_k distinct experts).
 A rank's expected share of the assignments, q_j, is the sum of the popularities it holds:
 
 - without EPLB, experts sit on ranks in id order, which is unrelated to popularity: q_max is
@@ -12,6 +13,12 @@ A rank's expected share of the assignments, q_j, is the sum of the popularities 
   slots, then pack replicas onto ranks by load), each replica carries its expert's load divided
   by its replica count and ranks are packed greedily (largest load first onto the least
   loaded rank with a free slot), so q_max approaches 1/ranks.
+
+EPLB places by long-run statistics; one batch's per-expert loads stray from them (relative s.d.
+``drift``: requests in a batch are correlated, so this is far above multinomial noise), so the
+busiest rank's expected share grows by sqrt(2 ln ranks) x drift x the rms spread of a rank's
+slot loads (``rank_spread``): EPLB's residual imbalance (LMSYS 2025-05-05: default-with-EPLB
+1.18x slower than uniform routing).
 
 Per step, assignments scatter around those shares (multinomial counts): the busiest rank holds
 about  A q_max + sqrt(2 ln ranks x A q_max)  of A assignments (the normal tail of the maximum
@@ -78,6 +85,25 @@ def eplb_rank_shares(p: np.ndarray, ranks: int, redundant: int) -> np.ndarray:
     return share
 
 
+def rank_spread(p: np.ndarray, ranks: int, redundant: int, eplb: bool) -> float:
+    """Root-mean-square, over ranks, of sqrt(sum of the squared slot loads a rank holds): with
+    per-expert loads deviating by a relative s.d. ``drift`` from ``p``, a rank's share deviates
+    by drift x this (independent experts)."""
+    slots = len(p) + (redundant if eplb else 0)
+    if eplb:
+        replicas = np.ones(len(p), int)
+        heap = [(-float(x), i) for i, x in enumerate(p)]
+        heapq.heapify(heap)
+        for _ in range(redundant):
+            _, i = heapq.heappop(heap)
+            replicas[i] += 1
+            heapq.heappush(heap, (-float(p[i] / replicas[i]), i))
+        sq = float(np.sum(replicas * (p / replicas) ** 2))
+    else:
+        sq = float(np.sum(p ** 2))
+    return math.sqrt(sq / ranks) if slots else 0.0
+
+
 def random_rank_qmax(p: np.ndarray, ranks: int, seed: int = 0) -> float:
     """Expected largest rank share when experts sit on ranks in an order unrelated to their
     popularity (``len(p) / ranks`` experts per rank)."""
@@ -113,10 +139,13 @@ class ExpertLoad:
 
 
 def expert_load(num_experts: int, top_k: int, ranks: int, skew: float = 0.0, redundant: int = 0,
-                eplb: bool | None = None, expert_parallel: bool = True, seed: int = 0) -> ExpertLoad:
+                eplb: bool | None = None, expert_parallel: bool = True, seed: int = 0,
+                drift: float = 0.0) -> ExpertLoad:
     """The imbalance model of ``num_experts`` routed experts (``top_k`` per token) over
     ``ranks`` EP ranks with ``redundant`` extra slots; ``eplb`` None = EPLB on when there are
-    redundant slots (SGLang runs EPLB with ``--ep-num-redundant-experts``)."""
+    redundant slots (SGLang runs EPLB with ``--ep-num-redundant-experts``); ``drift``: relative
+    s.d. of one batch's per-expert loads around ``p`` (the residual imbalance EPLB cannot
+    remove: it places by long-run statistics)."""
     p = popularity(num_experts, top_k, skew)
     uniform = skew == 0.0
     if not expert_parallel or ranks <= 1:
@@ -128,6 +157,9 @@ def expert_load(num_experts: int, top_k: int, ranks: int, skew: float = 0.0, red
         qmax = 1.0 / ranks
     else:
         qmax = random_rank_qmax(p, ranks, seed)
+    tail = math.sqrt(2.0 * math.log(ranks))
+    if drift > 0.0:  # the busiest rank of this batch: the placed share plus the drift's normal tail
+        qmax += tail * drift * rank_spread(p, ranks, redundant, use_eplb)
     a = ranks * qmax
     b = ranks * math.sqrt(2.0 * math.log(ranks) * qmax)
     return ExpertLoad(a, b, num_experts, top_k, tuple(p), uniform)

@@ -25,6 +25,7 @@ from ..specs.memory import dense_tp, kv_dtype
 from ..specs.model import ModelSpec
 from ..specs.scenario import GroupSpec
 from .comm import FP8_DISPATCH_BYTES, deepep_legs
+from . import elementwise as ew
 from .compute import INF_SHARP
 from .host import eager_layer_s
 from .moe_load import DistinctTable
@@ -50,6 +51,9 @@ class RooflineStepCost:
                  with_overhead: bool = True):
         e = hw.efficiency
         self.hw, self.model, self.group, self.role = hw, model, group, role
+        # a CPU 'device' (calibration/microbench/cpu_profile.py) was fitted on whole steps: the
+        # small kernels and per-GEMM-kernel latencies of the GPU model are inside its overheads
+        self.cpu_device = hw.gpu.arch == "cpu"
         gpn = hw.gpus_per_node
         self.gpn = gpn
         self.world = W = group.world(gpn)
@@ -86,7 +90,16 @@ class RooflineStepCost:
         self.kv_fp8 = kvd == "fp8"
         # bytes one GPU reads per context token per layer (MLA: whole latent; GQA: its heads)
         self.kv_read_tok = kvb / L * model.kv_replication(A) / A
+        # the small memory-bound kernels between GEMMs (elementwise.py): bytes per token / assignment
+        heads_v = model.num_heads * (model.mla.v_head_dim if model.mla else model.head_dim) / A
+        self.ew_attn_bytes = ew.attn_side_bytes(model.hidden, heads_v)
+        self.ew_dense_bytes = ew.mlp_side_bytes(model.hidden, model.ffn / self.dense_tp if model.ffn else 0.0)
         moe = model.moe
+        self.ew_moe_bytes = self.ew_assign_bytes = 0.0
+        if moe:
+            self.ew_moe_bytes = ew.mlp_side_bytes(model.hidden, moe.num_shared_experts * moe.expert_ffn / A)
+            self.ew_assign_bytes = ew.assignment_bytes(model.hidden, moe.expert_ffn, group.ep > 1) / (
+                1 if group.ep > 1 else W)
         self.E = self.k = 0
         self.c_shared = None
         if moe:
@@ -100,11 +113,10 @@ class RooflineStepCost:
                                             w=moe.num_shared_experts * model.expert_params * wb / A)
             spec = expert_load or ExpertLoadSpec()
             self.expert_load = expert_load_model = build_expert_load(
-                moe.num_experts, moe.top_k, W, spec.skew, eng.ep_num_redundant_experts if group.ep > 1 else 0,
-                spec.eplb, expert_parallel=group.ep > 1, seed=spec.seed)
+                moe.num_experts, moe.top_k, W, spec.zipf, eng.ep_num_redundant_experts if group.ep > 1 else 0,
+                spec.eplb, expert_parallel=group.ep > 1, seed=spec.seed, drift=spec.batch_drift)
             self.distinct = DistinctTable(expert_load_model)
         self.tbo = eng.enable_two_batch_overlap
-        self.tbo_loss = e.tbo_overlap_loss
         self.sm_share_normal = e.deepep_normal_sm_share
         self.graph_bs = eng.cuda_graph_max_bs
         self.launch_eager = eager_layer_s(model, group, e, A) * L  # costs/host.py: from the layer's structure
@@ -112,6 +124,9 @@ class RooflineStepCost:
         self.step_overhead = e.step_overhead_us * 1e-6 if with_overhead else 0.0
         self.seq_overhead = e.seq_overhead_us * 1e-6 if with_overhead else 0.0
         self.ctx_overhead = e.ctx_overhead_ns * 1e-9 if with_overhead else 0.0
+        # SGLang --moe-a2a-backend none: every EP rank runs its experts over all tokens of the
+        # group and the partial outputs are summed (an all-reduce over the world), no DeepEP
+        self.a2a_deepep = eng.moe_a2a_backend == "deepep"
         mode = eng.deepep_mode
         self.deepep_prefill_ll = mode == "low_latency"
         self.deepep_decode_ll = mode != "normal"
@@ -128,49 +143,70 @@ class RooflineStepCost:
         mla = self.model.attention == "mla"
         # MLA decode is FlashMLA-shaped: its own compute and KV-read fractions (FlashMLA README)
         dec_eff, dec_hbm = (e.mla_decode, e.mla_decode_hbm) if mla else (e.attention, e.hbm)
+        moe = gemm
+        if self.group.engine.moe_runner == "deepgemm_swapab" and self.gemm_dtype == "fp8":
+            moe = SimpleNamespace(**{**vars(gemm), "m_tile": gemm.m_tile / 2.0})  # calibrated.swapab
         return SimpleNamespace(
             gemm=gemm, lm_gemm=SimpleNamespace(**{**vars(gemm), "peak": self.peak_attn, "m_tile": e.gemm_m_tile}),
-            moe=gemm,
+            moe=moe,
             prefill_attn=SimpleNamespace(pair_flops=self.pair_flops, eff=e.attention, lat=lat),
             decode_attn=SimpleNamespace(pair_flops=self.pair_flops_dec, eff=dec_eff, hbm_eff=dec_hbm, lat=lat),
             a2a_ll=self._a2a_first_principles(True), a2a_normal=self._a2a_first_principles(False),
             allreduce=self._allreduce_first_principles)
 
-    def _a2a_first_principles(self, low_latency: bool) -> tuple[float, float]:
-        """DeepEP dispatch (FP8 + scales) + combine (BF16) of one MoE layer, as (base s, s per
-        token per rank): bytes per leg at the profile's NVLink / RDMA bandwidth, the slower leg
-        bounding each kernel, plus two point-to-point latencies per kernel."""
+    def _a2a_first_principles(self, low_latency: bool) -> tuple[tuple[float, float, float], ...]:
+        """DeepEP dispatch (FP8 + scales) and combine (BF16) of one MoE layer, each as (base s,
+        SM-driven s per token per rank, in-flight s per token per rank) (deepep.linear_coeffs):
+        bytes per leg at the profile's NVLink / RDMA bandwidth, plus two point-to-point
+        latencies per kernel. Low-latency kernels: the NVLink copy by the SMs plus the RDMA leg in
+        flight; normal kernels: the slower leg bounds the kernel."""
         if not self.k or self.ep <= 1:
-            return 0.0, 0.0
-        slope = 0.0
+            return ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
+        base = 2 * self.hw.efficiency.p2p_latency_us * 1e-6
+        legs = []
         for elem in (FP8_DISPATCH_BYTES, 2.0):
             nvl, rdma = deepep_legs(1.0, self.hidden, self.k, self.world, self.gpn, elem, not low_latency)
-            slope += max(nvl / self.nvl_bw, rdma / self.rdma_bw)
-        return 4 * self.hw.efficiency.p2p_latency_us * 1e-6, slope
+            if low_latency:
+                legs.append((base, nvl / self.nvl_bw, rdma / self.rdma_bw))
+            else:
+                legs.append((base, 0.0, max(nvl / self.nvl_bw, rdma / self.rdma_bw)))
+        return tuple(legs)
 
     def _allreduce_first_principles(self, n: int) -> tuple[float, float]:
         """All-reduce over ``n`` ranks as (seconds fixed, seconds per byte): comm.allreduce_s
         with the profile's small-message base and per-rank latency; bus bandwidth NVLink (or
-        PCIe peers) inside a node, the NIC share across nodes."""
+        PCIe peers) inside a node, across nodes the smaller of NVLink and the hierarchical NIC
+        leg."""
         if n <= 1:
             return 0.0, 0.0
         e = self.hw.efficiency
-        bw = self.nvl_bw if n <= self.gpn else min(self.nvl_bw, self.rdma_bw)
+        # across nodes NCCL is hierarchical: NVLink inside, 1/gpn of the data per GPU over its NIC
+        # share, so the NIC leg allows gpn x NIC/GPU x nodes/(nodes - 1) in bus-bandwidth units
+        nodes = -(-n // self.gpn)
+        bw = self.nvl_bw if n <= self.gpn else min(self.nvl_bw, self.gpn * self.rdma_bw * nodes / (nodes - 1))
         return (e.allreduce_base_us + 2.0 * (n - 1) * e.allreduce_hop_us) * 1e-6, 2.0 * (n - 1) / n / bw
 
-    def _gemm_coeffs(self, g, c) -> tuple[float, float, float, float, float]:
-        """(seconds per row, tile rows, seconds of the weight reads, latency, sharpness)."""
-        return (g.f * self.flop_scale / (c.peak * c.eff), c.m_tile, g.w / (self.hbm_peak * c.hbm_eff), c.lat, c.sharp)
+    def _gemm_coeffs(self, g, c, kernels: int = 1) -> tuple[float, float, float, float, float]:
+        """(seconds per row, tile rows, seconds of the weight reads, latency, sharpness) of
+        ``kernels`` GEMM kernels that together hold the weights ``g`` (each pays its latency)."""
+        return (g.f * self.flop_scale / (c.peak * c.eff), c.m_tile, g.w / (self.hbm_peak * c.hbm_eff), kernels * c.lat,
+                c.sharp)
 
     def _coefficients(self, k: SimpleNamespace) -> None:
         """Fold kernel constants and per-GPU sizes into per-step coefficients."""
         self.kernels = k
         hbm = self.hbm_peak
-        self.c_attn = self._gemm_coeffs(self.g_attn, k.gemm)
-        self.c_dense = self._gemm_coeffs(self.g_dense, k.gemm)
+        # GEMM kernels per layer: MLA fused q_a/kv_a, q_b, kv_b (prefill, MHA form) or the two
+        # weight-absorption bmm (decode), o_proj; GQA fused qkv, o_proj; an MLP gate_up + down
+        mla = self.model.attention == "mla"
+        one = self.cpu_device  # the CPU profile was fitted with one latency per GEMM group
+        self.c_attn = self._gemm_coeffs(self.g_attn, k.gemm, 1 if one else (4 if self.role == "prefill" else 5) if mla else 2)
+        self.c_dense = self._gemm_coeffs(self.g_dense, k.gemm, 1 if one else 2)
         self.c_lm = self._gemm_coeffs(self.g_lm, k.lm_gemm)
         pa = k.prefill_attn
-        self.c_pf = (pa.pair_flops / (self.peak_attn * pa.eff), pa.lat)
+        # FP8 KV: FA3-FP8 runs the prefill attention math on FP8 tensor cores too (LMSYS 2025-09-26, "Fa3-FP8")
+        pf_peak = self.hw.gpu.peak_flops("fp8") if self.kv_fp8 and self.hw.gpu.fp8_tflops else self.peak_attn
+        self.c_pf = (pa.pair_flops / (pf_peak * pa.eff), pa.lat)
         da = k.decode_attn
         # FP8 KV (FlashMLA-FP8 / FA3-FP8) runs the attention math on FP8 tensor cores
         dec_peak = self.hw.gpu.peak_flops("fp8") if self.kv_fp8 else self.peak_attn
@@ -179,8 +215,17 @@ class RooflineStepCost:
             m = k.moe
             self.c_moe = (self.expert_flops_tok * self.flop_scale / (m.peak * m.eff), m.m_tile,
                           self.expert_bytes / (hbm * m.hbm_eff), m.lat, m.sharp)
-            self.c_shared = self._gemm_coeffs(self.g_shared, k.gemm) if self.g_shared.w else None
+            self.c_shared = self._gemm_coeffs(self.g_shared, k.gemm, 1 if self.cpu_device else 2) if self.g_shared.w else None
             self.a2a_ll, self.a2a_normal = k.a2a_ll, k.a2a_normal
+        # small kernels: (latency per layer, s per token) attention side, dense-MLP side, MoE side,
+        # and s per routed assignment
+        # (the profile's memory-kernel priors in both models: no microbenchmark isolates these kernels)
+        e = self.hw.efficiency
+        lat, bw = e.mem_latency_us * 1e-6, hbm * e.hbm
+        if self.cpu_device:  # the CPU profile's whole-step fit already holds this work (its host overheads)
+            lat, bw = 0.0, float("inf")
+        self.c_ew = (ew.ATTN_KERNELS * lat, self.ew_attn_bytes / bw, ew.MLP_KERNELS * lat, self.ew_dense_bytes / bw,
+                     self.ew_moe_bytes / bw, self.ew_assign_bytes / bw)
         A, W = self.attn_tp, self.world
         self.c_ar_attn = k.allreduce(A) if A > 1 else (0.0, 0.0)
         self.c_ar_world = k.allreduce(W) if W > 1 else (0.0, 0.0)

@@ -8,6 +8,12 @@ One decode step of a sequence:
 - verify: one forward pass of the target over ``num_draft_tokens`` tokens per sequence: the
   GEMMs see batch x draft tokens rows, attention reads each context once but does draft-tokens
   times the FLOPs (``decode_tokens_per_seq`` of the step models);
+- draft extend: after verification the draft runs once more, over the verified tokens of every
+  sequence (``num_draft_tokens`` per sequence, the padded shape SGLang's CUDA graph replays),
+  to write its KV and produce the hidden state the next step's first draft starts from
+  (SGLang's EAGLE worker ``forward_draft_extend_after_decode``); at large batches on a
+  compute-poor GPU this pass is what makes more draft tokens cost (Ant Group on H20, LMSYS
+  2025-09-26: at batch 32, 675 -> 554 tok/s per GPU with more draft tokens, -18%);
 - the sequence advances by 1 + the drafts accepted: with ``rates[i]`` the probability that
   position i+1 is accepted given 1..i were, P(at least j accepted) = rates[0] x ... x rates[j-1].
 
@@ -85,6 +91,11 @@ class SpeculativeStepCost:
             s0, _, sc = self.draft.step_coeffs(0, 0, decode_batch, rank_tokens=d_rank)
             d0 += self.steps * s0
             dc += self.steps * sc
+            # draft extend after verification: the draft runs over the verified tokens of every
+            # sequence (its KV and hidden state for the next draft), padded to num_draft_tokens
+            e0, _, ec = self.draft.step_coeffs(0, 0, decode_batch, rank_tokens=rank_tokens, decode_tokens_per_seq=self.q)
+            d0 += e0
+            dc += ec
         return t0 + d0, ta + da, tc + dc
 
     def step_time(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int, decode_batch: int,

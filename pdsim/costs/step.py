@@ -11,25 +11,27 @@ cost more than the arithmetic.
 
 Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the instance):
 
-- attention projections: GEMM(M) over the rank's attention weights; TP all-reduce (attention
-  TP > 1) of M x hidden BF16;
+- attention projections: GEMM(M) over the rank's attention weights, plus the small memory-bound
+  kernels around them (norm, quantisation, RoPE, residual: elementwise.py); TP all-reduce
+  (attention TP > 1) of M x hidden BF16;
 - attention core: linear in the work (prefill pairs, decode context tokens x query tokens);
 - dense MLP: GEMM(M) over the dense weights / attention TP (data-parallel dense layers under DP
   attention, SGLang's large-EP setup) + its all-reduce;
-- MoE: routed experts on the busiest GPU (imbalance x mean assignments, moe_load.py), each
+- MoE (with its small kernels: gating, activation, permutation, elementwise.py): routed experts on the busiest GPU (imbalance x mean assignments, moe_load.py), each
   touched expert's rows padded to the GEMM tile; shared experts GEMM(M); DeepEP dispatch +
-  combine sized by the busiest sender or the hottest receiver; TP-sharded experts all-reduce;
-- two-batch overlap (TBO): two micro-batches of n/2 tokens. Each pays its own GEMM weight
-  reads, kernel latencies and launches (``C`` = compute of a micro-batch, computed at n/2); the
-  compute stream of one micro-batch overlaps the other's dispatch/combine (``D``), so an MoE
-  layer takes max(2C', 2D) plus ``tbo_overlap_loss`` x min(2C', 2D) for the overlap's
-  ordering losses, instead of C(n) + D(n). DeepEP's normal kernels (prefill) hold SMs while
-  they run (24 of 132 in DeepEP's benchmarks: ``deepep_normal_sm_share``), so the compute
-  they overlap runs on the rest: 2C' = 2C + min(2C, 2D) x share / (1 - share). Low-latency
-  kernels (decode) hold no SMs while in flight (LMSYS 2025-05-05), so their share is 0. At small batch C(n/2) ~ C(n) (weight reads dominate) and
-  TBO loses; at large batch it hides the communication. The attention core stays outside the
-  max (to keep the step linear in the attention work; this under-states TBO's gain when long
-  attention would hide the communication);
+  combine sized by the busiest sender or the hottest receiver (``moe_a2a_backend: none``: an
+  all-reduce of the partial outputs over the world instead); TP-sharded experts all-reduce;
+- two-batch overlap (TBO, tbo.py): two micro-batches of n/2 tokens. Each pays its own GEMM
+  weight reads, kernel latencies, DeepEP base latencies and launches (computed at n/2); an MoE
+  layer is then priced by the two-stream schedule of tbo.py (SGLang's operation order: each
+  micro-batch's attention, then dispatch, experts, combine), where one micro-batch's compute
+  (attention projections and core, experts) hides the other's communication in flight, never its
+  own. What cannot hide stays on the compute stream: the attention-TP all-reduce, the NVLink copy
+  of low-latency kernels (done by SMs), and the SMs DeepEP's normal kernels hold while they
+  overlap compute (``deepep_normal_sm_share``). No loss constant. The attention core enters the
+  schedule at the shape's least attention work (equal prompts, no cached prefix; decode: its
+  kernel latency only, the context being unknown to the coefficients), which keeps the step
+  linear in the attention work (the gain is under-stated when longer attention would hide more);
 - LM head GEMM over the sequences' logits; DP-attention synchronisation (one small collective
   per step over the world); kernel launches (CUDA graph replay or eager); per-step host overhead
 plus a per-sequence share (input preparation, sampling, output processing: ``seq_overhead_us``) and
@@ -41,7 +43,9 @@ from __future__ import annotations
 import math
 
 from .compute import soft_max_scalar
+from .tbo import sm_partition, tbo_moe_layers
 
+NO_COMM = (0.0, 0.0, 0.0, 0.0)
 PARTS = ("attn_proj", "attn_core", "mlp", "moe", "comm", "lm_head", "launch", "overhead")
 
 
@@ -73,12 +77,13 @@ def make_coeffs(c):
     graph_bs, launch_graph, launch_eager = c.graph_bs, c.launch_graph, c.launch_eager
     overhead, seq_overhead, ctx_overhead = c.step_overhead, c.seq_overhead, c.ctx_overhead
     lm_on = c.lm_head_on
-    tbo, tbo_loss = c.tbo, c.tbo_loss
+    tbo = c.tbo
     sm_share = c.sm_share_normal
     h2 = c.hidden * 2.0
     has_ar_attn = c.attn_tp > 1
     if n_moe:
         k, epg, ep = c.k, c.experts_per_gpu, c.ep > 1
+        deepep = c.a2a_deepep
         load, distinct = c.expert_load, c.distinct
         imb_a, imb_b = load.a, load.b
         E = c.E
@@ -90,14 +95,20 @@ def make_coeffs(c):
         sqrt, exp = math.sqrt, math.exp
         log_stay = math.log(1.0 - 1.0 / epg) if epg > 1.0 else 0.0  # P(an assignment misses one expert)
 
+    ew_a0, ew_a1, ew_m0, ew_d1, ew_m1, ew_asg = c.c_ew
+
     def layer_costs(n_tok: float, m: float, prefill: bool):
-        """(attention-projection, dense-MLP, MoE-compute, MoE-comm, attention-TP all-reduce)
-        seconds of one layer of each kind for ``n_tok`` tokens (``m`` on the busiest rank)."""
-        ap = attn_proj(m)
+        """(attention-projection, dense-MLP, MoE-compute, MoE-comm, attention-TP all-reduce,
+        and the GEMM kernels' part of the attention projections and of the MoE compute)
+        seconds of one layer of each kind for ``n_tok`` tokens (``m`` on the busiest rank); the
+        MoE comm in seconds, under TBO as (dispatch on SMs, dispatch in flight, combine on SMs,
+        combine in flight)."""
+        ap_g = attn_proj(m)
+        ap = ap_g + ew_a0 + ew_a1 * m
         ar = ar_a0 + ar_a1 * m * h2 if has_ar_attn else 0.0
-        dm = dense_mlp(m) if n_dense else 0.0
+        dm = dense_mlp(m) + ew_m0 + ew_d1 * m if n_dense else 0.0
         if not n_moe:
-            return ap, dm, 0.0, 0.0, ar
+            return ap, dm, 0.0, (NO_COMM if tbo else 0.0), ar, ap_g, 0.0
         assign = n_tok * k
         touched = distinct(n_tok)
         if ep:  # experts split over the GPUs: the busiest GPU sets the pace
@@ -110,22 +121,35 @@ def make_coeffs(c):
             if t_hot > t_gpu:
                 t_gpu = t_hot
             m_exp = a_gpu / (t_gpu if t_gpu > 1e-9 else 1e-9)
-            base, slope = a2a_ll if (ll_pf if prefill else ll_dec) else a2a_nm
-            mean_rank = n_tok / W
-            send = m / c.attn_tp
-            hot = mean_rank * imb
-            comm = base + slope * (send if send > hot else hot)
+            if deepep:
+                (db, dsm, dfl), (cb, csm, cfl) = a2a_ll if (ll_pf if prefill else ll_dec) else a2a_nm
+                mean_rank = n_tok / W
+                send = m / c.attn_tp
+                hot = mean_rank * imb
+                x = send if send > hot else hot
+                comm = (dsm * x, db + dfl * x, csm * x, cb + cfl * x) if tbo else db + cb + (dsm + dfl + csm + cfl) * x
+            else:  # no a2a backend: the partial outputs of every rank's experts are summed (NCCL, on the SMs)
+                comm = ar_w0 + ar_w1 * n_tok * h2
+                if tbo:
+                    comm = (0.0, 0.0, comm, 0.0)
         else:  # every GPU holds a 1/W slice of every expert: no imbalance
             a_gpu = assign / W
             t_gpu = touched / W
             m_exp = assign / (touched if touched > 1e-9 else 1e-9)
+            # the all-reduce runs on the SMs (NCCL kernels): nothing for TBO to hide
             comm = ar_w0 + ar_w1 * n_tok * h2 if W > 1 else 0.0
+            if tbo:
+                comm = (0.0, 0.0, comm, 0.0)
         x = m_cf * a_gpu * (m_exp if m_exp > m_tile else m_tile) / (m_exp if m_exp > 1e-9 else 1e-9)
         y = m_wb * t_gpu
         routed = m_lat + ((x if x > y else y) if m_hard else soft_max_scalar(x, y, m_sharp))
+        mo_g = routed
         if shared is not None:
-            routed += shared(m)
-        return ap, dm, routed, comm, ar
+            sh = shared(m)
+            routed += sh
+            mo_g += sh
+        routed += ew_m0 + ew_m1 * m + ew_asg * a_gpu
+        return ap, dm, routed, comm, ar, ap_g, mo_g
 
     def coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens=None, q=1):
         n_tok = prefill_tokens + decode_batch * q
@@ -145,22 +169,28 @@ def make_coeffs(c):
             c_ctx = L * (dec_kv if dec_kv > fl else fl) + ctx_overhead
             core += L * dec_lat * split
         if tbo:
-            ap, dm, mo, cm, ar = layer_costs(n_tok / 2.0, m / 2.0, prefill)
+            ap, dm, mo, cm, ar, ap_g, mo_g = layer_costs(n_tok / 2.0, m / 2.0, prefill)
             proj = L * 2.0 * ap
             mlp = n_dense * 2.0 * dm
             moe = n_moe * 2.0 * mo
             comm = (L * 2.0 * ar) if has_ar_attn else 0.0
-            if n_moe:  # one micro-batch's compute hides the other's dispatch/combine
-                comp, cmm = 2.0 * (ap + mo), 2.0 * cm
-                busy = comp
-                if ep and not (ll_pf if prefill else ll_dec):  # normal kernels take SMs from the compute
-                    busy += (cmm if cmm < comp else comp) * sm_share / (1.0 - sm_share)
-                layer = (busy if busy > cmm else cmm) + tbo_loss * (cmm if cmm < busy else busy)
-                comm += n_moe * (layer - comp)  # what the layer takes beyond its plain compute
+            if n_moe:  # the two-stream schedule of one MoE layer (tbo.py)
+                # attention core of one micro-batch at the shape's least work (see the docstring)
+                seqs_rank = prefill_seqs / D if prefill_seqs > D else 1.0
+                core_mb = (pf_c * m * m / (4.0 * seqs_rank) + pf_lat) if prefill else 0.0
+                if decode_batch:
+                    core_mb += dec_lat
+                d_sm, d_fl, c_sm, c_fl = cm
+                a_leg = ap + core_mb + (ar if has_ar_attn else 0.0) + d_sm
+                m_leg = mo + c_sm
+                if ep and deepep and not (ll_pf if prefill else ll_dec):  # normal kernels hold SMs while they overlap
+                    a_leg, m_leg = sm_partition(a_leg, m_leg, d_fl, c_fl, sm_share, ap_g, mo_g)
+                layers = tbo_moe_layers(a_leg, m_leg, d_fl, c_fl, n_moe)
+                comm += layers - n_moe * 2.0 * (ap + core_mb + mo) - ((n_moe * 2.0 * ar) if has_ar_attn else 0.0)
             if n_dense and has_ar_attn:
                 comm += n_dense * 2.0 * ar
         else:
-            ap, dm, mo, cm, ar = layer_costs(n_tok, m, prefill)
+            ap, dm, mo, cm, ar, _, _ = layer_costs(n_tok, m, prefill)
             proj, mlp, moe = L * ap, n_dense * dm, n_moe * mo
             comm = L * ar + n_moe * cm + (n_dense * ar if n_dense else 0.0)
         if D > 1:

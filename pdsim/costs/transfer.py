@@ -23,7 +23,7 @@ shares link capacity among concurrent flows (sim/net/fabric.py) and caps each fl
   transfers (sim/transports/base.py). Fitted jointly (fit_comm.fit_mooncake): setup, per-chunk
   cost and NIC efficiency on the 1P1D transfers of calibration/data/mooncake_transfer.csv and
   the many-chunk transfer of calibration/data/kv_transfer_chunks.csv (DeepSeek-V3 10K, SGLang
-  PR #7236). docs/mechanisms/kv_transfer.md explains the mechanism.
+  PR #7236). docs/mechanisms/kv-transfer.md explains the mechanism.
 - Mooncake per-page path (``batched: false``): one synchronous transfer per chunk, each a full
   round trip: ``per_page_us`` per chunk (the 650 ms vs 60 ms pair of SGLang PR #7236).
 - P2P NCCL: one send per layer, each paying the point-to-point latency.

@@ -37,6 +37,9 @@ class ExpertService:
         self._costs: dict[int, object] = {}
         self.stride = max(1, spec.servers // spec.replicas)
         self.retired: set[int] = set()  # servers removed on purpose (autoscaler)
+        # the traffic's expert popularity sets the busiest server's share (costs/moe_load.py), as on an EP group
+        resolved = getattr(world, "resolved", None)
+        self.expert_load = resolved.scenario.workload.expert_load if resolved is not None else None
 
     @property
     def allocated(self) -> int:
@@ -71,7 +74,7 @@ class ExpertService:
             g = GroupSpec(nodes=1, tp=n, dp=n, ep=n, enable_dp_attention=True,
                           engine=EngineSpec(ep_num_redundant_experts=slots - m.moe.num_experts, cuda_graph_max_bs=0,
                                             deepep_mode="low_latency"))
-            cost = self._costs[n] = build_step_cost(self.kind, self.hw, m, g, "decode")
+            cost = self._costs[n] = build_step_cost(self.kind, self.hw, m, g, "decode", expert_load=self.expert_load)
         return cost.breakdown(0, 0.0, 0, total_tokens, 0.0)["moe"] / self.model.n_moe_layers
 
     # ---- membership of servers --------------------------------------------------------------

@@ -21,21 +21,49 @@ from ._convert import check
 # gives 85-90% for the second token.
 DEEPSEEK_MTP_ACCEPT = (0.85, 0.82, 0.79)
 
+# Expert popularity of real DeepSeek traffic (costs/moe_load.py). No per-expert counts are
+# public; LMSYS's large-scale EP blog (2025-05-05) publishes three effects of them on H100
+# (DeepSeek-V3, EP32 prefill 16K tokens/GPU, EP72 decode 256 sequences/GPU): EPLB speeds prefill
+# up 1.49x and decode 2.54x, and SGLang with EPLB on its default (real) expert distribution is
+# 1.18x slower than with uniform random routing (50,302 vs 59,337 tok/s per node). The two
+# constants below are one least-squares fit (in log) of the step model to those three figures
+# (tests/mechanisms/test_expert_load.py shows all three and the residuals); ``pdsim
+# sensitivity`` perturbs both by +-100%.
+DEFAULT_SKEW = 0.55  # Zipf exponent over the 256 routed experts
+DEFAULT_DRIFT = 0.2  # a batch's per-expert load deviation from EPLB's statistics (relative s.d.)
+
 
 @dataclass(frozen=True)
 class ExpertLoadSpec:
     """Expert popularity of a workload (costs/moe_load.py): a Zipf law of exponent ``skew``
-    over the routed experts (0 = uniform routing). ``eplb``: EPLB rebalancing of the expert
-    placement, None = on when the engine has redundant experts (SGLang
-    ``--ep-num-redundant-experts`` with ``--enable-eplb``). ``seed`` fixes the random
-    placement used without EPLB."""
+    over the routed experts (0 = uniform routing, the "simulated perfect EPLB" of LMSYS's
+    profile table; None = ``DEFAULT_SKEW``, a measured default). ``drift``: how far one batch's
+    expert loads stray from the long-run statistics EPLB placed the experts by (relative
+    standard deviation per expert; None = ``DEFAULT_DRIFT`` for skewed traffic, 0 for uniform
+    routing). ``eplb``: EPLB rebalancing of the expert placement, None = on when the engine has
+    redundant experts (SGLang ``--ep-num-redundant-experts`` with ``--enable-eplb``). ``seed``
+    fixes the random placement used without EPLB."""
 
-    skew: float = 0.0
+    skew: float | None = None
     eplb: bool | None = None
     seed: int = 0
+    drift: float | None = None
 
     def __post_init__(self) -> None:
-        check(0.0 <= self.skew <= 3.0, f"must be in [0, 3] (a Zipf exponent), got {self.skew}", "skew")
+        check(self.skew is None or 0.0 <= self.skew <= 3.0, f"must be in [0, 3] (a Zipf exponent), got {self.skew}",
+              "skew")
+        check(self.drift is None or 0.0 <= self.drift <= 3.0,
+              f"must be in [0, 3] (a relative standard deviation), got {self.drift}", "drift")
+
+    @property
+    def zipf(self) -> float:
+        return DEFAULT_SKEW if self.skew is None else float(self.skew)
+
+    @property
+    def batch_drift(self) -> float:
+        if self.drift is not None:
+            return float(self.drift)
+        return DEFAULT_DRIFT if self.zipf > 0 else 0.0
 
 
 @dataclass(frozen=True)

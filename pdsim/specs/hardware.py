@@ -42,11 +42,12 @@ class GPUSpec:
     pcie_gbps: float  # achievable host<->device per direction
     int8_tops: float = 0.0  # dense INT8 tensor throughput (W8A8 int8 GEMMs); 0 = unknown/none
     arch: Arch = "hopper"
+    sms: int = 0  # streaming multiprocessors (0 = unknown): per-SM throughput of kernels (calibrate/fit.py)
 
     def __post_init__(self) -> None:
         for f in ("bf16_tflops", "hbm_gib", "hbm_gbps", "pcie_gbps"):
             check(getattr(self, f) > 0, f"must be > 0, got {getattr(self, f)}", f)
-        for f in ("fp8_tflops", "nvlink_gbps", "int8_tops"):
+        for f in ("fp8_tflops", "nvlink_gbps", "int8_tops", "sms"):
             check(getattr(self, f) >= 0, f"must be >= 0, got {getattr(self, f)}", f)
         check(self.pcie_gen in (3, 4, 5, 6), f"expected 3, 4, 5 or 6, got {self.pcie_gen}", "pcie_gen")
 
@@ -97,7 +98,7 @@ class NodeSpec:
 
 
 FRACTIONS = ("gemm", "attention", "mla_decode", "mla_decode_hbm", "hbm", "nvlink", "nic", "pcie")
-SHARES = ("tbo_overlap_loss", "deepep_normal_sm_share")
+SHARES = ("deepep_normal_sm_share",)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,6 @@ class Efficiency:
     kernel_launch_us: float = 0.0
     module_call_us: float = 0.0
     tokenize_ns: float = 0.0  # per prompt token on the API server (text prompts); 0 = prompts sent as token ids
-    tbo_overlap_loss: float = 0.1  # two-batch overlap: share of the hidden time lost to contention
     deepep_normal_sm_share: float = 0.18  # SMs DeepEP normal kernels hold while overlapped (24 of 132)
 
     def __post_init__(self) -> None:
@@ -195,15 +195,18 @@ class HardwareProfile:
         return self.node.nic_bytes_per_s * self.node.nics_per_node / self.node.gpus_per_node
 
     def constant_kind(self, path: str) -> str:
-        """'measured', 'fitted', 'derived', 'assumed' or 'unused' for ``efficiency.<name>`` from
-        its source text (a source starting with 'assum' or 'prior' is an assumption, with
-        'derived' a derivation, with 'fit' a fit, with 'unused' a constant no price of this
-        device reads)."""
+        """'measured', 'fitted', 'derived', 'borrowed', 'assumed' or 'unused' for a constant
+        (``efficiency.<name>``, ``gpu.<name>``) from its source text (a source starting with
+        'assum' or 'prior' is an assumption, with 'derived' a derivation, with 'borrowed' another
+        tool's modelling factor, not a measurement, with 'fit' a fit, with 'unused' a constant
+        no price of this device reads)."""
         src = self.sources.get(path, "").strip().lower()
         if src.startswith("unused"):
             return "unused"
         if not src or src.startswith(("assum", "prior")):
             return "assumed"
+        if src.startswith("borrowed"):
+            return "borrowed"
         if src.startswith("derived"):
             return "derived"
         if src.startswith("fit"):

@@ -49,6 +49,8 @@ class EngineSpec:
     schedule_policy: str = "fcfs"  # prefill queue order: fcfs, lpm, dfs-weight, lof, spf, priority or a plug-in
     schedule_params: dict[str, Any] = field(default_factory=dict)  # the batch scheduler's typed parameters
     speculative: SpeculativeSpec | None = None  # MTP / EAGLE speculative decoding (decode-capable groups)
+    moe_runner: Literal["deepgemm", "deepgemm_swapab", "triton"] = "deepgemm"  # routed-expert GEMM kernel (costs/calibrated.py)
+    moe_a2a_backend: Literal["deepep", "none"] = "deepep"  # EP token exchange: DeepEP all-to-all, or none (all-reduce)
 
     def __post_init__(self) -> None:
         check(self.chunked_prefill_size == -1 or self.chunked_prefill_size >= 1,

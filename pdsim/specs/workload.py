@@ -349,7 +349,7 @@ class WorkloadSpec:
     block_size: int = 512
     priority_classes: tuple[PriorityClass, ...] = ()
 
-    expert_load: ExpertLoadSpec | None = None  # MoE expert popularity of this traffic (None = uniform)
+    expert_load: ExpertLoadSpec | None = None  # MoE expert popularity of this traffic (None = the default popularity, features.DEFAULT_SKEW)
     def __post_init__(self) -> None:
         check(not (self.scenario and self.preset), "give scenario or preset, not both", "preset")
         if self.scenario is not None:

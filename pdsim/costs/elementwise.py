@@ -1,0 +1,54 @@
+"""The small kernels between the GEMMs and attention: normalisation, residual adds, activation,
+FP8 activation quantisation, RoPE and KV-cache writes, MoE gating and the expert permutation.
+
+Each is memory-bound: it reads and writes activations once, at HBM bandwidth, and costs at
+least one kernel's fixed latency however few tokens it touches. Per layer and per GPU:
+
+    t = kernels x latency + bytes per token x tokens / (HBM hbm_eff)
+                           + bytes per routed assignment x assignments / (HBM hbm_eff)
+
+Tally per token of one DeepSeek-style layer (BF16 activations, 2 bytes; hidden-size passes
+counted as reads + writes):
+- attention side (``ATTN_KERNELS`` = 5: input RMSNorm, FP8 quantisation of its output, RoPE +
+  KV-cache write, quantisation of the attention output, residual add): 6.5 hidden passes (norm
+  read + write 2, quantisation read 1 + FP8 write 0.5, residual read 2 + write 1) and 1.5 passes
+  over the attention output (heads x v_head_dim, this GPU's heads);
+- MLP side (``MLP_KERNELS`` = 5: post-attention RMSNorm, quantisation, gate + top-k, SwiGLU
+  activation with its FP8 quantisation, residual add): 6.5 hidden passes, plus per routed
+  assignment (and per token for shared experts / a dense MLP) the intermediate: SwiGLU reads
+  gate and up (2 x inter), writes inter, quantisation reads it and writes half: 4.5 x inter
+  passes; expert parallelism adds the permutation into the grouped-GEMM layout and back (2
+  hidden passes per assignment).
+
+These counts are an assumption (a reading of SGLang's DeepSeek layer, not a measurement; the
+profile's ``elementwise`` uncertainty is perturbed by ``pdsim sensitivity``). They matter
+where activations are large (prefill: ~0.55 MB per token per DeepSeek layer, ~13% of an H100
+prefill layer) and, through their latencies, where batches are small (decode, and twice under
+two-batch overlap: each micro-batch launches every kernel).
+"""
+from __future__ import annotations
+
+ATTN_KERNELS = 5
+MLP_KERNELS = 5
+HIDDEN_PASSES_ATTN = 6.5
+HIDDEN_PASSES_MLP = 6.5
+HEAD_PASSES = 1.5
+INTER_PASSES = 4.5
+PERMUTE_PASSES = 2.0
+ACT_BYTES = 2.0
+
+
+def attn_side_bytes(hidden: int, heads_v_per_gpu: float) -> float:
+    """Bytes per token of the attention side's small kernels on one GPU."""
+    return ACT_BYTES * (HIDDEN_PASSES_ATTN * hidden + HEAD_PASSES * heads_v_per_gpu)
+
+
+def mlp_side_bytes(hidden: int, inter_per_token: float) -> float:
+    """Bytes per token of the MLP side's small kernels (``inter_per_token``: intermediate width
+    of the MLP computed for every token on this GPU: a dense MLP's, or the shared experts')."""
+    return ACT_BYTES * (HIDDEN_PASSES_MLP * hidden + INTER_PASSES * inter_per_token)
+
+
+def assignment_bytes(hidden: int, expert_inter: int, expert_parallel: bool) -> float:
+    """Bytes per routed (token, expert) assignment on the GPU that computes it."""
+    return ACT_BYTES * (INTER_PASSES * expert_inter + (PERMUTE_PASSES * hidden if expert_parallel else 0.0))
