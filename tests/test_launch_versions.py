@@ -215,3 +215,30 @@ def test_readme_python_api_example_works_from_any_directory(tmp_path):
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["dsv3-h800-p4d6", "0.5"]
+
+
+def _server_cmds(lp):
+    return [c for c in lp.commands if "launch_server" in " ".join(c.argv) or c.argv[:2] == ["vllm", "serve"]]
+
+
+@pytest.mark.parametrize("version, flag", [("0.5.3", True), ("0.4.8", False)])
+def test_kernel_backend_knobs_select_their_kernels(version, flag):
+    # engine.moe_runner / engine.moe_a2a_backend (costs: docs/mechanisms/kernel-backends.md) become the
+    # switches that select those kernels: SGLang 0.5 --moe-runner-backend (MoeRunnerBackend in server_args),
+    # 0.4 only SGL_ENABLE_JIT_DEEPGEMM; a2a none drops the DeepEP switches; vLLM by environment
+    sets = ["cluster.prefill[0].engine.moe_runner=triton", "cluster.decode[0].engine.moe_runner=triton",
+            "cluster.prefill[0].engine.moe_a2a_backend=none", "cluster.decode[0].engine.moe_a2a_backend=none"]
+    lp = plan(pdsim.load_scenario("dsv3-h800-p4d9", sets), "sglang", version=version)
+    for c in _server_cmds(lp):
+        opts, env = list(c.options), dict(c.env)
+        assert ("--moe-runner-backend" in opts) is flag
+        if flag:
+            assert opts[opts.index("--moe-runner-backend") + 1] == "triton"
+        assert env.get("SGL_ENABLE_JIT_DEEPGEMM") == "0"
+        assert not {"--moe-a2a-backend", "--enable-deepep-moe", "--deepep-mode"} & set(opts)
+        assert check_args(release("sglang", version).server, opts) == []
+    default = plan(pdsim.load_scenario("dsv3-h800-p4d9"), "sglang", version=version)
+    for c in _server_cmds(default):
+        assert "--moe-runner-backend" not in c.options and dict(c.env).get("SGL_ENABLE_JIT_DEEPGEMM") == "1"
+    v = plan(pdsim.load_scenario("dsv3-h800-p4d9", sets[:2] + ["transfer.backend=nccl"]), "vllm")
+    assert all(dict(c.env).get("VLLM_USE_DEEP_GEMM") == "0" for c in _server_cmds(v))

@@ -98,9 +98,14 @@ SGLANG_SERVER: dict[str, tuple[str, tuple | None]] = {
     "--speculative-num-draft-tokens": ("int", None),
     "--speculative-draft-model-path": ("str", None),
 }
-#: kernel-backend flags (attention / MoE runner / GEMM backends): the kernel-backend knobs of the
-#: step model add their launch flags here, per release table (none written yet)
-SGLANG_KERNEL_FLAGS: dict[str, tuple[str, tuple | None]] = {}
+#: kernel-backend flags of the step model's engine.moe_runner / engine.moe_a2a_backend knobs.
+#: SGLang: ``--moe-runner-backend`` (MoeRunnerBackend in server_args: auto, deep_gemm, triton, ...; the 0.5
+#: MoE-runner refactor; 0.4 selects DeepGEMM with SGL_ENABLE_JIT_DEEPGEMM only, versions.py drops it there).
+#: vLLM selects both by environment (VLLM_USE_DEEP_GEMM, VLLM_ALL2ALL_BACKEND): no server flag.
+SGLANG_KERNEL_FLAGS: dict[str, tuple[str, tuple | None]] = {
+    "--moe-runner-backend": ("str", ("auto", "deep_gemm", "triton", "triton_kernel", "flashinfer_trtllm",
+                                     "flashinfer_cutlass", "flashinfer_mxfp4", "cutlass")),
+}
 VLLM_KERNEL_FLAGS: dict[str, tuple[str, tuple | None]] = {}
 SGLANG_ENV = ("SGLANG_INIT_NEW_TOKEN_RATIO", "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR", "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS",
               "SGL_ENABLE_JIT_DEEPGEMM", "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK", "NCCL_IB_HCA")

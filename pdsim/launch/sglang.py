@@ -65,6 +65,10 @@ KNOBS: dict[str, str | None] = {
     "engine.ep_num_redundant_experts": "--ep-num-redundant-experts; prefill and colocated: online EPLB "
                                        "(--enable-eplb ...), decode: a static --init-expert-location",
     "engine.deepep_mode": "--deepep-mode",
+    "engine.moe_runner": "--moe-runner-backend deep_gemm / triton (0.4: SGL_ENABLE_JIT_DEEPGEMM=1 / 0); "
+                         "deepgemm_swapab has no upstream switch (Ant Group's DeepGEMM PR #192 build)",
+    "engine.moe_a2a_backend": "deepep: --moe-a2a-backend deepep (0.4: --enable-deepep-moe); none: neither (EP "
+                              "exchanges by all-reduce)",
     "engine.kv_cache_dtype": "--kv-cache-dtype (fp8 -> fp8_e4m3)",
     "engine.enable_mixed_chunk": "--enable-mixed-chunk on colocated servers",
     "engine.init_new_token_ratio": "--schedule-conservativeness (ratio / 0.7; both apply x0.3 under DP attention)",
@@ -147,8 +151,9 @@ def _expert_parallel(p: Placement, resolved, rel: Release) -> tuple[list[str], l
     DP attention, EPLB per role (recipe: online on prefill, static on decode), the env block."""
     g, e = p.group, p.group.engine
     f = ["--ep-size", str(g.ep)]
-    f += ["--moe-a2a-backend", "deepep"] if rel.accepts("--moe-a2a-backend") else ["--enable-deepep-moe"]
-    f += ["--deepep-mode", e.deepep_mode]
+    if e.moe_a2a_backend == "deepep":
+        f += ["--moe-a2a-backend", "deepep"] if rel.accepts("--moe-a2a-backend") else ["--enable-deepep-moe"]
+        f += ["--deepep-mode", e.deepep_mode]
     if g.enable_dp_attention:
         f += ["--moe-dense-tp-size", "1", "--enable-dp-lm-head"]
     if e.ep_num_redundant_experts:
@@ -156,15 +161,30 @@ def _expert_parallel(p: Placement, resolved, rel: Release) -> tuple[list[str], l
         f += ["--init-expert-location", EXPERT_LOCATION] if p.role == "decode" else EPLB_PREFILL
     env = []
     hw = resolved.hardware_of(p.role, p.group_index)
-    if resolved.model.weight_dtype == "fp8" and hw.gpu.arch == "hopper":
+    if e.moe_runner != "triton" and resolved.model.weight_dtype == "fp8" and hw.gpu.arch == "hopper":
         env.append(("SGL_ENABLE_JIT_DEEPGEMM", "1"))  # DeepGEMM's FP8 grouped GEMMs (the recipe's env)
-    if p.role == "decode" and e.deepep_mode != "normal":
+    if p.role == "decode" and e.deepep_mode != "normal" and e.moe_a2a_backend == "deepep":
         spec = e.speculative
         per_step = 1 if spec is None else spec.num_draft_tokens
         tokens = e.cuda_graph_max_bs * per_step  # a rank's largest low-latency dispatch
         if tokens != SGL_DISPATCH_TOKENS_DEFAULT and tokens > 0:
             env.append(("SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK", str(tokens)))
     return f, env
+
+
+def _moe_runner(p: Placement, resolved, rel: Release, f: list, env: list, unmapped: list):
+    """The routed-expert GEMM kernel (engine.moe_runner) of a MoE model's server."""
+    e = p.group.engine
+    if resolved.model.moe is None:
+        return f, env, unmapped
+    if e.moe_runner == "triton":  # Triton fused MoE, the kernel of engines before DeepGEMM
+        if rel.accepts("--moe-runner-backend"):
+            f = f + ["--moe-runner-backend", "triton"]
+        env = [kv for kv in env if kv[0] != "SGL_ENABLE_JIT_DEEPGEMM"] + [("SGL_ENABLE_JIT_DEEPGEMM", "0")]
+    elif e.moe_runner == "deepgemm_swapab":
+        unmapped = unmapped + [("engine.moe_runner", "deepgemm_swapab is Ant Group's DeepGEMM build (PR #192), "
+                                                     "selected by installing it, not by a flag")]
+    return f, env, unmapped
 
 
 def _speculative(p: Placement) -> list[str]:
@@ -194,6 +214,7 @@ def _server_flags(p: Placement, resolved, disaggregated: bool, rel: Release,
         f += ef
     elif changed(e, "deepep_mode"):
         unmapped.append(("engine.deepep_mode", "ep is 1: no DeepEP all-to-all to configure"))
+    f, env, unmapped = _moe_runner(p, resolved, rel, f, env, unmapped)
     if e.enable_two_batch_overlap:
         f.append("--enable-two-batch-overlap")
     if p.role != "decode":  # prefill-only knobs: a decode server never prefills (SGLang ignores them there)

@@ -81,7 +81,7 @@ _SGLANG_04 = {**_without(F.SGLANG_SERVER, "--moe-a2a-backend", "--enable-priorit
                          "--schedule-low-priority-values-first"),
               "--enable-deepep-moe": ("bool", None),
               "--speculative-algorithm": ("str", ("EAGLE", "EAGLE3", "NEXTN")),
-              **F.SGLANG_KERNEL_FLAGS}
+              **_without(F.SGLANG_KERNEL_FLAGS, "--moe-runner-backend")}
 MINI_LB: dict[str, tuple[str, tuple | None]] = {
     "--prefill": ("urls", None),
     "--decode": ("urls", None),

@@ -63,6 +63,9 @@ KNOBS: dict[str, str | None] = {
     "engine.ep_num_redundant_experts": "--enable-eplb with --eplb-config num_redundant_experts (0.10: "
                                        "--num-redundant-experts)",
     "engine.deepep_mode": "VLLM_ALL2ALL_BACKEND (normal: deepep_high_throughput, low_latency: deepep_low_latency)",
+    "engine.moe_runner": "VLLM_USE_DEEP_GEMM=1 (deepgemm) / 0 (triton); deepgemm_swapab has no switch (Ant "
+                         "Group's DeepGEMM PR #192 build)",
+    "engine.moe_a2a_backend": "deepep: VLLM_ALL2ALL_BACKEND=deepep_*; none: VLLM_ALL2ALL_BACKEND=naive",
     "engine.kv_cache_dtype": "--kv-cache-dtype (fp8, bfloat16)",
     "engine.enable_mixed_chunk": "vLLM V1 always mixes prefill chunks into decode steps",
     "engine.init_new_token_ratio": None,
@@ -143,13 +146,20 @@ def _engine_flags(p: Placement, resolved, rel: Release) -> tuple[list[str], list
         f += ["--speculative-config", json.dumps(cfg)]
         if spec.topk > 1:
             unmapped.append(("engine.speculative", f"topk {spec.topk}: vLLM drafts a chain (topk 1)"))
+    if resolved.model.moe is not None:  # the routed-expert GEMM kernel (engine.moe_runner)
+        if e.moe_runner == "deepgemm_swapab":
+            unmapped.append(("engine.moe_runner", "deepgemm_swapab is Ant Group's DeepGEMM build (PR #192), "
+                                                  "selected by installing it, not by a flag"))
+        elif changed(e, "moe_runner") or resolved.model.weight_dtype == "fp8":
+            env.append(("VLLM_USE_DEEP_GEMM", "0" if e.moe_runner == "triton" else "1"))
     if g.dp > 1:
         f += ["--data-parallel-size", str(g.dp)]
     if g.ep > 1:
         f.append("--enable-expert-parallel")
         mode = e.deepep_mode if e.deepep_mode != "auto" else ("normal" if p.role == "prefill" else "low_latency")
-        env.append(("VLLM_ALL2ALL_BACKEND", "deepep_high_throughput" if mode == "normal" else "deepep_low_latency"))
-        if e.deepep_mode == "auto" and p.role == "colocated":
+        backend = "deepep_high_throughput" if mode == "normal" else "deepep_low_latency"
+        env.append(("VLLM_ALL2ALL_BACKEND", backend if e.moe_a2a_backend == "deepep" else "naive"))
+        if e.deepep_mode == "auto" and p.role == "colocated" and e.moe_a2a_backend == "deepep":
             unmapped.append(("engine.deepep_mode", "auto switches per batch in SGLang; a vLLM instance uses one "
                                                    "all-to-all backend (low latency written)"))
         if e.ep_num_redundant_experts:
