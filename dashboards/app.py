@@ -24,6 +24,7 @@ from .config import DashboardConfig
 from .explore_callbacks import register_explore
 from .exposure import exposure_warning
 from .jobs import JobManager
+from .plan_callbacks import register_plan
 from .run_callbacks import register_run
 from .services import Services
 
@@ -67,6 +68,7 @@ def create_app(config: DashboardConfig | None = None, jobs: JobManager | None = 
     register_build(app, services)
     register_run(app, services)
     register_explore(app, services)
+    register_plan(app, services)
 
     @app.callback(Output("app-error", "children", allow_duplicate=True), Input("app-error", "n_clicks"),
                   prevent_initial_call=True)

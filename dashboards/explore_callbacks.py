@@ -6,7 +6,7 @@ import time
 
 import dash
 import plotly.graph_objects as go
-from dash import ALL, Input, Output, State, html, no_update
+from dash import Input, Output, State, html, no_update
 
 import pdsim
 
@@ -106,14 +106,13 @@ def register_explore(app: dash.Dash, services) -> None:
 
     @app.callback(Output("load-request", "data"), Output("tabs", "value", allow_duplicate=True),
                   Output("sweep-msg", "children", allow_duplicate=True),
-                  Input("x-pareto", "clickData"), Input({"type": "load-cfg", "id": ALL}, "n_clicks"),
+                  Input("x-pareto", "clickData"), Input("x-grid", "active_cell"),
                   State("sweep-folder", "data"), prevent_initial_call=True)
-    def load_config(click, _clicks, key):
-        trig = dash.ctx.triggered_id
-        if isinstance(trig, dict):
-            if not (dash.ctx.triggered and dash.ctx.triggered[0].get("value")):
-                return no_update, no_update, no_update  # a row appeared, nobody clicked
-            cid = trig.get("id")
+    def load_config(click, cell, key):
+        if dash.ctx.triggered_id == "x-grid":
+            if not isinstance(cell, dict) or cell.get("column_id") != views.LOAD:
+                return no_update, no_update, no_update  # a click on another cell: sorting, reading
+            cid = cell.get("row_id")
         else:
             try:
                 cid = click["points"][0]["customdata"]
