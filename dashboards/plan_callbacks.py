@@ -59,13 +59,14 @@ def suggestion_of(res, vi: object, si: object):
 
 
 def applied_text(res, overrides) -> str:
-    """The scenario YAML of run ``res`` with ``overrides`` (``field=value``) applied."""
+    """The scenario YAML of run ``res`` (its ResolvedScenario's scenario) with ``overrides``
+    (``field=value``) applied."""
     from pdsim.explore.what_if import plain
     from pdsim.specs.scenario import apply_overrides
 
     from . import forms
 
-    return forms.dump_yaml(apply_overrides(plain(res.scenario), list(overrides)))
+    return forms.dump_yaml(apply_overrides(plain(res.scenario.scenario), list(overrides)))
 
 
 def apply_suggestion(services, sid, base_jid, vi, si) -> dict:

@@ -190,7 +190,6 @@ def sweep_table(sweep, metric: str | None, page_size: int = 15):
     table = dash_table.DataTable(
         id="x-grid", columns=columns, data=data, sort_action="native", filter_action="native",
         page_action="native", page_size=page_size, tooltip_data=tips, tooltip_duration=None,
-        fixed_columns={"headers": True, "data": 1},
         style_table={"overflowX": "auto", "maxWidth": "100%", "minWidth": "100%"},
         style_cell={"width": "96px", "minWidth": "96px", "maxWidth": "96px", "overflow": "hidden",
                     "textOverflow": "ellipsis", "whiteSpace": "nowrap", "fontSize": "12px",
