@@ -271,7 +271,7 @@ def explore_tab():
             html.Div("Click a point, or a row's load ▸ cell, to load that configuration into Build "
                      "(renamed after the configuration).", className="hint"),
             dcc.Graph(id="x-pareto"), dcc.Graph(id="x-heatmap"),
-            html.Div(id="x-table"),
+            html.Div([html.Div(id="x-table-note", className="hint"), views.sweep_grid()], id="x-table"),
         ], id="explore-body", style={"display": "none"}),
     ])
 

@@ -166,12 +166,9 @@ def sweep_columns(sweep) -> list[str]:
     return list(dict.fromkeys(cols))
 
 
-def sweep_table(sweep, metric: str | None, page_size: int = 15):
-    """The configurations as a compact DataTable: fixed-width columns (long text cut, whole in
-    the tooltip), horizontal scroll, native sort and filter, ``page_size`` rows a page, best
-    ``metric`` first. Clicking a row's "load" cell loads that configuration into Build."""
-    from dash import dash_table
-
+def sweep_rows(sweep, metric: str | None) -> tuple[list[dict], list[dict], list[dict], str]:
+    """(columns, rows, tooltips, note) of the sweep grid: best ``metric`` first, metrics before
+    knobs, the hash id last; every row's ``id`` is its configuration id."""
     df = sweep.df
     if metric in df:
         df = df.sort_values(metric, ascending=metric.endswith("_ms"), na_position="last")
@@ -187,15 +184,31 @@ def sweep_table(sweep, metric: str | None, page_size: int = 15):
     note = (f"{len(df)} configurations" + (f", sorted by {metric}" if metric else "")
             + "; click a column name to sort, type in the row under it to filter (e.g. > 0.9), "
               "click load ▸ to load that configuration into Build")
-    table = dash_table.DataTable(
-        id="x-grid", columns=columns, data=data, sort_action="native", filter_action="native",
-        page_action="native", page_size=page_size, tooltip_data=tips, tooltip_duration=None,
-        style_table={"overflowX": "auto", "maxWidth": "100%", "minWidth": "100%"},
+    return columns, data, tips, note
+
+
+def sweep_grid(page_size: int = 15):
+    """The sweep's configurations as a compact DataTable (filled by the Explore callbacks):
+    fixed-width columns (long text cut, whole in the tooltip), horizontal scroll inside its box,
+    native sort and filter, ``page_size`` rows a page. Clicking a row's "load ▸" cell loads
+    that configuration into Build."""
+    import warnings
+
+    from dash import dash_table
+
+    with warnings.catch_warnings():  # dash 3 says DataTable will move out of dash some day (to dash-ag-grid)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _grid(dash_table, page_size)
+
+
+def _grid(dash_table, page_size: int):
+    return dash_table.DataTable(
+        id="x-grid", columns=[], data=[], sort_action="native", filter_action="native",
+        page_action="native", page_size=page_size, tooltip_data=[], tooltip_duration=None,
+        style_table={"overflowX": "auto", "maxWidth": "100%"},
         style_cell={"width": "96px", "minWidth": "96px", "maxWidth": "96px", "overflow": "hidden",
                     "textOverflow": "ellipsis", "whiteSpace": "nowrap", "fontSize": "12px",
                     "fontFamily": "system-ui, sans-serif", "padding": "2px 6px"},
         style_cell_conditional=[{"if": {"column_id": LOAD}, "width": "52px", "minWidth": "52px", "maxWidth": "52px",
                                  "color": "#1f6feb", "cursor": "pointer", "textAlign": "center"}],
-        style_header={"fontWeight": 600, "whiteSpace": "normal", "height": "auto", "lineHeight": "14px"},
-        css=[{"selector": ".dash-spreadsheet td div", "rule": "overflow: hidden; text-overflow: ellipsis;"}])
-    return html.Div([html.Div(note, className="hint"), table], id="x-table-box")
+        style_header={"fontWeight": 600, "whiteSpace": "normal", "height": "auto", "lineHeight": "14px"})

@@ -214,10 +214,10 @@ def test_a_sweep_from_the_page_with_progress_and_a_compact_table(site):
     assert any("configurations in" in s for s in seen)  # the progress line showed while it ran
     wait(lambda: "6 configurations" in text(d, "sweep-msg"))
     wait(lambda: len(d.find_elements("css selector", "#x-grid tbody tr")) >= 7)  # header + filter + 6 rows
-    width = d.execute_script("return document.getElementById('x-table-box').getBoundingClientRect().width")
+    width = d.execute_script("return document.getElementById('x-table').getBoundingClientRect().width")
     assert width <= 1400  # the window's width: wider tables scroll inside their box
     shot(d, "dashboard_sweep")
-    d.execute_script("document.getElementById('x-table-box').scrollIntoView()")
+    d.execute_script("document.getElementById('x-table').scrollIntoView()")
     shot(d, "dashboard_sweep_table")
 
     def rate_column():
