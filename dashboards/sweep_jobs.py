@@ -157,6 +157,7 @@ class SweepRunner:
         recv, send = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(target=_worker, args=(str(folder / "sweep.yaml"), str(folder), trust, send),
                                  daemon=True, name=f"pdsim-sweep-{job.jid[:8]}")
+        job.started = time.monotonic()  # the wall-time limit counts the sweep's run, not its planning
         proc.start()
         send.close()
         with self._lock:

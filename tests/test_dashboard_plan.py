@@ -142,3 +142,29 @@ def test_downloads_are_the_runs_tables_and_launch_text(prefix_run):
     with pytest.raises(pdsim.SpecError, match="write SGLang commands"):
         downloads.launch_text(prefix_run.scenario, "vllm")
     assert downloads.safe_name("../../etc/passwd") == "etc_passwd"
+
+
+def test_a_sweep_over_its_wall_time_limit_is_stopped(tmp_path):
+    import time
+
+    from pdsim.dashboards.validation import validate
+
+    svc = make_services(tmp_path / "data")
+    runner = sweep_jobs.SweepRunner(svc.config.data_dir, wall_limit_s=0.05)
+    patient = sweep_jobs.SweepRunner(svc.config.data_dir)
+    try:
+        resolved, err = validate(yaml.safe_dump(scenario_dict("colocated")), svc.sandbox)
+        first = patient.start(SID, resolved, [("workload.rate", [2, 4])], svc.sandbox.trust)
+        with pytest.raises(pdsim.SpecError, match="still in progress"):
+            patient.start(SID, resolved, [("workload.rate", [2])], svc.sandbox.trust)
+        assert patient.get("another-session-id-000", first.jid) is None  # another page cannot see it
+        assert patient.cancel(SID, first.jid) and first.status == "cancelled"
+        job = runner.start(SID, resolved, [("workload.rate", [2, 4])], svc.sandbox.trust)
+        t0 = time.time()
+        while job.active and time.time() - t0 < 20:
+            time.sleep(0.05)
+        assert job.status == "failed" and "0.05 s limit" in job.error
+    finally:
+        runner.shutdown()
+        patient.shutdown()
+        svc.close()
