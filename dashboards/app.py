@@ -28,6 +28,7 @@ from .config import DashboardConfig, check_bind_host
 from .explore_callbacks import register_explore
 from .exposure import allowed_hosts, exposure_warning, host_refusal
 from .jobs import JobManager
+from .plan_callbacks import register_plan
 from .run_callbacks import register_run
 from .services import Services
 from .sessions import is_issued, new_session_id
@@ -96,6 +97,7 @@ def create_app(config: DashboardConfig | None = None, jobs: JobManager | None = 
     register_build(app, services)
     register_run(app, services)
     register_explore(app, services)
+    register_plan(app, services)
     register_session_renewal(app)
 
     @app.callback(Output("app-error", "children", allow_duplicate=True), Input("app-error", "n_clicks"),

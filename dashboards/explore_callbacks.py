@@ -6,7 +6,7 @@ import time
 
 import dash
 import plotly.graph_objects as go
-from dash import ALL, Input, Output, State, html, no_update
+from dash import Input, Output, State, html, no_update
 
 import pdsim
 
@@ -79,41 +79,42 @@ def register_explore(app: dash.Dash, services) -> None:
         msg = ok_span(f"{sw.label}: {len(sw.df)} configurations ({len(sw.ok)} feasible)")
         return msg, key, axis_opts, x, axis_opts, y, sw.metrics, sw.default_metric(), None, HIDDEN
 
-    @app.callback(Output("x-pareto", "figure"), Output("x-heatmap", "figure"), Output("x-table", "children"),
+    @app.callback(Output("x-pareto", "figure"), Output("x-heatmap", "figure"), Output("x-grid", "columns"),
+                  Output("x-grid", "data"), Output("x-grid", "tooltip_data"), Output("x-table-note", "children"),
                   Input("sweep-folder", "data"), Input("pareto-view", "value"), Input("heat-x", "value"),
                   Input("heat-y", "value"), Input("heat-metric", "value"), prevent_initial_call=True)
     def explore_figures(key, view, x, y, metric):
         from pdsim.report.sweep_figures import goodput_ttft_figure, heatmap_figure, pareto_figure
 
+        empty = ([], [], [], None)
         if not key:
-            return no_update, no_update, None
+            return no_update, no_update, *empty
         try:
             sw = catalog.open(key)
-            table = views.sweep_table(sw, metric)
+            table = views.sweep_rows(sw, metric)
             if not len(sw.ok):
-                return _placeholder("no feasible configuration in this sweep"), _placeholder(""), table
+                return _placeholder("no feasible configuration in this sweep"), _placeholder(""), *table
             par = (goodput_ttft_figure(sw.df, sw.knobs) if view == "goodput_ttft"
                    else pareto_figure(sw.df, sw.frontier(view), sw.knobs))
             if x and y and metric and x != y:
                 heat = heatmap_figure(sw.df, x, y, metric)
             else:
                 heat = _placeholder("pick two different knobs and a metric")
-            return par, heat, table
+            return par, heat, *table
         except pdsim.SpecError as err:
-            return _placeholder(str(err)), _placeholder(""), None
+            return _placeholder(str(err)), _placeholder(""), *empty
         except (KeyError, ValueError, TypeError) as err:  # a results.csv of another shape: a message, not a 500
-            return _placeholder(f"cannot draw this sweep: {type(err).__name__}: {err}"), _placeholder(""), None
+            return _placeholder(f"cannot draw this sweep: {type(err).__name__}: {err}"), _placeholder(""), *empty
 
     @app.callback(Output("load-request", "data"), Output("tabs", "value", allow_duplicate=True),
                   Output("sweep-msg", "children", allow_duplicate=True),
-                  Input("x-pareto", "clickData"), Input({"type": "load-cfg", "id": ALL}, "n_clicks"),
+                  Input("x-pareto", "clickData"), Input("x-grid", "active_cell"),
                   State("sweep-folder", "data"), prevent_initial_call=True)
-    def load_config(click, _clicks, key):
-        trig = dash.ctx.triggered_id
-        if isinstance(trig, dict):
-            if not (dash.ctx.triggered and dash.ctx.triggered[0].get("value")):
-                return no_update, no_update, no_update  # a row appeared, nobody clicked
-            cid = trig.get("id")
+    def load_config(click, cell, key):
+        if dash.ctx.triggered_id == "x-grid":
+            if not isinstance(cell, dict) or cell.get("column_id") != views.LOAD:
+                return no_update, no_update, no_update  # a click on another cell: sorting, reading
+            cid = cell.get("row_id")
         else:
             try:
                 cid = click["points"][0]["customdata"]

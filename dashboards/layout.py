@@ -9,6 +9,7 @@ from pdsim.specs import catalog
 from . import forms, views
 from .config import Limits
 from .sessions import new_session_id
+from .sweep_jobs import MAX_CONFIGS as MAX_SWEEP
 
 CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 0; color: #222; }
@@ -58,6 +59,10 @@ progress { width: 260px; vertical-align: middle; }
 .section-title { font-size: 14px; font-weight: 600; margin: 14px 0 4px 0; color: #334; }
 .window { margin: 0 20px 10px 80px; }
 #app-error:empty { display: none; }
+.panel { border: 1px solid #d5d8dc; border-radius: 6px; padding: 6px 10px; margin: 6px 0; background: #fcfcfd; }
+.panel pre { max-height: 420px; overflow: auto; background: #f6f8fa; padding: 8px; font-size: 11px; margin: 6px 0; }
+button.apply { padding: 1px 8px; font-size: 11px; margin-top: 3px; }
+.downloads button { padding: 3px 8px; font-size: 12px; }
 #app-error { background: #fdecea; color: #8a1c14; padding: 6px 10px; border-radius: 6px; margin: 6px 0;
              cursor: pointer; }
 """
@@ -115,6 +120,22 @@ def client_upload_cap(limits: Limits) -> int:
     return limits.max_upload_bytes * 5 // 4
 
 
+def launch_panel():
+    """Launch commands of the scenario in the editor (hidden until Launch commands is pressed)."""
+    return html.Div([
+        html.Div([html.B("Launch commands"), html.Span(" for the scenario in the editor, with the knobs pdsim "
+                                                       "simulated:", className="hint"),
+                  dcc.RadioItems(id="launch-engine", value="sglang", inline=True,
+                                 options=[{"label": " SGLang (Mooncake P/D)  ", "value": "sglang"},
+                                          {"label": " vLLM (P2P NCCL xPyD)", "value": "vllm"}]),
+                  html.Div(className="grow"),
+                  html.Button("Download launch.sh", id="launch-download-btn"), dcc.Download(id="launch-download"),
+                  html.Button("Close", id="launch-close")], className="toolbar"),
+        html.Div(id="launch-msg"),
+        html.Pre(id="launch-text"),
+    ], id="launch-panel", className="panel", style={"display": "none"})
+
+
 def build_tab(limits: Limits):
     wl = _ids("workload")
     form = html.Div([
@@ -144,10 +165,13 @@ def build_tab(limits: Limits):
                        children=html.Button(f"Upload scenario .yaml or trace .jsonl/.csv "
                                             f"(up to {limits.max_upload_bytes / 2**20:g} MiB)")),
             html.Button("Download YAML", id="download-btn"), dcc.Download(id="download"),
+            html.Button("Launch commands", id="launch-btn", title="the SGLang / vLLM commands that start this "
+                        "deployment (pdsim launch)"),
             html.Button("Check", id="validate"),
             html.Button("Run ▶", id="build-run", className="primary"),
         ], className="toolbar"),
         html.Div(id="build-msg"),
+        launch_panel(),
         html.Div([form, editor], className="build"),
     ])
 
@@ -163,6 +187,10 @@ def run_tab():
                          style={"width": "380px"}),
             html.Button("Pin to Compare", id="pin"),
         ], className="toolbar"),
+        html.Div([html.Span("Download the run shown:", className="hint"),
+                  html.Button("requests .parquet", id="dl-parquet"), html.Button("requests .csv", id="dl-csv"),
+                  html.Button("report .html", id="dl-html"), dcc.Download(id="run-download"),
+                  html.Span(id="dl-msg", className="hint")], className="toolbar downloads"),
         html.Div(id="progress"),
         dcc.Interval(id="poll", interval=400, disabled=True),
         html.Div(views.empty_state(views.NO_RUN), id="results"),
@@ -185,8 +213,45 @@ def compare_tab():
     ])
 
 
+SWEEP_KNOBS = [c for c in forms.FIELDS if forms.FIELDS[c].kind == "number" and c not in ("f-seed",)]
+
+
+def sweep_knob_options() -> list[dict]:
+    """Numeric scenario fields a sweep from the page can span (as pdsim sweep names them)."""
+    names = {"general": "", "p": "prefill ", "d": "decode ", "c": "colocated ", "transfer": "transfer ",
+             "workload": "workload ", "slo": "SLO "}
+    opts = []
+    for c in SWEEP_KNOBS:
+        f = forms.FIELDS[c]
+        opts.append({"label": f"{names.get(f.section, '')}{f.label}", "value": f.path.replace("[0]", "")})
+    return opts
+
+
+def sweep_panel():
+    knobs = sweep_knob_options()
+
+    def axis(n: int):
+        return html.Div([html.Label(f"axis {n}:"),
+                         dcc.Dropdown(id=f"sw-field-{n}", options=knobs, placeholder="knob...",
+                                      style={"width": "300px"}, optionHeight=28),
+                         dcc.Input(id=f"sw-values-{n}", type="text", placeholder="values, e.g. 1, 2, 4",
+                                   debounce=False, style={"width": "180px"})], className="toolbar")
+
+    return html.Div([
+        html.Div([html.B("Run a sweep"), html.Span(" of the scenario in Build over one or two knobs (at most "
+                                                   f"{MAX_SWEEP} configurations; pdsim sweep runs larger ones):",
+                                                   className="hint")]),
+        axis(1), axis(2),
+        html.Div([html.Button("Start sweep ▶", id="sweep-start", className="primary"),
+                  html.Button("Cancel sweep", id="sweep-cancel", className="danger"),
+                  html.Div(id="sweep-progress", className="grow")], className="toolbar"),
+        dcc.Interval(id="sweep-poll", interval=500, disabled=True),
+    ], id="sweep-panel", className="panel")
+
+
 def explore_tab():
     return html.Div([
+        sweep_panel(),
         html.Div([html.Label("Sweep result folder:"),
                   dcc.Dropdown(id="sweep-list", options=[], placeholder="pick a folder written by pdsim sweep --out",
                                style={"width": "520px"}, optionHeight=28),
@@ -203,10 +268,10 @@ def explore_tab():
                       dcc.Dropdown(id="heat-y", placeholder="y knob", style={"width": "280px"}),
                       dcc.Dropdown(id="heat-metric", placeholder="metric", style={"width": "240px"})],
                      className="toolbar"),
-            html.Div("Click a point, or a row's load button, to load that configuration into Build "
+            html.Div("Click a point, or a row's load ▸ cell, to load that configuration into Build "
                      "(renamed after the configuration).", className="hint"),
             dcc.Graph(id="x-pareto"), dcc.Graph(id="x-heatmap"),
-            html.Div(id="x-table"),
+            html.Div([html.Div(id="x-table-note", className="hint"), views.sweep_grid()], id="x-table"),
         ], id="explore-body", style={"display": "none"}),
     ])
 
@@ -219,6 +284,7 @@ def page(limits: Limits | None = None):
         html.H2("pdsim: prefill/decode-disaggregated serving simulator"),
         dcc.Store(id="session", storage_type="session", data=new_session_id()),
         dcc.Store(id="active-job"), dcc.Store(id="sweep-folder"), dcc.Store(id="load-request"),
+        dcc.Store(id="applied", data={}), dcc.Store(id="sweep-job"),
         html.Div(id="app-error"),
         dcc.Tabs(id="tabs", value="build", children=[
             dcc.Tab(label="Build", value="build", children=build_tab(limits)),

@@ -113,8 +113,9 @@ def register_run(app: dash.Dash, services) -> None:
         msg = job.status + (f": {job.error}" if job.error else "")
         return err_span(msg), True, opts, opts, _latest(services, sid)
 
-    @app.callback(Output("results", "children"), Input("run-select", "value"), State("session", "data"))
-    def show(jid, sid):
+    @app.callback(Output("results", "children"), Input("run-select", "value"), State("session", "data"),
+                  State("applied", "data"))
+    def show(jid, sid, applied):
         sid = _session(services, sid)
         job = jobs.get(sid, jid)
         if job is None or job.result is None:
@@ -125,7 +126,11 @@ def register_run(app: dash.Dash, services) -> None:
                 return views.empty_state(f"This run is no longer kept (the server keeps {limits.runs_per_session} "
                                          "finished runs per page).", "run-gone")
             return views.empty_state(views.NO_RUN, "run-empty")
-        return panels.results_panel(job.result, job.label)
+        how = applied.get(jid) if isinstance(applied, dict) and isinstance(jid, str) else None
+        base = jobs.get(sid, how.get("base")) if isinstance(how, dict) else None
+        if base is None or base.result is None:
+            return panels.results_panel(job.result, job.label)
+        return panels.results_panel(job.result, job.label, before=base.result, applied=how)
 
     @app.callback(Output("g-gantt", "figure"), Input("gantt-window", "value"), State("run-select", "value"),
                   State("session", "data"), prevent_initial_call=True)

@@ -97,14 +97,23 @@ def summary_cards(summary: dict, label: str = "") -> list:
     return cards
 
 
-def instance_table(summary: dict) -> html.Table:
+def instance_table(summary: dict, kv: list | None = None) -> html.Table:
+    """Per instance; ``kv`` (run_figures.kv_use) splits the KV pool's peak into live KV (held by
+    running requests) and prefix-cache residency (reusable blocks no request references)."""
     rows = summary.get("instances") or []
-    head = html.Tr([html.Th(h) for h in ("instance", "role", "GPUs", "busy", "KV peak", "steps", "tokens out",
-                                         "retractions")])
+    by_name = {k.name: k for k in kv or []}
+    head = html.Tr([html.Th(h) for h in ("instance", "role", "GPUs", "busy", "KV pool peak", "live KV peak",
+                                         "prefix cache at pool peak", "steps", "tokens out", "retractions")])
+
+    def pct(name, attr):
+        k = by_name.get(name)
+        return f"{getattr(k, attr):.0%}" if k is not None else ""
+
     body = [html.Tr([html.Td(r["name"]), html.Td(r["role"]), html.Td(r["gpus"]), html.Td(f"{r['busy_frac']:.0%}"),
-                     html.Td(f"{r['kv_peak_frac']:.0%}"), html.Td(f"{r['steps']:,}"), html.Td(f"{r['tokens_out']:,}"),
-                     html.Td(r["retractions"])]) for r in rows[:64]]
-    more = [html.Tr(html.Td(f"... {len(rows) - 64} more", colSpan=8))] if len(rows) > 64 else []
+                     html.Td(f"{r['kv_peak_frac']:.0%}"), html.Td(pct(r["name"], "live_peak")),
+                     html.Td(pct(r["name"], "cached_at_peak")), html.Td(f"{r['steps']:,}"),
+                     html.Td(f"{r['tokens_out']:,}"), html.Td(r["retractions"])]) for r in rows[:64]]
+    more = [html.Tr(html.Td(f"... {len(rows) - 64} more", colSpan=10))] if len(rows) > 64 else []
     return html.Table([html.Thead(head), html.Tbody(body + more)], className="table")
 
 
@@ -130,27 +139,76 @@ def short_name(knob: str) -> str:
     return short(knob)
 
 
-SWEEP_COLUMNS = ("gpus", "status", "goodput_share", "request_goodput", "output_throughput_per_gpu",
-                 "tokens_per_s_per_user", "p90_ttft_ms", "p90_itl_ms", "max_rate", "max_rate_per_gpu", "reason")
+# metrics first (what a reader compares), then the knobs, then bookkeeping; the hash id last
+SWEEP_METRICS = ("goodput_share", "request_goodput", "output_throughput_per_gpu", "tokens_per_s_per_user",
+                 "p90_ttft_ms", "p90_itl_ms", "max_rate", "max_rate_per_gpu")
+SWEEP_TAIL = ("gpus", "status", "reason")
+SWEEP_LABELS = {"goodput_share": "meets SLO", "request_goodput": "goodput req/s",
+                "output_throughput_per_gpu": "tok/s/GPU", "tokens_per_s_per_user": "tok/s/user",
+                "p90_ttft_ms": "p90 TTFT ms", "p90_itl_ms": "p90 ITL ms", "max_rate": "max rate",
+                "max_rate_per_gpu": "max rate/GPU", "gpus": "GPUs", "status": "status", "reason": "reason",
+                "layout": "layout", "config_id": "config"}
+LOAD = "load"  # the column whose cell loads its row into Build
 
 
-def _cell(v) -> str:
+def _cell(v):
     if v is None or (isinstance(v, float) and v != v):
-        return ""
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+        return None
+    if isinstance(v, float):
+        return float(f"{v:.4g}")
+    return v.item() if hasattr(v, "item") else v
 
 
-def sweep_table(sweep, metric: str | None, limit: int = 200) -> html.Div:
-    """Configurations, best ``metric`` first, each with a button that loads it into Build."""
+def sweep_columns(sweep) -> list[str]:
     df = sweep.df
-    cols = [c for c in ("layout",) if c in df] + sweep.knobs + [c for c in SWEEP_COLUMNS if c in df]
-    cols = list(dict.fromkeys(cols))
+    cols = ([c for c in ("layout",) if c in df] + [c for c in SWEEP_METRICS if c in df]
+            + [k for k in sweep.knobs if k != "layout"] + [c for c in SWEEP_TAIL if c in df] + ["config_id"])
+    return list(dict.fromkeys(cols))
+
+
+def sweep_rows(sweep, metric: str | None) -> tuple[list[dict], list[dict], list[dict], str]:
+    """(columns, rows, tooltips, note) of the sweep grid: best ``metric`` first, metrics before
+    knobs, the hash id last; every row's ``id`` is its configuration id."""
+    df = sweep.df
     if metric in df:
         df = df.sort_values(metric, ascending=metric.endswith("_ms"), na_position="last")
-    head = html.Tr([html.Th(""), html.Th("config")] + [html.Th(short_name(c)) for c in cols])
-    body = [html.Tr([html.Td(html.Button("load", id={"type": "load-cfg", "id": str(r["config_id"])}, className="load")),
-                     html.Td(str(r["config_id"]))] + [html.Td(_cell(r[c])) for c in cols])
-            for r in df.head(limit).to_dict("records")]
-    note = f"sorted by {metric}" + (f"; first {limit} of {len(df)}" if len(df) > limit else "") if metric else ""
-    return html.Div([html.Div(note, className="hint"), html.Table([html.Thead(head), html.Tbody(body)],
-                                                                  className="table")], style={"overflowX": "auto"})
+    cols = sweep_columns(sweep)
+    ids = {c: f"c{i}" for i, c in enumerate(cols)}
+    columns = [{"name": "", "id": LOAD}] + [
+        {"name": SWEEP_LABELS.get(c) or short_name(c), "id": ids[c],
+         "type": "numeric" if df[c].dtype.kind in "if" else "text"} for c in cols]
+    data = [{"id": str(r["config_id"]), LOAD: "load ▸", **{ids[c]: _cell(r[c]) for c in cols}}
+            for r in df.to_dict("records")]
+    tips = [{ids[c]: {"value": f"{short_name(c)}: {r[ids[c]]}", "type": "text"} for c in cols if r[ids[c]] is not None}
+            for r in data]
+    note = (f"{len(df)} configurations" + (f", sorted by {metric}" if metric else "")
+            + "; click a column name to sort, type in the row under it to filter (e.g. > 0.9), "
+              "click load ▸ to load that configuration into Build")
+    return columns, data, tips, note
+
+
+def sweep_grid(page_size: int = 15):
+    """The sweep's configurations as a compact DataTable (filled by the Explore callbacks):
+    fixed-width columns (long text cut, whole in the tooltip), horizontal scroll inside its box,
+    native sort and filter, ``page_size`` rows a page. Clicking a row's "load ▸" cell loads
+    that configuration into Build."""
+    import warnings
+
+    from dash import dash_table
+
+    with warnings.catch_warnings():  # dash 3 says DataTable will move out of dash some day (to dash-ag-grid)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _grid(dash_table, page_size)
+
+
+def _grid(dash_table, page_size: int):
+    return dash_table.DataTable(
+        id="x-grid", columns=[], data=[], sort_action="native", filter_action="native",
+        page_action="native", page_size=page_size, tooltip_data=[], tooltip_duration=None,
+        style_table={"overflowX": "auto", "maxWidth": "100%"},
+        style_cell={"width": "96px", "minWidth": "96px", "maxWidth": "96px", "overflow": "hidden",
+                    "textOverflow": "ellipsis", "whiteSpace": "nowrap", "fontSize": "12px",
+                    "fontFamily": "system-ui, sans-serif", "padding": "2px 6px"},
+        style_cell_conditional=[{"if": {"column_id": LOAD}, "width": "52px", "minWidth": "52px", "maxWidth": "52px",
+                                 "color": "#1f6feb", "cursor": "pointer", "textAlign": "center"}],
+        style_header={"fontWeight": 600, "whiteSpace": "normal", "height": "auto", "lineHeight": "14px"})

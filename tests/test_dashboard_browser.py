@@ -246,8 +246,8 @@ def test_browser_explore_lists_sweeps_and_loads_a_renamed_configuration(site):
     wait(lambda: len(d.find_elements("css selector", "#x-heatmap .heatmaplayer, #x-heatmap .hm")) >= 1)
     wait(lambda: "cfg0002abcd" in text(d, "x-table"))
     shot(d, "12-explore")
-    row = [r for r in d.find_elements("css selector", "#x-table tr") if "cfg0002abcd" in r.text][0]
-    row.find_element("css selector", "button.load").click()
+    row = [r for r in d.find_elements("css selector", "#x-grid tr") if "cfg0002abcd" in r.text][0]
+    row.find_element("css selector", "td.dash-cell.column-0").click()  # the row's "load ▸" cell
     wait(lambda: "sweep configuration cfg0002abcd" in text(d, "build-msg"))
     assert "name: tiny-sweep-cfg0002abcd" in yaml_text(d)
     assert "description: 'sweep tiny-sweep, configuration cfg0002abcd: colocated.chunked_prefill_size=4096" \

@@ -57,13 +57,15 @@ class ColumnLog:
         return out
 
 
-STEP_COLUMNS = ("time_s", "step_s", "prefill_tokens", "running_batch", "kv_used", "queue_depth")
-STEP_DTYPES = (np.float64, np.float64, np.int32, np.int32, np.int32, np.int32)
+STEP_COLUMNS = ("time_s", "step_s", "prefill_tokens", "running_batch", "kv_used", "queue_depth", "kv_cached")
+STEP_DTYPES = (np.float64, np.float64, np.int32, np.int32, np.int32, np.int32, np.int32)
 
 
 def step_log() -> ColumnLog:
     """An instance's per-step log (the record's STEP_COLUMNS): step start (s), step seconds,
-    prefill tokens, decode batch, KV pages in use at the start, requests waiting."""
+    prefill tokens, decode batch, KV pages in use at the start, requests waiting, and of the pages
+    in use those the prefix cache holds for reuse with no request referencing them (evictable:
+    ``kv_used - kv_cached`` is the live KV of running requests)."""
     return ColumnLog(STEP_COLUMNS, STEP_DTYPES)
 
 

@@ -39,7 +39,7 @@ REQUEST_COLUMNS = (
     "d_load_s", "recomputes", "retries", "priority",
 )
 # per-step columns of an instance's step log
-STEP_COLUMNS = ("time_s", "step_s", "prefill_tokens", "running_batch", "kv_used", "queue_depth")
+STEP_COLUMNS = ("time_s", "step_s", "prefill_tokens", "running_batch", "kv_used", "queue_depth", "kv_cached")
 
 
 def empty_requests(n: int) -> dict[str, np.ndarray]:

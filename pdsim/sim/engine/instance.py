@@ -579,7 +579,7 @@ class Instance:
         b = self.batch
         page = self.page
         log = self.steps
-        log_t, log_dur, log_pf, log_dec, log_kv, log_queue = log.lists
+        log_t, log_dur, log_pf, log_dec, log_kv, log_queue, log_cached = log.lists
         pool = self.pool
         tiers = self.cache.tiers if self.cache is not None else None
         # decode-only steps may run inline between events (see _quiet_decode)
@@ -664,6 +664,7 @@ class Instance:
                 log_dec.append(n)
                 log_kv.append(pool.used)
                 log_queue.append(self.pq_count + len(self.prealloc_q) + len(self.ready_q))  # queue_len
+                log_cached.append(self.cache.evictable_pages if self.cache is not None else 0)
                 self.busy_time += dur
                 self._step_start, self._step_dur = start, dur
                 self._dec_step, self._removed_in_step = n, 0
@@ -713,8 +714,9 @@ class Instance:
         price = self.executor.step_time
         n = b.n
         log = self.steps
-        log_t, log_dur, log_pf, log_dec, log_kv, log_queue = log.lists
+        log_t, log_dur, log_pf, log_dec, log_kv, log_queue, log_cached = log.lists
         waiting = self.pq_count + len(self.prealloc_q) + len(self.ready_q)  # nothing joins meanwhile
+        cached = self.cache.evictable_pages if self.cache is not None else 0  # no request leaves meanwhile
         now = start = env.now
         while True:
             step = b.step
@@ -737,6 +739,7 @@ class Instance:
             log_dec.append(n)
             log_kv.append(pool.used)
             log_queue.append(waiting)
+            log_cached.append(cached)
             self.busy_time += dur
             # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
             now = end
