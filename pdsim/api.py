@@ -43,7 +43,7 @@ def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | No
                 raise SpecError(err.message, source=source, field=f"cluster.{role}[{i}].hardware") from None
     validate_against(sc, hw, model, source, group_hw)
     if sc.experts is not None:
-        shw = load_hardware_ref(sc.experts.hardware, base, source, trust) if sc.experts.hardware else hw
+        shw = load_hardware_ref(sc.experts.hardware, base, source, trust, "experts.hardware") if sc.experts.hardware else hw
         if sc.experts.hardware:
             group_hw[("experts", 0)] = shw
         why = expert_service_check(model, sc.experts, shw)
