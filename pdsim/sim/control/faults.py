@@ -19,9 +19,14 @@ import numpy as np
 
 from ...costs.restart import restart_s
 from ...plugins import Plugin, Registry
+from ...specs.errors import SpecError
+from ...specs.faults import MAX_TIME_S
+from ...specs.limits import check_range
 from ...specs.memory import weights_per_gpu
 
 FAULT_RNG_OFFSET = 0x5EED_FA17  # the fault stream is independent of the routing stream
+MIN_KILL_INTERVAL_S = 0.1  # kill_every: documented bound (docs/faults.md)
+MAX_KILLS = 100_000
 
 
 class FaultModel(Plugin):
@@ -48,6 +53,15 @@ class KillEvery(FaultModel):
         count: int = 1
         recover_after_s: float | None = None
         role: str | None = None  # only instances of this role
+
+        def __post_init__(self) -> None:
+            check_range(self.interval_s, MIN_KILL_INTERVAL_S, MAX_TIME_S, "interval_s", "s",
+                        why="a failure every 100 ms at most")
+            check_range(self.start_s, 0, MAX_TIME_S, "start_s", "s")
+            check_range(self.count, 0, MAX_KILLS, "count")
+            check_range(self.recover_after_s, 0, MAX_TIME_S, "recover_after_s", "s or null", allow_none=True)
+            if self.role is not None and self.role not in ("prefill", "decode", "colocated"):
+                raise SpecError(f"expected prefill, decode or colocated, got {self.role!r}", field="role")
 
     def start(self, ctl):
         p = self.params
