@@ -263,7 +263,7 @@ class AutoscaleController:
 
     def __init__(self, world, spec, policy: Autoscaler):
         self.world, self.spec, self.policy = world, spec, policy
-        world.env.process(self._run())
+        world.daemon(self._run())  # its ticks alone never keep a run going (sim/settle.py)
 
     def _run(self):
         env, world = self.world.env, self.world

@@ -32,7 +32,8 @@ MAX_KILLS = 100_000
 class FaultModel(Plugin):
     """A fault plug-in: ``start(ctl)`` runs once at time 0; use ``ctl.env`` (SimPy), ``ctl.rng``
     (seeded), ``ctl.instances`` (names) and ``ctl.kill_gpu/kill_node/kill_nic/kill_expert_server``
-    (each with ``recover_after_s``)."""
+    (each with ``recover_after_s``). Run a periodic process with ``ctl.process(gen)`` (it must
+    yield only timeouts): then it never keeps a run going once no request can progress."""
 
     def start(self, ctl: "FaultController") -> None:
         raise NotImplementedError
@@ -73,7 +74,7 @@ class KillEvery(FaultModel):
                 if up:
                     ctl.kill_gpu(up[int(ctl.rng.integers(len(up)))].name, 0, p.recover_after_s)
                 yield ctl.env.timeout(p.interval_s)
-        ctl.env.process(run())
+        ctl.process(run())
 
 
 class FaultController:
@@ -90,17 +91,22 @@ class FaultController:
         self.nics_down: dict[int, int] = {}  # instance id -> its NICs down
         self.recover_at: dict[int, float] = {}  # instance id -> when its failed component is back
         self.fail_time: dict[int, float] = {}
+        self.wait_nic: set[int] = set()  # restarted instances waiting for a NIC to come back
 
     @property
     def instances(self) -> list[str]:
         return list(self.by_name)
+
+    def process(self, gen) -> None:
+        """Run a periodic fault process (see FaultModel)."""
+        self.world.daemon(gen)
 
     # ---- scheduling ----------------------------------------------------------------------
     def start(self, plugins=()) -> None:
         for ev in self.spec.events:
             self.env.timeout(ev.at_s).callbacks.append(lambda _e, ev=ev: self._event(ev))
         for rf in self.spec.random:
-            self.env.process(self._random(rf))
+            self.process(self._random(rf))
         for ref in plugins:
             ref.create().start(self)
 
@@ -129,9 +135,18 @@ class FaultController:
         if not comps:
             return
         rate = len(comps) / (rf.mtbf_h * 3600.0)  # failures per second, all components together
+        back: dict = {}  # component -> when its repair ends
         while True:
             yield self.env.timeout(float(self.rng.exponential(1.0 / rate)))
             c = comps[int(self.rng.integers(len(comps)))]
+            # a failed component cannot fail again before its repair: skipping the draws that
+            # hit one (thinning) makes each component's up time exponential with mean mtbf_h;
+            # counting them would keep a NIC (and its instance) down for good once failures
+            # arrive faster than repairs (a 1.5 GB, never-ending run before)
+            now = self.env.now
+            if back.get(c, -1.0) > now:
+                continue
+            back[c] = now + rf.mttr_s
             if rf.component == "gpu":
                 self.kill_gpu(c[0], c[1], rf.mttr_s)
             elif rf.component == "node":
@@ -191,6 +206,9 @@ class FaultController:
         self.nics_down[inst.iid] = down
         self._set_nic(inst, self._nics(inst), down)
         self.world.log_event("nic_recovered", inst.name, "")
+        if inst.iid in self.wait_nic:  # its restart is done and was waiting for this NIC
+            self.wait_nic.discard(inst.iid)
+            self.world.instance_up(inst)
 
     def _down(self, inst, reason: str, recover_after_s: float | None) -> None:
         now = self.env.now
@@ -216,7 +234,8 @@ class FaultController:
 
     def _restarted(self, inst) -> None:
         if self.nics_down.get(inst.iid, 0) >= self._nics(inst):
-            return  # still no NIC: stays down until one is back
+            self.wait_nic.add(inst.iid)  # still no NIC: up as soon as one is back (_nic_back)
+            return
         self.world.instance_up(inst)
 
     def restart_time(self, inst) -> float:

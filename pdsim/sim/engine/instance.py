@@ -114,6 +114,7 @@ class Instance:
         self._dec_step = self._removed_in_step = 0  # its decode batch; requests taken off meanwhile
         self._wake = env.event()
         self._sleeping = False
+        self._d_first = False  # prefill role: only prompts whose decode KV is allocated (_unblock_prefill)
         self.proc = env.process(self._loop())
 
     # ---- load signals for routers (read through control.membership views) -----------------
@@ -351,13 +352,74 @@ class Instance:
     def _reserve_pages(self) -> int:
         return int(self.ratio * self.batch.rem_out) // self.page
 
+    def _growth_pages(self) -> int:
+        """Pages the requests holding KV here still need to finish (decoding, or admitted and
+        waiting to): the full-context reserve used while retracted requests wait, so that what
+        runs can always finish and free its pages (each request fits alone: cannot_hold)."""
+        page = self.page
+        b = self.batch
+        total = 0
+        if self.q == 1.0:  # speculative decoding reserves whole contexts at admission (_reserve_extra)
+            step = b.step
+            for r in b.running.values():
+                total += pages_for(r.ctx0 + r.remaining, page) - pages_for(r.ctx0 + step - r.admit_step, page)
+            for r in self.ready_q:
+                if r.d_pages:
+                    total += self._own_growth(r, r.ctx0)
+            for q in self.pq:
+                for r in q:
+                    if r.pf_admitted:
+                        total += self._own_growth(r, self._prompt_len(r))
+        return total
+
+    def _own_growth(self, req: Request, ctx: int) -> int:
+        """Pages ``req`` adds to its ``ctx`` tokens of KV until its last token."""
+        if self.q != 1.0:
+            return 0
+        rem = max(0, req.output_len - req.tokens_out())
+        return pages_for(ctx + rem, self.page) - pages_for(ctx, self.page)
+
+    def _unblock_prefill(self) -> bool:
+        """Prefill role, nothing admissible: if prompts whose decode side has already allocated
+        their KV wait here while this pool is full of prefilled prompts whose decode side has
+        not (it allocates in arrival order; a policy such as ``spf`` prefills out of it), each
+        side waits for the other for ever. Give those prefilled prompts' pages back (they are
+        prefilled again later) until the first waiting prompt fits, and admit only prompts
+        with decode KV until none waits. Returns True if pages were freed."""
+        waiting = [r for q in self.pq for r in q if not r.pf_admitted and r.d_pages]
+        if not waiting:
+            self._d_first = False
+            return False
+        need = pages_for(self._prompt_len(waiting[0]), self.page)
+        victims = sorted((r for r in self.holding.values() if not r.d_pages), key=lambda r: -r.rid)
+        freed = False
+        for v in victims:
+            if self.pool.free >= need:
+                break
+            del self.holding[v.rid]
+            self.pool.release(v.p_pages)
+            v.p_pages = 0
+            self.kv.unref(v)
+            v.prefill_ready = False  # its transfer waits for the new prefill (transports)
+            v.pf_admitted = False
+            v.prefilled = 0
+            v.recomputes += 1
+            v.recompute_tokens += v.input_len
+            self.enqueue_prefill(v)
+            freed = True
+        self._d_first = freed or self._d_first
+        return freed
+
     def _prealloc(self) -> None:
         """Decode side: allocate KV for routed requests, FIFO, keeping a reserve for growth."""
         q = self.prealloc_q
         while q:
             req = q[0]
             need = pages_for(req.input_len + self._reserve_extra(req), self.page)
-            if self.pool.free - self._reserve_pages() < need or not self.pool.alloc(need):
+            reserve = self._reserve_pages()
+            if self.recompute_ctx:  # retracted requests wait: admit only what cannot retract them again
+                reserve = max(reserve, self._growth_pages() + self._own_growth(req, req.input_len))
+            if self.pool.free - reserve < need or not self.pool.alloc(need):
                 break
             q.popleft()
             req.d_pages = need
@@ -478,6 +540,8 @@ class Instance:
         # decode-capable instances keep a page of growth per running request on top of the
         # reserve; without it a retracted request re-admitted at once is retracted again
         headroom = self._reserve_pages() + self.batch.n if self.role != "prefill" else 0
+        if self.recompute_ctx and self.role != "prefill":
+            headroom = max(headroom, self._growth_pages() + self._own_growth(req, plen))
         now = self.env.now
         extra = self._reserve_extra(req) if self.role != "prefill" else 0
         epoch = self.epoch
@@ -545,8 +609,11 @@ class Instance:
             for req in order(q, cache):
                 if budget <= 0 or slots <= 0:
                     break
-                if not req.pf_admitted and not self._admit_prompt(req):
-                    break
+                if not req.pf_admitted:
+                    if self._d_first and not req.d_pages:
+                        continue
+                    if not self._admit_prompt(req):
+                        break
                 left = self._prompt_len(req) - req.prefilled
                 chunk = left if left <= budget else budget
                 if chunk <= 0:
@@ -630,6 +697,8 @@ class Instance:
                     if n:
                         self.pool.alloc(need)
                 if not pf_tokens and not n:
+                    if role == "prefill" and self.pq_count and self.holding and self._unblock_prefill():
+                        continue
                     self.executor.idle()
                     if self.state == DRAINING and not (self.holding or self.ready_q or self.prealloc_q
                                                        or self.pq_count or b.n):
