@@ -260,8 +260,10 @@ class World:
         if delta > 0:
             room = max_instances() - len(self.instances)
             if delta > room:  # the load-time limit holds at run time too (PDSIM_MAX_INSTANCES)
-                self.log_event("scale_capped", f"{role}[{index}]",
-                               f"asked for {delta} more, {max(room, 0)} fit under PDSIM_MAX_INSTANCES={max_instances()}")
+                if room > 0 or not getattr(self, "_capped_logged", False):  # once at the limit, not every tick
+                    self._capped_logged = True
+                    self.log_event("scale_capped", f"{role}[{index}]", f"asked for {delta} more, {max(room, 0)} "
+                                   f"fit under PDSIM_MAX_INSTANCES={max_instances()}")
                 delta = max(room, 0)
             for _ in range(delta):
                 label = plan.group.name or f"{role[0].upper()}{index}"
