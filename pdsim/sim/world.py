@@ -464,8 +464,15 @@ class World:
             # hide an empty schedule (a stuck world) from peek()
             peek, stepper = env.peek, env.step
             try:
-                while peek() <= target:
-                    stepper()
+                if self.daemons:  # settle the moment only periodic events are left (settle.py)
+                    q, daemons = env._queue, self.daemons
+                    while peek() <= target:
+                        stepper()
+                        if len(q) <= daemons and settle.only_daemons(self):
+                            break
+                else:
+                    while peek() <= target:
+                        stepper()
             except simpy.core.StopSimulation:
                 break  # every request is done (see _done)
             if self.progress:
