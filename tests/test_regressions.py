@@ -208,3 +208,16 @@ def test_autoscaler_cannot_scale_past_the_instance_limit_at_run_time(monkeypatch
     assert len(res.record.instances) <= 3
     assert any(e["kind"] == "scale_capped" for e in res.record.stats["events"])
     assert res.requests["finished"].all()
+
+
+@pytest.mark.parametrize("limit", [1, 32, 1_000_000])
+def test_requests_that_each_fit_alone_are_served_in_turn(limit):
+    """F-LIVE: nine requests of 9 + 10 tokens in a 144-token pool (each fits alone, not all
+    together) all finish, whatever the retraction limit; none is dropped retracted_too_often."""
+    d = read_yaml(HERE / "F1b_fits_maxretr.yaml")
+    d["cluster"]["colocated"][0]["engine"]["max_retractions_per_request"] = limit
+    with _watchdog(RUN_LIMIT_S):
+        res = pdsim.simulate(pdsim.resolve_scenario(d, "<test>", REPO))
+    df = res.requests
+    assert df["finished"].all(), df["drop_reason"].value_counts().to_dict()
+    assert int(df["preemptions"].max()) <= limit

@@ -220,7 +220,8 @@ class FaultController:
         self.world.fail_instance(inst, reason)
         d = self.spec.detection
         detect_at = (math.floor(now / d.heartbeat_s) + d.misses) * d.heartbeat_s
-        self.env.timeout(detect_at - now).callbacks.append(lambda _e: self._detected(inst, reason))
+        # max: floor(now / beat) * beat may round a hair past now
+        self.env.timeout(max(0.0, detect_at - now)).callbacks.append(lambda _e: self._detected(inst, reason))
 
     def _detected(self, inst, reason: str) -> None:
         self.world.detected(inst, reason.split(":")[0])

@@ -385,11 +385,11 @@ class Instance:
         not (it allocates in arrival order; a policy such as ``spf`` prefills out of it), each
         side waits for the other for ever. Give those prefilled prompts' pages back (they are
         prefilled again later) until the first waiting prompt fits, and admit only prompts
-        with decode KV until none waits. Returns True if pages were freed."""
+        with decode KV until none waits. Returns True if the batch should be formed again."""
         waiting = [r for q in self.pq for r in q if not r.pf_admitted and r.d_pages]
         if not waiting:
-            self._d_first = False
-            return False
+            was, self._d_first = self._d_first, False
+            return was
         need = pages_for(self._prompt_len(waiting[0]), self.page)
         victims = sorted((r for r in self.holding.values() if not r.d_pages), key=lambda r: -r.rid)
         freed = False
@@ -407,8 +407,8 @@ class Instance:
             v.recompute_tokens += v.input_len
             self.enqueue_prefill(v)
             freed = True
-        self._d_first = freed or self._d_first
-        return freed
+        was, self._d_first = self._d_first, True
+        return freed or not was
 
     def _prealloc(self) -> None:
         """Decode side: allocate KV for routed requests, FIFO, keeping a reserve for growth."""
@@ -697,7 +697,8 @@ class Instance:
                     if n:
                         self.pool.alloc(need)
                 if not pf_tokens and not n:
-                    if role == "prefill" and self.pq_count and self.holding and self._unblock_prefill():
+                    if role == "prefill" and self.pq_count and (self.holding or self._d_first) \
+                            and self._unblock_prefill():
                         continue
                     self.executor.idle()
                     if self.state == DRAINING and not (self.holding or self.ready_q or self.prealloc_q
