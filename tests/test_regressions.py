@@ -221,3 +221,16 @@ def test_requests_that_each_fit_alone_are_served_in_turn(limit):
     df = res.requests
     assert df["finished"].all(), df["drop_reason"].value_counts().to_dict()
     assert int(df["preemptions"].max()) <= limit
+
+
+def test_kv_written_for_a_dead_decode_instance_is_released():
+    """Found by the extended fuzz suite: with the shared-storage transport, P finished writing a
+    prompt's KV files for a decode instance that had died; the files stayed counted on D (its
+    receive buffer) after the request was given up."""
+    d = _base(transfer={"backend": "shared_storage"},
+              faults={"events": [{"at_s": 0.0, "kill": "gpu", "instance": "D0"}],
+                      "retry": {"policy": "restart", "max_retries": 0}})
+    d["workload"].update(num_requests=1, rate=None, input={"dist": "fixed", "value": 40},
+                         output={"dist": "fixed", "value": 1})
+    res = pdsim.simulate(resolve(d))  # PDSIM_CHECK=1: the world checks D's buffer is empty
+    assert res.requests["drop_reason"].tolist() == ["decode_gpu_failed_after_retries"]

@@ -248,6 +248,9 @@ class Instance:
         is known (detected), it goes straight back to the world."""
         if req.done:
             return
+        if req.buffer_where is not None and self.buffer is not None:  # its KV reached a dead receiver
+            self.buffer.cancel(req.transfer_bytes, req.buffer_where)
+            req.buffer_where = None
         if self.detected:
             self.ports.evicted(req, self, f"{self.role}_unreachable")
         elif req not in self.limbo:
