@@ -234,3 +234,15 @@ def test_kv_written_for_a_dead_decode_instance_is_released():
                          output={"dist": "fixed", "value": 1})
     res = pdsim.simulate(resolve(d))  # PDSIM_CHECK=1: the world checks D's buffer is empty
     assert res.requests["drop_reason"].tolist() == ["decode_gpu_failed_after_retries"]
+
+
+def test_a_schedule_step_ahead_keeps_the_run_going_for_held_requests():
+    """Autoscaler ticks alone never keep a run alive (H7), but a schedule with a step ahead
+    will act: the requests held since the only prefill instance died are served by the
+    instances it adds at 5 s."""
+    d = _base(faults={"events": [{"at_s": 0.5, "kill": "gpu", "instance": "P0"}]},
+              autoscaler={"policy": "schedule", "interval_s": 1.0,
+                          "params": {"steps": [{"at_s": 5.0, "count": 2, "role": "prefill"}]}})
+    res = pdsim.simulate(resolve(d))
+    assert res.requests["finished"].all()
+    assert [e["what"] for e in res.record.stats["events"] if e["kind"] == "up"] == ["P0.1", "P0.2"]
