@@ -160,6 +160,8 @@ def _base(**extra) -> dict:
      "does not have"),
     ({"transfer": {"setup_ms": 1e300}}, "transfer.setup_ms", "[0, 60000]"),
     ({"faults": {"request_timeout_s": 1e-6}}, "faults.request_timeout_s", "[0.001"),
+    ({"faults": {"random": [{"component": "expert_server", "mtbf_h": 1.0}]}}, "faults.random[0].component",
+     "needs an expert service"),
 ])
 def test_accepted_silently_before_now_refused(extra, field, piece):
     msg = _refusal(lambda: resolve(_base(**extra)))

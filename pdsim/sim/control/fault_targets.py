@@ -46,3 +46,7 @@ def check_fault_targets(sc, hw, group_hw: dict, source: str) -> None:
             if ev.server >= servers:
                 raise SpecError(f"the expert service has {servers} servers (0..{servers - 1}), got server {ev.server}",
                                 source=source, field=f"{where}.server")
+    for j, rf in enumerate(sc.faults.random):
+        if rf.component == "expert_server" and servers is None:
+            raise SpecError("component: expert_server needs an expert service (experts:)", source=source,
+                            field=f"faults.random[{j}].component")
