@@ -248,3 +248,14 @@ def test_a_schedule_step_ahead_keeps_the_run_going_for_held_requests():
     res = pdsim.simulate(resolve(d))
     assert res.requests["finished"].all()
     assert [e["what"] for e in res.record.stats["events"] if e["kind"] == "up"] == ["P0.1", "P0.2"]
+
+
+def test_spf_small_pools_with_two_decode_instances():
+    """L2 as `pdsim run`'s counterfactual runs it (decode count 2): the allocation-order
+    deadlock between P and each D is broken when nothing else can happen."""
+    d = read_yaml(HERE / "LOSS_spf_small_pools.yaml")
+    d["cluster"]["decode"][0]["count"] = 2
+    with _watchdog(RUN_LIMIT_S):
+        res = pdsim.simulate(pdsim.resolve_scenario(d, "<test>", REPO))
+    reasons = set(res.requests["drop_reason"].dropna())
+    assert reasons <= {"prompt_exceeds_decode_kv_capacity", "context_exceeds_decode_kv_capacity"}, reasons

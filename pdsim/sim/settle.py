@@ -11,6 +11,11 @@ run ends (or goes on, if that freed a closed-loop slot whose next request can be
   (the instances they need are dead for good);
 - requests on expert-service clients while some expert has no live replica and none is coming
   back: the clients cannot step again; they fail (``expert_unavailable``) and release their KV.
+
+Before giving anything up, a prefill instance whose pool is full of prompts waiting for their
+decode side, while prompts whose decode KV is allocated wait for its pages, frees the former
+(Instance.unblock_prefill): the run goes on. Only a world where nothing else can happen gets
+there, so ordinary runs are unchanged.
 """
 from __future__ import annotations
 
@@ -24,7 +29,10 @@ def only_daemons(world) -> bool:
 
 
 def give_up(world) -> bool:
-    """Give up the requests that can never be served; True if any was."""
+    """Unblock what can be, else give up the requests that can never be served; True if
+    either happened."""
+    if any(inst.role == "prefill" and inst.unblock_prefill() for inst in world.instances):
+        return True  # a P/D allocation-order deadlock broken: requests can progress again
     changed = False
     svc = world.experts
     if svc is not None and svc.gate is not None:

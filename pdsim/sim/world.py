@@ -222,9 +222,6 @@ class World:
     # ---- ports (ports.py) ----------------------------------------------------------------
     def kv_allocated(self, req: Request, inst: Instance) -> None:
         self.transport.kv_allocated(req, inst)
-        p = self.instances[req.p_inst] if req.p_inst >= 0 and self.disaggregated else None
-        if p is not None and p._sleeping and p.pq_count:  # it may wait for this (Instance._unblock_prefill)
-            p.wake()
 
     def prefill_done(self, req: Request, inst: Instance) -> None:
         self.transport.prefill_done(req, inst)

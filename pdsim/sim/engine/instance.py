@@ -114,7 +114,7 @@ class Instance:
         self._dec_step = self._removed_in_step = 0  # its decode batch; requests taken off meanwhile
         self._wake = env.event()
         self._sleeping = False
-        self._d_first = False  # prefill role: only prompts whose decode KV is allocated (_unblock_prefill)
+        self._d_first = False  # prefill role: only prompts whose decode KV is allocated (unblock_prefill)
         self.proc = env.process(self._loop())
 
     # ---- load signals for routers (read through control.membership views) -----------------
@@ -382,22 +382,26 @@ class Instance:
         rem = max(0, req.output_len - req.tokens_out())
         return pages_for(ctx + rem, self.page) - pages_for(ctx, self.page)
 
-    def _unblock_prefill(self) -> bool:
-        """Prefill role, nothing admissible: if prompts whose decode side has already allocated
-        their KV wait here while this pool is full of prefilled prompts whose decode side has
-        not (it allocates in arrival order; a policy such as ``spf`` prefills out of it), each
-        side waits for the other for ever. Give those prefilled prompts' pages back (they are
-        prefilled again later) until the first waiting prompt fits, and admit only prompts
-        with decode KV until none waits. Returns True if the batch should be formed again."""
+    def unblock_prefill(self) -> bool:
+        """Prefill role, called when nothing in the world can progress (sim/settle.py): if
+        prompts whose decode side has already allocated their KV wait here while this pool is
+        full of prefilled prompts whose decode side has not (it allocates in arrival order; a
+        policy such as ``spf`` prefills out of it), each side waits for the other for ever.
+        Give those prefilled prompts' pages back (they are prefilled again later), newest first,
+        until the first waiting prompt's pages are free, and admit only prompts with decode KV
+        until none waits.
+        (SGLang cannot get there: its prefill server starts a prompt only once the decode side
+        has allocated it.) Returns True if pages were freed."""
         waiting = [r for q in self.pq for r in q if not r.pf_admitted and r.d_pages]
-        if not waiting:
-            was, self._d_first = self._d_first, False
-            return was
+        if not waiting or self.state != UP:
+            return False
         need = pages_for(self._prompt_len(waiting[0]), self.page)
         victims = sorted((r for r in self.holding.values() if not r.d_pages), key=lambda r: -r.rid)
         freed = False
         for v in victims:
-            if self.pool.free >= need:
+            # at least one each time: the free pages may not admit it yet (the admission keeps
+            # a reserve); the world calls again while it is still stuck
+            if freed and self.pool.free >= need:
                 break
             del self.holding[v.rid]
             self.pool.release(v.p_pages)
@@ -410,8 +414,18 @@ class Instance:
             v.recompute_tokens += v.input_len
             self.enqueue_prefill(v)
             freed = True
-        was, self._d_first = self._d_first, True
-        return freed or not was
+        if freed:
+            self._d_first = True
+            self.wake()
+        return freed
+
+    def _decode_first_done(self) -> bool:
+        """Leave the decode-allocated-first mode of ``unblock_prefill`` once no such prompt
+        waits; True if the batch should be formed again."""
+        if any(not r.pf_admitted and r.d_pages for q in self.pq for r in q):
+            return False
+        self._d_first = False
+        return True
 
     def _prealloc(self) -> None:
         """Decode side: allocate KV for routed requests, FIFO, keeping a reserve for growth."""
@@ -700,8 +714,7 @@ class Instance:
                     if n:
                         self.pool.alloc(need)
                 if not pf_tokens and not n:
-                    if role == "prefill" and self.pq_count and (self.holding or self._d_first) \
-                            and self._unblock_prefill():
+                    if self._d_first and self._decode_first_done():
                         continue
                     self.executor.idle()
                     if self.state == DRAINING and not (self.holding or self.ready_q or self.prealloc_q
