@@ -14,10 +14,12 @@ run ends (or goes on, if that freed a closed-loop slot whose next request can be
 
 Before giving anything up, a prefill instance whose pool is full of prompts waiting for their
 decode side, while prompts whose decode KV is allocated wait for its pages, frees the former
-(Instance.unblock_prefill): the run goes on. Only a world where nothing else can happen gets
+(engine/progress.py): the run goes on. Only a world where nothing else can happen gets
 there, so ordinary runs are unchanged.
 """
 from __future__ import annotations
+
+from .engine.progress import unblock_prefill
 
 
 def only_daemons(world) -> bool:
@@ -31,7 +33,7 @@ def only_daemons(world) -> bool:
 def give_up(world) -> bool:
     """Unblock what can be, else give up the requests that can never be served; True if
     either happened."""
-    if any(inst.role == "prefill" and inst.unblock_prefill() for inst in world.instances):
+    if any(inst.role == "prefill" and unblock_prefill(inst) for inst in world.instances):
         return True  # a P/D allocation-order deadlock broken: requests can progress again
     changed = False
     svc = world.experts

@@ -27,6 +27,7 @@ from ..kv.manager import KVManager
 from ..kv.pool import pages_for
 from ..request import Request
 from ...costs.speculative import tokens_per_step
+from . import progress
 from .decode_batch import DecodeBatch
 from ..columns import CHUNK, step_log
 
@@ -114,7 +115,7 @@ class Instance:
         self._dec_step = self._removed_in_step = 0  # its decode batch; requests taken off meanwhile
         self._wake = env.event()
         self._sleeping = False
-        self._d_first = False  # prefill role: only prompts whose decode KV is allocated (unblock_prefill)
+        self.decode_first = False  # prefill role: only prompts whose decode KV is allocated (progress.py)
         self.proc = env.process(self._loop())
 
     # ---- load signals for routers (read through control.membership views) -----------------
@@ -355,87 +356,13 @@ class Instance:
     def _reserve_pages(self) -> int:
         return int(self.ratio * self.batch.rem_out) // self.page
 
-    def _growth_pages(self) -> int:
-        """Pages the requests holding KV here still need to finish (decoding, or admitted and
-        waiting to): the full-context reserve used while retracted requests wait, so that what
-        runs can always finish and free its pages (each request fits alone: cannot_hold)."""
-        page = self.page
-        b = self.batch
-        total = 0
-        if self.q == 1.0:  # speculative decoding reserves whole contexts at admission (_reserve_extra)
-            step = b.step
-            for r in b.running.values():
-                total += pages_for(r.ctx0 + r.remaining, page) - pages_for(r.ctx0 + step - r.admit_step, page)
-            for r in self.ready_q:
-                if r.d_pages:
-                    total += self._own_growth(r, r.ctx0)
-            for q in self.pq:
-                for r in q:
-                    if r.pf_admitted:
-                        total += self._own_growth(r, self._prompt_len(r))
-        return total
-
-    def _own_growth(self, req: Request, ctx: int) -> int:
-        """Pages ``req`` adds to its ``ctx`` tokens of KV until its last token."""
-        if self.q != 1.0:
-            return 0
-        rem = max(0, req.output_len - req.tokens_out())
-        return pages_for(ctx + rem, self.page) - pages_for(ctx, self.page)
-
-    def unblock_prefill(self) -> bool:
-        """Prefill role, called when nothing in the world can progress (sim/settle.py): if
-        prompts whose decode side has already allocated their KV wait here while this pool is
-        full of prefilled prompts whose decode side has not (it allocates in arrival order; a
-        policy such as ``spf`` prefills out of it), each side waits for the other for ever.
-        Give those prefilled prompts' pages back (they are prefilled again later), newest first,
-        until the first waiting prompt's pages are free, and admit only prompts with decode KV
-        until none waits.
-        (SGLang cannot get there: its prefill server starts a prompt only once the decode side
-        has allocated it.) Returns True if pages were freed."""
-        waiting = [r for q in self.pq for r in q if not r.pf_admitted and r.d_pages]
-        if not waiting or self.state != UP:
-            return False
-        need = pages_for(self._prompt_len(waiting[0]), self.page)
-        victims = sorted((r for r in self.holding.values() if not r.d_pages), key=lambda r: -r.rid)
-        freed = False
-        for v in victims:
-            # at least one each time: the free pages may not admit it yet (the admission keeps
-            # a reserve); the world calls again while it is still stuck
-            if freed and self.pool.free >= need:
-                break
-            del self.holding[v.rid]
-            self.pool.release(v.p_pages)
-            v.p_pages = 0
-            self.kv.unref(v)
-            v.prefill_ready = False  # its transfer waits for the new prefill (transports)
-            v.pf_admitted = False
-            v.prefilled = 0
-            v.recomputes += 1
-            v.recompute_tokens += v.input_len
-            self.enqueue_prefill(v)
-            freed = True
-        if freed:
-            self._d_first = True
-            self.wake()
-        return freed
-
-    def _decode_first_done(self) -> bool:
-        """Leave the decode-allocated-first mode of ``unblock_prefill`` once no such prompt
-        waits; True if the batch should be formed again."""
-        if any(not r.pf_admitted and r.d_pages for q in self.pq for r in q):
-            return False
-        self._d_first = False
-        return True
-
     def _prealloc(self) -> None:
         """Decode side: allocate KV for routed requests, FIFO, keeping a reserve for growth."""
         q = self.prealloc_q
         while q:
             req = q[0]
             need = pages_for(req.input_len + self._reserve_extra(req), self.page)
-            reserve = self._reserve_pages()
-            if self.recompute_ctx:  # retracted requests wait: admit only what cannot retract them again
-                reserve = max(reserve, self._growth_pages() + self._own_growth(req, req.input_len))
+            reserve = progress.full_context_reserve(self, req, req.input_len, self._reserve_pages())
             if self.pool.free - reserve < need or not self.pool.alloc(need):
                 break
             q.popleft()
@@ -557,8 +484,8 @@ class Instance:
         # decode-capable instances keep a page of growth per running request on top of the
         # reserve; without it a retracted request re-admitted at once is retracted again
         headroom = self._reserve_pages() + self.batch.n if self.role != "prefill" else 0
-        if self.recompute_ctx and self.role != "prefill":
-            headroom = max(headroom, self._growth_pages() + self._own_growth(req, plen))
+        if self.role != "prefill":
+            headroom = progress.full_context_reserve(self, req, plen, headroom)
         now = self.env.now
         extra = self._reserve_extra(req) if self.role != "prefill" else 0
         epoch = self.epoch
@@ -627,7 +554,7 @@ class Instance:
                 if budget <= 0 or slots <= 0:
                     break
                 if not req.pf_admitted:
-                    if self._d_first and not req.d_pages:
+                    if self.decode_first and not req.d_pages:
                         continue
                     if not self._admit_prompt(req):
                         break
@@ -714,7 +641,7 @@ class Instance:
                     if n:
                         self.pool.alloc(need)
                 if not pf_tokens and not n:
-                    if self._d_first and self._decode_first_done():
+                    if self.decode_first and progress.decode_first_done(self):
                         continue
                     self.executor.idle()
                     if self.state == DRAINING and not (self.holding or self.ready_q or self.prealloc_q
