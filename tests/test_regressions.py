@@ -259,3 +259,21 @@ def test_spf_small_pools_with_two_decode_instances():
         res = pdsim.simulate(pdsim.resolve_scenario(d, "<test>", REPO))
     reasons = set(res.requests["drop_reason"].dropna())
     assert reasons <= {"prompt_exceeds_decode_kv_capacity", "context_exceeds_decode_kv_capacity"}, reasons
+
+
+def test_a_service_down_more_than_up_ends_with_requests_stalled():
+    """Found by the extended fuzz suite: random expert-server failures every 3.6 s per server
+    (16 servers, no replica, 1 s repair) keep some expert without a live replica almost all the
+    time; the failures kept the clock running for ever. Now the live requests are dropped
+    ``stalled`` after an hour of simulated time without progress."""
+    d = read_yaml(HERE / "N49.yaml")
+    d["workload"].update(num_requests=12, max_concurrency=3)
+    d["faults"] = {"random": [{"component": "expert_server", "mtbf_h": 0.001, "mttr_s": 1.0}],
+                   "restart": {"process_s": 0.5, "weight_load_gbps": 100.0, "comm_init_s": 0.1,
+                               "graph_capture_s": 0.5}}
+    with _watchdog(RUN_LIMIT_S):
+        res = pdsim.simulate(pdsim.resolve_scenario(d, "<test>", REPO))
+    df = res.requests
+    assert df["finished"].sum() + (df["drop_reason"] == "stalled").sum() \
+        + df["drop_reason"].fillna("").str.startswith("expert_unavailable").sum() == 12
+    assert any(e["kind"] == "stalled" and e["what"] == "cluster" for e in res.record.stats["events"])

@@ -123,6 +123,8 @@ class World:
         self._arrived_seen = 0
         if sc.autoscaler is not None:
             self.autoscaler = AutoscaleController(self, sc.autoscaler, plugins["autoscaler"].create())
+        if self.daemons:  # periodic events can keep coming while nothing progresses (settle.py)
+            self.daemon(settle.watch(self))
 
     def daemon(self, gen) -> None:
         """Run ``gen`` as a periodic process that yields only timeouts (see ``daemons``)."""
