@@ -77,6 +77,7 @@ class World:
         # and they must not keep the clock running (settle.py)
         self.daemons = 0
         self.autoscaler = None
+        self._capped_logged = False  # the autoscaler met PDSIM_MAX_INSTANCES (logged once)
         fixed = pd_fixed_costs(sc.overheads) if sc.overheads is not None else None
         self.ingress_s = fixed.ingress_s if fixed else 0.0  # arrival -> the router has routed it
         self.egress_s = fixed.egress_s if fixed else 0.0  # a token leaves an engine -> the client has it
@@ -259,7 +260,7 @@ class World:
         if delta > 0:
             room = max_instances() - len(self.instances)
             if delta > room:  # the load-time limit holds at run time too (PDSIM_MAX_INSTANCES)
-                if room > 0 or not getattr(self, "_capped_logged", False):  # once at the limit, not every tick
+                if room > 0 or not self._capped_logged:  # once at the limit, not every tick
                     self._capped_logged = True
                     self.log_event("scale_capped", f"{role}[{index}]", f"asked for {delta} more, {max(room, 0)} "
                                    f"fit under PDSIM_MAX_INSTANCES={max_instances()}")
