@@ -10,6 +10,7 @@ from .sim.resolve import resolve_plugins
 from .sim import memory, replicas
 from .sim.world import World
 from .sim.experts import expert_service_check
+from .sim.control.fault_targets import check_fault_targets
 from .specs.catalog import load_hardware_ref, load_model_ref, scenario_path
 from .specs.errors import SpecError
 from .specs.scenario import (ResolvedScenario, Scenario, apply_overrides, normalize_cluster, override_keys,
@@ -42,8 +43,9 @@ def resolve_scenario(data: dict, source: str = "<scenario>", base_dir: Path | No
             except SpecError as err:
                 raise SpecError(err.message, source=source, field=f"cluster.{role}[{i}].hardware") from None
     validate_against(sc, hw, model, source, group_hw)
+    check_fault_targets(sc, hw, group_hw, source)
     if sc.experts is not None:
-        shw = load_hardware_ref(sc.experts.hardware, base, source, trust) if sc.experts.hardware else hw
+        shw = load_hardware_ref(sc.experts.hardware, base, source, trust, "experts.hardware") if sc.experts.hardware else hw
         if sc.experts.hardware:
             group_hw[("experts", 0)] = shw
         why = expert_service_check(model, sc.experts, shw)

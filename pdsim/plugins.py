@@ -95,6 +95,9 @@ class Registry(Generic[T]):
         if not (isinstance(cls, type) and issubclass(cls, self.base)):
             raise SpecError(f"{excerpt(ref, 80)} is not a {self.kind} (a subclass of "
                             f"{self.base.__module__}.{self.base.__name__})", field=field)
+        if cls is self.base:  # its methods raise NotImplementedError: a subclass must define them
+            raise SpecError(f"{excerpt(ref, 80)} is the {self.kind} base class itself; name a subclass that "
+                            "implements it", field=field)
         params = getattr(cls, "Params", None)
         if not (dataclasses.is_dataclass(params) and params.__dataclass_params__.frozen):
             raise SpecError(f"{self.kind} {excerpt(ref, 80)}: its Params must be a frozen dataclass", field=field)

@@ -3,12 +3,18 @@
 Runs with a small fixed budget in every test run; ``pytest -m fuzz`` runs the same properties
 with a long budget (the hypothesis profile "fuzz", tests/conftest.py). Every simulated world
 also checks its own conservation laws at the end (PDSIM_CHECK=1 in tests/conftest.py): requests
-in = finished + dropped with a reason; all KV pages, queues, batches, buffers and flows empty.
+in = finished + dropped with a reason; all KV pages, queues, batches, buffers and flows empty
+(no KV leak). Every example must end within a wall-clock bound (a watchdog: a run that hangs
+fails the example instead of the suite) and within a number of engine steps bounded by its work.
+The strategies draw faults (timeline, random, plug-in), autoscalers, expert services, replicas,
+overheads, priority classes, every scheduler and every transport.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,16 +31,40 @@ from strategies import scenarios, timestamps_in_order
 pytestmark = pytest.mark.fuzz_budget  # small budget by default, long under -m fuzz (conftest.py)
 
 
-def _work_bound(df) -> int:
+#: wall seconds one example may take before it counts as a hang (the slowest examples of the
+#: strategies take a few seconds on a loaded 2-core machine)
+WATCHDOG_S = 120
+
+
+@contextlib.contextmanager
+def _watchdog(seconds: int):
+    """Fail (TimeoutError) if the block runs longer than ``seconds`` of wall time."""
+    def alarm(_sig, _frame):
+        raise TimeoutError(f"the run did not end within {seconds} s: a hang")
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _work_bound(df, record) -> int:
     """Engine steps a run may take: every step advances at least one token of prefill or
-    decode, and a request can be recomputed at most max_retractions (+1 for a lost KV) times."""
-    tokens = int((df["input_len"] + df["output_len"]).sum())
-    return (tokens + len(df)) * 34 + 100
+    decode; a request is sent again at most ``retries`` times, recomputed at most
+    max_retractions (+1 for a lost KV) times, and a failure cuts at most one step short."""
+    tokens = int(((df["input_len"] + df["output_len"]) * (1 + df["retries"])).sum())
+    tokens += int(df["recompute_tokens"].sum())
+    failures = sum(1 for e in record.stats.get("events", ()) if e["kind"] == "failed")
+    return (tokens + len(df)) * 34 + 100 + failures
 
 
 @given(scenarios())
 def test_conservation_order_capacity_and_termination(d):
-    res = pdsim.simulate(resolve(d))
+    assert os.environ.get("PDSIM_CHECK") == "1"  # the world checks conservation and KV leaks itself
+    with _watchdog(WATCHDOG_S):
+        res = pdsim.simulate(resolve(d))
     df = res.requests
     n = d["workload"]["num_requests"]
     assert len(df) == n and df["request_id"].tolist() == list(range(n))
@@ -49,7 +79,7 @@ def test_conservation_order_capacity_and_termination(d):
     assert (fin["tpot_s"].dropna() >= 0).all()
     for inst in res.record.instances:
         assert inst.kv_peak_pages <= inst.kv_capacity_pages
-    assert res.record.events <= _work_bound(df)
+    assert res.record.events <= _work_bound(df, res.record)
     # tokens: decode steps produce exactly the tokens after each finished request's first token,
     # plus those of requests retracted or cut off on the way
     produced = sum(i.tokens_out for i in res.record.instances)

@@ -135,7 +135,9 @@ def step_cost(resolved: ResolvedScenario, hw: HardwareProfile, g: GroupSpec, rol
     if spec.method == "mtp":
         draft_model = mtp_draft_model(model, spec)
     else:
-        draft_model = load_model_ref(spec.draft_model, resolved.base_dir, resolved.source, resolved.trust)
+        where = next((f"cluster.{r}[{i}]" for r, i, gg in sc.cluster.groups() if gg is g), f"cluster.{role}")
+        draft_model = load_model_ref(spec.draft_model, resolved.base_dir, resolved.source, resolved.trust,
+                                     f"{where}.engine.speculative.draft_model")
     draft = build_step_cost(sc.cost_model, hw, draft_model, g, role, nic_gbit=nic, with_overhead=False, **feats)
     return SpeculativeStepCost(cost, draft, spec)
 

@@ -36,6 +36,13 @@ def resolve_plugins(sc: Scenario, trust: Trust | None = None) -> dict[str, Plugi
     if sc.autoscaler is not None:
         out["autoscaler"] = AUTOSCALERS.resolve(sc.autoscaler.policy, sc.autoscaler.params, "autoscaler.policy", trust,
                                                 params_field="autoscaler.params")
+        ref = out["autoscaler"]
+        try:
+            ref.cls.check_cluster(ref.params, {(r, i): g.count for r, i, g in sc.cluster.groups()},
+                                  sc.experts is not None)
+        except SpecError as err:
+            raise SpecError(err.message, field=f"autoscaler.params.{err.field}" if err.field else "autoscaler.params") \
+                from None
     if sc.faults is not None:
         out["faults"] = [FAULTS.resolve(f.policy, f.params, f"faults.plugins[{i}].policy", trust,
                                         params_field=f"faults.plugins[{i}].params")

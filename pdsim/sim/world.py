@@ -19,6 +19,7 @@ import simpy
 
 from ..costs.host import tokenize_s, with_host_sharing
 from ..costs.pd_overheads import pd_fixed_costs
+from ..specs.limits import max_instances
 from ..specs.scenario import ResolvedScenario
 from ..workload.table import RequestTable
 from .build import Builder, group_plans, pair_plan
@@ -31,7 +32,7 @@ from .control.membership import Membership
 from .control.router import Hold, Reject, Route
 from .engine.instance import Instance
 from .net.fabric import Fabric
-from . import memory
+from . import memory, settle
 from .kv.tiers import background_write_done
 from .ledger import RequestLedger
 from .record import InstanceInfo, RunRecord, StepTokens
@@ -73,6 +74,12 @@ class World:
         self.in_flight = 0
         self._cc_waiting: deque[int] = deque()
         self._held: list[Request] = []  # requests the router holds until membership changes
+        # periodic processes (autoscaler ticks, random failures, fault plug-ins): each always has
+        # exactly one event queued; when the queue holds nothing else, no request can progress
+        # and they must not keep the clock running (settle.py)
+        self.daemons = 0
+        self.autoscaler = None
+        self._capped_logged = False  # the autoscaler met PDSIM_MAX_INSTANCES (logged once)
         fixed = pd_fixed_costs(sc.overheads) if sc.overheads is not None else None
         self.ingress_s = fixed.ingress_s if fixed else 0.0  # arrival -> the router has routed it
         self.egress_s = fixed.egress_s if fixed else 0.0  # a token leaves an engine -> the client has it
@@ -118,7 +125,19 @@ class World:
         self._busy_seen: dict[int, float] = {}
         self._arrived_seen = 0
         if sc.autoscaler is not None:
-            AutoscaleController(self, sc.autoscaler, plugins["autoscaler"].create())
+            self.autoscaler = AutoscaleController(self, sc.autoscaler, plugins["autoscaler"].create())
+        if self.daemons:  # periodic events can keep coming while nothing progresses (settle.py)
+            self.daemon(settle.watch(self))
+
+    def daemon(self, gen) -> None:
+        """Run ``gen`` as a periodic process that yields only timeouts (see ``daemons``)."""
+        def run():
+            try:
+                yield from gen
+            finally:
+                self.daemons -= 1
+        self.daemons += 1
+        self.env.process(run())
 
     def _pair(self, p: Instance, d: Instance):
         key = (p.iid, d.iid)
@@ -242,6 +261,13 @@ class World:
         if plan is None:
             raise KeyError(f"the autoscaler named group {role}[{index}], which does not exist")
         if delta > 0:
+            room = max_instances() - len(self.instances)
+            if delta > room:  # the load-time limit holds at run time too (PDSIM_MAX_INSTANCES)
+                if room > 0 or not self._capped_logged:  # once at the limit, not every tick
+                    self._capped_logged = True
+                    self.log_event("scale_capped", f"{role}[{index}]", f"asked for {delta} more, {max(room, 0)} "
+                                   f"fit under PDSIM_MAX_INSTANCES={max_instances()}")
+                delta = max(room, 0)
             for _ in range(delta):
                 label = plan.group.name or f"{role[0].upper()}{index}"
                 k = sum(1 for i in self.instances if i.plan is plan)
@@ -348,9 +374,9 @@ class World:
         self._capacity(-inst.gpus)
         self.log_event("failed", inst.name, reason)
 
-    def detected(self, inst: Instance, cause: str) -> None:
+    def detected(self, inst: Instance, cause: str, final: bool = False) -> None:
         """The monitor declares ``inst`` dead: the router stops using it; its requests are retried
-        or dropped by the retry policy."""
+        or dropped by the retry policy (``final``: dropped, nothing can serve them again)."""
         self.members.deregister(inst)
         inst.detected = True
         lost, inst.limbo = inst.limbo, []
@@ -359,7 +385,7 @@ class World:
         lost += [r for r in self.live.values() if not r.done and r.rid not in seen and inst.iid in (r.p_inst, r.d_inst)]
         self.log_event("detected", inst.name, f"{len(lost)} requests lost")
         for req in lost:
-            self._evict(req, f"{inst.role}_{cause}")
+            self._evict(req, cause if final else f"{inst.role}_{cause}", final)
 
     def instance_up(self, inst: Instance, new: bool = False) -> None:
         """``inst`` serves again (restarted, or newly added): it joins the router's view."""
@@ -372,9 +398,9 @@ class World:
         for req in held:
             self._route(req)
 
-    def _evict(self, req: Request, reason: str) -> None:
+    def _evict(self, req: Request, reason: str, final: bool = False) -> None:
         """Give ``req`` up where it is (both of its instances and its transfer), then retry it or
-        drop it by the retry policy."""
+        drop it by the retry policy (``final``: drop it)."""
         if req.done:
             return
         if req in self._held:
@@ -386,7 +412,7 @@ class World:
                     inst.wake()
         self.transport.abandon(req)
         retry = self.faults.spec.retry if self.faults is not None else None
-        if retry is not None and retry.policy == "restart" and req.retries < retry.max_retries:
+        if not final and retry is not None and retry.policy == "restart" and req.retries < retry.max_retries:
             self.retry_causes[reason] = self.retry_causes.get(reason, 0) + 1
             req.reset_for_retry()
             delay = retry.backoff_s + self.ingress_s
@@ -395,7 +421,7 @@ class World:
             else:
                 self._routed(req)
         else:
-            self.dropped(req, reason if retry is None or retry.policy == "drop" else f"{reason}_after_retries")
+            self.dropped(req, reason if final or retry is None or retry.policy == "drop" else f"{reason}_after_retries")
 
     def _release_slot(self) -> None:
         self.in_flight -= 1
@@ -426,7 +452,11 @@ class World:
         step = chunk_s or max(1.0, (self.table.duration_s or 60.0) / 50)
         while True:
             nxt = env.peek()
-            if nxt == math.inf:
+            if nxt == math.inf or settle.only_daemons(self):
+                # nothing but periodic processes left: give up what can never be served; a
+                # closed loop may then send more (a freed slot), so look again
+                if settle.give_up(self):
+                    continue
                 break  # nothing left to happen (a stuck request is reported below)
             target = max(env.now + step, nxt)  # when idle, jump to the next event
             if horizon is not None:
@@ -437,8 +467,15 @@ class World:
             # hide an empty schedule (a stuck world) from peek()
             peek, stepper = env.peek, env.step
             try:
-                while peek() <= target:
-                    stepper()
+                if self.daemons:  # settle the moment only periodic events are left (settle.py)
+                    q, daemons = env._queue, self.daemons
+                    while peek() <= target:
+                        stepper()
+                        if len(q) <= daemons and settle.only_daemons(self):
+                            break
+                else:
+                    while peek() <= target:
+                        stepper()
             except simpy.core.StopSimulation:
                 break  # every request is done (see _done)
             if self.progress:
@@ -447,13 +484,6 @@ class World:
                 break
             if horizon is not None and env.now >= horizon:
                 break
-        if horizon is None or self.env.now < horizon:
-            # nothing left to happen while the router still holds requests: no instance of a role
-            # they need will ever come back (failures without recovery)
-            while self._held:  # dropping one frees a closed-loop slot, whose request is held too
-                held, self._held = self._held, []
-                for req in held:
-                    self.dropped(req, "no_instance_available")
         undone = [r for r in self.live.values() if not r.done]
         cut = horizon is not None and bool(undone) or self.created < n
         created = self.created

@@ -102,14 +102,32 @@ def _cached_model(path: str, mtime: float):
     return load_model(path)
 
 
-def load_hardware_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>", trust=None):
-    p = resolve(ref, hardware_dir(), "hardware profile", base_dir, source, "hardware", trust)
-    return _cached_hw(str(p), p.stat().st_mtime)
+def _load_named(loader, p: Path, kind: str, source: str, field: str):
+    """Load the file a scenario field names; errors name the scenario and the field. A file
+    that is not a spec at all (no mapping at the top) is refused without quoting its content:
+    the scenario may name any readable file (``hardware: /etc/passwd``)."""
+    try:
+        return loader(str(p), p.stat().st_mtime)
+    except SpecError as err:
+        if err.field is None:
+            msg = f"{p} is not a {kind} file (expected a YAML mapping of {kind} fields)"
+            if err.message.startswith(("file is", "not UTF-8", "line ", "invalid YAML", "nesting", "the document")):
+                msg = f"{p} is not a {kind} file ({err.message.split(';')[0]})"
+        else:
+            msg = f"{p}: {err.field}: {err.message}"
+        raise SpecError(msg, source=source, field=field) from None
 
 
-def load_model_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>", trust=None):
-    p = resolve(ref, models_dir(), "model", base_dir, source, "model", trust)
-    return _cached_model(str(p), p.stat().st_mtime)
+def load_hardware_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>", trust=None,
+                      field: str = "hardware"):
+    p = resolve(ref, hardware_dir(), "hardware profile", base_dir, source, field, trust)
+    return _load_named(_cached_hw, p, "hardware profile", source, field)
+
+
+def load_model_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>", trust=None,
+                   field: str = "model"):
+    p = resolve(ref, models_dir(), "model", base_dir, source, field, trust)
+    return _load_named(_cached_model, p, "model", source, field)
 
 
 def scenario_path(ref: str) -> Path:

@@ -18,6 +18,19 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._convert import check
+from .errors import SpecError
+from .limits import check_range, max_gpus
+
+# Documented bounds (docs/faults.md). They keep a run's work finite: every periodic process
+# (heartbeats, autoscaler ticks, random failures, retries) costs events per simulated second.
+MIN_MTBF_H = 1e-3  # 3.6 s per component: far beyond any real cluster (GPU MTBF: ~10^4-10^5 h)
+MAX_TIME_S = 1e7  # ~116 days: any time, delay or repair in a fault model
+MIN_HEARTBEAT_S = 1e-3  # 1 ms heartbeats (real monitors beat every 0.1-10 s)
+MAX_MISSES = 1000
+MAX_RETRIES = 100
+MIN_REQUEST_TIMEOUT_S = 1e-3
+MIN_AUTOSCALER_INTERVAL_S = 0.1  # real autoscalers act on metrics scraped over seconds (HPA: 15 s)
+MIN_WEIGHT_LOAD_GBPS, MAX_WEIGHT_LOAD_GBPS = 0.01, 1e4  # GB/s per GPU: 10 MB/s (a slow disk) .. 10 TB/s
 
 Component = Literal["gpu", "node", "nic", "expert_server"]
 
@@ -38,8 +51,8 @@ class FaultEvent:
     recover_after_s: float | None = None
 
     def __post_init__(self) -> None:
-        check(self.at_s >= 0, "must be >= 0", "at_s")
-        check(self.recover_after_s is None or self.recover_after_s >= 0, "must be >= 0 or null", "recover_after_s")
+        check_range(self.at_s, 0, MAX_TIME_S, "at_s", "s")
+        check_range(self.recover_after_s, 0, MAX_TIME_S, "recover_after_s", "s or null", allow_none=True)
         check(self.gpu >= 0, "must be >= 0", "gpu")
         if self.kill in ("gpu", "nic"):
             check(self.instance is not None, f"kill: {self.kill} needs instance: NAME", "instance")
@@ -59,8 +72,9 @@ class RandomFaults:
     mttr_s: float = 3600.0
 
     def __post_init__(self) -> None:
-        check(self.mtbf_h > 0, "must be > 0", "mtbf_h")
-        check(self.mttr_s >= 0, "must be >= 0", "mttr_s")
+        check_range(self.mtbf_h, MIN_MTBF_H, 1e9, "mtbf_h", "hours per component",
+                    why="a failure every 3.6 s per component at the least")
+        check_range(self.mttr_s, 0, MAX_TIME_S, "mttr_s", "s")
 
 
 @dataclass(frozen=True)
@@ -74,8 +88,8 @@ class DetectionSpec:
     misses: int = 3
 
     def __post_init__(self) -> None:
-        check(self.heartbeat_s > 0, "must be > 0", "heartbeat_s")
-        check(self.misses >= 1, "must be >= 1", "misses")
+        check_range(self.heartbeat_s, MIN_HEARTBEAT_S, 3600.0, "heartbeat_s", "s")
+        check_range(self.misses, 1, MAX_MISSES, "misses")
 
 
 @dataclass(frozen=True)
@@ -89,8 +103,8 @@ class RetrySpec:
     backoff_s: float = 0.0
 
     def __post_init__(self) -> None:
-        check(self.max_retries >= 0, "must be >= 0", "max_retries")
-        check(self.backoff_s >= 0, "must be >= 0", "backoff_s")
+        check_range(self.max_retries, 0, MAX_RETRIES, "max_retries", why="each retry is a whole new attempt")
+        check_range(self.backoff_s, 0, MAX_TIME_S, "backoff_s", "s")
 
 
 @dataclass(frozen=True)
@@ -106,10 +120,10 @@ class RestartSpec:
     graph_capture_s: float | None = None
 
     def __post_init__(self) -> None:
-        for f in ("process_s", "weight_load_gbps", "comm_init_s", "graph_capture_s"):
-            v = getattr(self, f)
-            check(v is None or v >= 0, "must be >= 0 or null", f)
-        check(self.weight_load_gbps is None or self.weight_load_gbps > 0, "must be > 0", "weight_load_gbps")
+        for f in ("process_s", "comm_init_s", "graph_capture_s"):
+            check_range(getattr(self, f), 0, MAX_TIME_S, f, "s or null", allow_none=True)
+        check_range(self.weight_load_gbps, MIN_WEIGHT_LOAD_GBPS, MAX_WEIGHT_LOAD_GBPS, "weight_load_gbps",
+                    "GB/s per GPU or null", allow_none=True)
 
 
 @dataclass(frozen=True)
@@ -123,8 +137,8 @@ class FaultSpec:
     plugins: tuple["FaultPluginSpec", ...] = ()
 
     def __post_init__(self) -> None:
-        check(self.request_timeout_s is None or self.request_timeout_s > 0, "must be > 0 or null",
-              "request_timeout_s")
+        check_range(self.request_timeout_s, MIN_REQUEST_TIMEOUT_S, MAX_TIME_S, "request_timeout_s", "s or null",
+                    allow_none=True)
 
 
 @dataclass(frozen=True)
@@ -147,7 +161,8 @@ class AutoscalerSpec:
     interval_s: float = 10.0
 
     def __post_init__(self) -> None:
-        check(self.interval_s > 0, "must be > 0", "interval_s")
+        check_range(self.interval_s, MIN_AUTOSCALER_INTERVAL_S, 86400.0, "interval_s", "s",
+                    why="an autoscaler acts on metrics gathered over seconds")
 
 
 @dataclass(frozen=True)
@@ -172,6 +187,9 @@ class ExpertServiceSpec:
 
     def __post_init__(self) -> None:
         check(self.servers >= 1, "must be >= 1", "servers")
+        if self.servers > max_gpus():  # one GPU each; the cluster-wide count is checked with the groups
+            raise SpecError(f"{self.servers:,} expert servers (one GPU each); pdsim simulates at most "
+                            f"{max_gpus():,} GPUs (set PDSIM_MAX_GPUS to raise the limit)", field="servers")
         check(1 <= self.replicas <= self.servers, f"must be in [1, servers={self.servers}]", "replicas")
-        check(self.poll_timeout_s >= 0, "must be >= 0", "poll_timeout_s")
-        check(self.p2p_latency_us >= 0, "must be >= 0", "p2p_latency_us")
+        check_range(self.poll_timeout_s, 0, 3600.0, "poll_timeout_s", "s")
+        check_range(self.p2p_latency_us, 0, 1e6, "p2p_latency_us", "us")

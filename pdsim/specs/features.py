@@ -200,9 +200,10 @@ class PDOverheadSpec:
     connect_ms: float | None = None
 
     def __post_init__(self) -> None:
-        for f in ("router_ms", "bootstrap_ms", "connect_ms"):
-            v = getattr(self, f)
-            check(v is None or v >= 0, f"must be >= 0 or null, got {v}", f)
+        from .limits import check_range
+
+        for f in ("router_ms", "bootstrap_ms", "connect_ms"):  # a minute: far past any real request path
+            check_range(getattr(self, f), 0, 60_000.0, f, "ms or null", allow_none=True)
 
 
 @dataclass(frozen=True)

@@ -37,3 +37,21 @@ def check_at_most(value: int, limit: int, what: str, env: str, *, source: str | 
     if value > limit:
         raise SpecError(f"{value:,} {what}; pdsim simulates at most {limit:,} (set {env} to raise the limit)",
                         source=source, field=field)
+
+
+def check_range(value: float | None, lo: float, hi: float, field: str, unit: str = "", *,
+                why: str = "", allow_none: bool = False) -> None:
+    """Refuse ``value`` outside [lo, hi] with a message naming the bounds (and why they are
+    there). Bounds on rates, intervals and counts keep a run's work finite and its clock
+    readable: an interval of 1e-9 s or 10^12 retries would run for ever, a 1e300 ms overhead
+    overflows every latency."""
+    if value is None:
+        if allow_none:
+            return
+        raise SpecError("must be a number, got null", field=field)
+    if not lo <= value <= hi:
+        u = f" {unit}" if unit else ""
+        why_s = f" ({why})" if why else ""
+        def fmt(x: float) -> str:
+            return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+        raise SpecError(f"must be in [{fmt(lo)}, {fmt(hi)}]{u}{why_s}, got {fmt(value)}", field=field)

@@ -15,7 +15,7 @@ from ._convert import build, check, read_yaml, replace_path
 from .errors import SpecError
 from .faults import AutoscalerSpec, ExpertServiceSpec, FaultSpec
 from .features import PDOverheadSpec, PipelineSpec, SpeculativeSpec
-from .limits import check_at_most, max_gpus, max_instances
+from .limits import check_range, check_at_most, max_gpus, max_instances
 from .yamlio import excerpt, parse_yaml_text
 from .hardware import HardwareProfile
 from .model import ModelSpec
@@ -193,9 +193,9 @@ class TransferSpec:
               "mooncake (SGLang) pre-allocates KV on D and then P writes, which is mode 'get'; "
               "put and put_async are P2P NCCL modes (backend: nccl)", "mode")
         check(self.host_pool_gib >= 0, "must be >= 0", "host_pool_gib")
-        check(self.setup_ms is None or self.setup_ms >= 0, "must be >= 0", "setup_ms")
-        check(self.per_page_us is None or self.per_page_us >= 0, "must be >= 0", "per_page_us")
-        check(self.nic_gbit is None or self.nic_gbit > 0, "must be > 0", "nic_gbit")
+        check_range(self.setup_ms, 0, 60_000.0, "setup_ms", "ms or null", allow_none=True)
+        check_range(self.per_page_us, 0, 1e6, "per_page_us", "us or null", allow_none=True)
+        check_range(self.nic_gbit, 0.1, 1e5, "nic_gbit", "Gbit/s or null", allow_none=True)
         check(0 <= self.kv_buffer_fraction < 1, "must be in [0, 1)", "kv_buffer_fraction")
 
 
@@ -250,7 +250,7 @@ class NetworkSpec:
 
     def __post_init__(self) -> None:
         check(self.nodes_per_leaf >= 1, "must be >= 1", "nodes_per_leaf")
-        check(self.oversubscription >= 1.0, "must be >= 1 (1 = non-blocking)", "oversubscription")
+        check_range(self.oversubscription, 1.0, 1000.0, "oversubscription", why="1 = non-blocking")
 
 
 @dataclass(frozen=True)
@@ -416,6 +416,9 @@ def validate_against(resolved_scenario: Scenario, hw: HardwareProfile, model: Mo
     check_at_most(n_inst, max_instances(), "instances", "PDSIM_MAX_INSTANCES", source=source, field=field)
     n_gpus = copies * sum(g.count * g.gpus_per_instance(group_hw.get((r, i), hw).gpus_per_node) for r, i, g in groups)
     check_at_most(n_gpus, max_gpus(), "GPUs", "PDSIM_MAX_GPUS", source=source, field=field)
+    if resolved_scenario.experts is not None:  # expert servers are GPUs too (one each)
+        check_at_most(n_gpus + copies * resolved_scenario.experts.servers, max_gpus(), "GPUs with the expert servers",
+                      "PDSIM_MAX_GPUS", source=source, field="experts.servers")
     for role, i, g in groups:
         ghw = group_hw.get((role, i), hw)
         _validate_group(resolved_scenario, role, i, g, ghw, model, source, group_memory(ghw, model, g, role))

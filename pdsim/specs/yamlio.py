@@ -120,8 +120,10 @@ def parse_yaml_text(text: str | bytes, source: str = "<yaml>") -> Any:
         raise SpecError(f"input is {len(text) / 2**20:.1f} MiB; the limit is {MAX_BYTES // 2**20} MiB", source=source)
     if text.startswith("\ufeff"):
         text = text[1:]
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        # the loader's reader checks the characters on construction (a NUL raises here)
+        loader = _BoundedLoader(text)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -131,6 +133,11 @@ def parse_yaml_text(text: str | bytes, source: str = "<yaml>") -> Any:
         return loader.construct_document(node)
     except SpecError as err:
         raise err.at(source=source) from None
+    except yaml.reader.ReaderError as err:  # a NUL or other control character
+        line = text.count("\n", 0, err.position) + 1
+        ch = err.character if isinstance(err.character, int) else ord(str(err.character)[:1] or "\0")
+        raise SpecError(f"line {line}: invalid YAML: character U+{ch:04X} is not allowed "
+                        "(control characters other than tab and newline)", source=source) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -139,7 +146,8 @@ def parse_yaml_text(text: str | bytes, source: str = "<yaml>") -> Any:
     except RecursionError:
         raise SpecError(f"nesting too deep (the limit is {MAX_DEPTH} levels)", source=source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(path: str | Path) -> Any:

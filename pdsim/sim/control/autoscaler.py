@@ -20,6 +20,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...plugins import Plugin, Registry
+from ...specs.errors import SpecError
+from ...specs.faults import MAX_TIME_S
+from ...specs.limits import check_range, max_gpus, max_instances
+
+ROLES = ("prefill", "decode", "colocated")
+
+
+def _check_role(role: str, field: str) -> None:
+    if role not in ROLES:
+        raise SpecError(f"expected one of {', '.join(ROLES)}, got {role!r}", field=field)
+
+
+def _check_counts(min_count: int, max_count: int) -> None:
+    check_range(min_count, 1, max_instances(), "min_count", "instances",
+                why="a group keeps one serving instance; PDSIM_MAX_INSTANCES raises the top")
+    check_range(max_count, min_count, max_instances(), "max_count", "instances",
+                why="at least min_count; PDSIM_MAX_INSTANCES raises the top")
+
+
+def _check_group(role: str, index: int, groups: dict, prefix: str = "") -> None:
+    if (role, index) not in groups:
+        have = ", ".join(f"{r}[{i}]" for r, i in sorted(groups)) or "none"
+        field = "role" if all(r != role for r, _i in groups) else "index"
+        raise SpecError(f"names group {role}[{index}], which the cluster does not have (groups: {have})",
+                        field=prefix + field)
 
 
 @dataclass(frozen=True)
@@ -70,10 +95,23 @@ class ClusterState:
 
 
 class Autoscaler(Plugin):
-    """Base class: ``decide(state)`` returns a list of Scale / ScaleExperts actions."""
+    """Base class: ``decide(state)`` returns a list of Scale / ScaleExperts actions.
+
+    ``check_cluster(params, groups, has_experts)``: called when the scenario loads with the
+    cluster's groups ({(role, index): instance count}); raise SpecError for parameters naming
+    what the cluster does not have. ``pending(time_s)``: whether the policy will act later on
+    its own (a schedule with steps ahead), so the run waits for it when nothing else can
+    progress; otherwise ticks alone never keep the clock running."""
 
     def decide(self, state: ClusterState) -> list:
         raise NotImplementedError
+
+    @classmethod
+    def check_cluster(cls, params, groups: dict, has_experts: bool) -> None:
+        return None
+
+    def pending(self, time_s: float) -> bool:
+        return False
 
 
 AUTOSCALERS: Registry[Autoscaler] = Registry("autoscaler", Autoscaler)
@@ -86,6 +124,13 @@ class Step:
     role: str = "decode"
     index: int = 0
 
+    def __post_init__(self) -> None:
+        check_range(self.at_s, 0, MAX_TIME_S, "at_s", "s")
+        check_range(self.count, 1, max_instances(), "count", "instances",
+                    why="a group keeps one serving instance; PDSIM_MAX_INSTANCES raises the top")
+        _check_role(self.role, "role")
+        check_range(self.index, 0, 1000, "index")
+
 
 @AUTOSCALERS.register("schedule")
 class Schedule(Autoscaler):
@@ -93,6 +138,22 @@ class Schedule(Autoscaler):
     class Params:
         steps: tuple[Step, ...] = ()
         expert_servers: tuple[tuple[float, int], ...] = ()  # (at_s, servers)
+
+        def __post_init__(self) -> None:
+            for j, (at, n) in enumerate(self.expert_servers):
+                check_range(at, 0, MAX_TIME_S, f"expert_servers[{j}][0]", "s")
+                check_range(n, 1, max_gpus(), f"expert_servers[{j}][1]", "servers")
+
+    @classmethod
+    def check_cluster(cls, params, groups, has_experts):
+        for j, st in enumerate(params.steps):
+            _check_group(st.role, st.index, groups, f"steps[{j}].")
+        if params.expert_servers and not has_experts:
+            raise SpecError("expert server steps need an expert service (experts:)", field="expert_servers")
+
+    def pending(self, time_s):
+        return any(st.at_s > time_s for st in self.params.steps) or \
+            any(at > time_s for at, _n in self.params.expert_servers)
 
     def decide(self, state):
         out = []
@@ -124,6 +185,18 @@ class QueueHPA(Autoscaler):
         min_count: int = 1
         max_count: int = 16
         down_stabilization: int = 3  # intervals in a row below target before removing one
+
+        def __post_init__(self) -> None:
+            _check_role(self.role, "role")
+            check_range(self.index, 0, 1000, "index")
+            check_range(self.target_waiting, 0.01, 1e6, "target_waiting", "requests per instance")
+            check_range(self.tolerance, 0.0, 0.99, "tolerance")
+            _check_counts(self.min_count, self.max_count)
+            check_range(self.down_stabilization, 1, 1_000_000, "down_stabilization", "intervals")
+
+    @classmethod
+    def check_cluster(cls, params, groups, has_experts):
+        _check_group(params.role, params.index, groups)
 
     def __init__(self, params=None, **context):
         super().__init__(params)
@@ -161,6 +234,17 @@ class SLOPlanner(Autoscaler):
         min_count: int = 1
         max_count: int = 16
 
+        def __post_init__(self) -> None:
+            _check_role(self.role, "role")
+            check_range(self.index, 0, 1000, "index")
+            check_range(self.target, 0.0, 1.0, "target", "(a share of requests)")
+            check_range(self.slack, self.target, 1.0, "slack", "(a share of requests, at least target)")
+            _check_counts(self.min_count, self.max_count)
+
+    @classmethod
+    def check_cluster(cls, params, groups, has_experts):
+        _check_group(params.role, params.index, groups)
+
     def decide(self, state):
         p = self.params
         if state.recent_ttft_ok is None or state.recent_finished < 5:
@@ -179,7 +263,7 @@ class AutoscaleController:
 
     def __init__(self, world, spec, policy: Autoscaler):
         self.world, self.spec, self.policy = world, spec, policy
-        world.env.process(self._run())
+        world.daemon(self._run())  # its ticks alone never keep a run going (sim/settle.py)
 
     def _run(self):
         env, world = self.world.env, self.world

@@ -19,15 +19,21 @@ import numpy as np
 
 from ...costs.restart import restart_s
 from ...plugins import Plugin, Registry
+from ...specs.errors import SpecError
+from ...specs.faults import MAX_TIME_S
+from ...specs.limits import check_range
 from ...specs.memory import weights_per_gpu
 
 FAULT_RNG_OFFSET = 0x5EED_FA17  # the fault stream is independent of the routing stream
+MIN_KILL_INTERVAL_S = 0.1  # kill_every: documented bound (docs/faults.md)
+MAX_KILLS = 100_000
 
 
 class FaultModel(Plugin):
     """A fault plug-in: ``start(ctl)`` runs once at time 0; use ``ctl.env`` (SimPy), ``ctl.rng``
     (seeded), ``ctl.instances`` (names) and ``ctl.kill_gpu/kill_node/kill_nic/kill_expert_server``
-    (each with ``recover_after_s``)."""
+    (each with ``recover_after_s``). Run a periodic process with ``ctl.process(gen)`` (it must
+    yield only timeouts): then it never keeps a run going once no request can progress."""
 
     def start(self, ctl: "FaultController") -> None:
         raise NotImplementedError
@@ -49,6 +55,15 @@ class KillEvery(FaultModel):
         recover_after_s: float | None = None
         role: str | None = None  # only instances of this role
 
+        def __post_init__(self) -> None:
+            check_range(self.interval_s, MIN_KILL_INTERVAL_S, MAX_TIME_S, "interval_s", "s",
+                        why="a failure every 100 ms at most")
+            check_range(self.start_s, 0, MAX_TIME_S, "start_s", "s")
+            check_range(self.count, 0, MAX_KILLS, "count")
+            check_range(self.recover_after_s, 0, MAX_TIME_S, "recover_after_s", "s or null", allow_none=True)
+            if self.role is not None and self.role not in ("prefill", "decode", "colocated"):
+                raise SpecError(f"expected prefill, decode or colocated, got {self.role!r}", field="role")
+
     def start(self, ctl):
         p = self.params
 
@@ -59,7 +74,7 @@ class KillEvery(FaultModel):
                 if up:
                     ctl.kill_gpu(up[int(ctl.rng.integers(len(up)))].name, 0, p.recover_after_s)
                 yield ctl.env.timeout(p.interval_s)
-        ctl.env.process(run())
+        ctl.process(run())
 
 
 class FaultController:
@@ -76,17 +91,22 @@ class FaultController:
         self.nics_down: dict[int, int] = {}  # instance id -> its NICs down
         self.recover_at: dict[int, float] = {}  # instance id -> when its failed component is back
         self.fail_time: dict[int, float] = {}
+        self.wait_nic: set[int] = set()  # restarted instances waiting for a NIC to come back
 
     @property
     def instances(self) -> list[str]:
         return list(self.by_name)
+
+    def process(self, gen) -> None:
+        """Run a periodic fault process (see FaultModel)."""
+        self.world.daemon(gen)
 
     # ---- scheduling ----------------------------------------------------------------------
     def start(self, plugins=()) -> None:
         for ev in self.spec.events:
             self.env.timeout(ev.at_s).callbacks.append(lambda _e, ev=ev: self._event(ev))
         for rf in self.spec.random:
-            self.env.process(self._random(rf))
+            self.process(self._random(rf))
         for ref in plugins:
             ref.create().start(self)
 
@@ -115,9 +135,18 @@ class FaultController:
         if not comps:
             return
         rate = len(comps) / (rf.mtbf_h * 3600.0)  # failures per second, all components together
+        back: dict = {}  # component -> when its repair ends
         while True:
             yield self.env.timeout(float(self.rng.exponential(1.0 / rate)))
             c = comps[int(self.rng.integers(len(comps)))]
+            # a failed component cannot fail again before its repair: skipping the draws that
+            # hit one (thinning) makes each component's up time exponential with mean mtbf_h;
+            # counting them would keep a NIC (and its instance) down for good once failures
+            # arrive faster than repairs (a 1.5 GB, never-ending run before)
+            now = self.env.now
+            if back.get(c, -1.0) > now:
+                continue
+            back[c] = now + rf.mttr_s
             if rf.component == "gpu":
                 self.kill_gpu(c[0], c[1], rf.mttr_s)
             elif rf.component == "node":
@@ -177,6 +206,9 @@ class FaultController:
         self.nics_down[inst.iid] = down
         self._set_nic(inst, self._nics(inst), down)
         self.world.log_event("nic_recovered", inst.name, "")
+        if inst.iid in self.wait_nic:  # its restart is done and was waiting for this NIC
+            self.wait_nic.discard(inst.iid)
+            self.world.instance_up(inst)
 
     def _down(self, inst, reason: str, recover_after_s: float | None) -> None:
         now = self.env.now
@@ -188,7 +220,8 @@ class FaultController:
         self.world.fail_instance(inst, reason)
         d = self.spec.detection
         detect_at = (math.floor(now / d.heartbeat_s) + d.misses) * d.heartbeat_s
-        self.env.timeout(detect_at - now).callbacks.append(lambda _e: self._detected(inst, reason))
+        # max: floor(now / beat) * beat may round a hair past now
+        self.env.timeout(max(0.0, detect_at - now)).callbacks.append(lambda _e: self._detected(inst, reason))
 
     def _detected(self, inst, reason: str) -> None:
         self.world.detected(inst, reason.split(":")[0])
@@ -202,7 +235,8 @@ class FaultController:
 
     def _restarted(self, inst) -> None:
         if self.nics_down.get(inst.iid, 0) >= self._nics(inst):
-            return  # still no NIC: stays down until one is back
+            self.wait_nic.add(inst.iid)  # still no NIC: up as soon as one is back (_nic_back)
+            return
         self.world.instance_up(inst)
 
     def restart_time(self, inst) -> float:

@@ -27,6 +27,7 @@ from ..kv.manager import KVManager
 from ..kv.pool import pages_for
 from ..request import Request
 from ...costs.speculative import tokens_per_step
+from . import progress
 from .decode_batch import DecodeBatch
 from ..columns import CHUNK, step_log
 
@@ -117,6 +118,7 @@ class Instance:
         self._dec_step = self._removed_in_step = 0  # its decode batch; requests taken off meanwhile
         self._wake = env.event()
         self._sleeping = False
+        self.decode_first = False  # prefill role: only prompts whose decode KV is allocated (progress.py)
         self.proc = env.process(self._loop())
 
     # ---- load signals for routers (read through control.membership views) -----------------
@@ -250,6 +252,9 @@ class Instance:
         is known (detected), it goes straight back to the world."""
         if req.done:
             return
+        if req.buffer_where is not None and self.buffer is not None:  # its KV reached a dead receiver
+            self.buffer.cancel(req.transfer_bytes, req.buffer_where)
+            req.buffer_where = None
         if self.detected:
             self.ports.evicted(req, self, f"{self.role}_unreachable")
         elif req not in self.limbo:
@@ -360,7 +365,8 @@ class Instance:
         while q:
             req = q[0]
             need = pages_for(req.input_len + self._reserve_extra(req), self.page)
-            if self.pool.free - self._reserve_pages() < need or not self.pool.alloc(need):
+            reserve = progress.full_context_reserve(self, req, req.input_len, self._reserve_pages())
+            if self.pool.free - reserve < need or not self.pool.alloc(need):
                 break
             q.popleft()
             req.d_pages = need
@@ -482,6 +488,8 @@ class Instance:
         # decode-capable instances keep a page of growth per running request on top of the
         # reserve; without it a retracted request re-admitted at once is retracted again
         headroom = self._reserve_pages() + self.batch.n if self.role != "prefill" else 0
+        if self.role != "prefill":
+            headroom = progress.full_context_reserve(self, req, plen, headroom)
         now = self.env.now
         extra = self._reserve_extra(req) if self.role != "prefill" else 0
         epoch = self.epoch
@@ -549,8 +557,11 @@ class Instance:
             for req in order(q, cache):
                 if budget <= 0 or slots <= 0:
                     break
-                if not req.pf_admitted and not self._admit_prompt(req):
-                    break
+                if not req.pf_admitted:
+                    if self.decode_first and not req.d_pages:
+                        continue
+                    if not self._admit_prompt(req):
+                        break
                 left = self._prompt_len(req) - req.prefilled
                 chunk = left if left <= budget else budget
                 if chunk <= 0:
@@ -634,6 +645,8 @@ class Instance:
                     if n:
                         self.pool.alloc(need)
                 if not pf_tokens and not n:
+                    if self.decode_first and progress.decode_first_done(self):
+                        continue
                     self.executor.idle()
                     if self.state == DRAINING and not (self.holding or self.ready_q or self.prealloc_q
                                                        or self.pq_count or b.n):
