@@ -14,10 +14,11 @@ import pdsim
 from builders import resolve, scenario_dict
 from pdsim.dashboards import downloads, panels, plan_callbacks, sweep_jobs
 from pdsim.dashboards.run_figures import kv_use, link_utilisation
+from pdsim.dashboards.sessions import new_session_id
 from pdsim.metrics.results import Results
 from test_dashboard import make_services
 
-SID = "session-bbbbbbbbbbbbbbbb"
+SID = new_session_id()  # issued by this process, as the page would get it
 
 
 @pytest.fixture(scope="module")

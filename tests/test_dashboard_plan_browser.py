@@ -9,6 +9,7 @@ docs/img`` is how the docs' dashboard_*.png were taken (see docs/dashboard.md)."
 from __future__ import annotations
 
 import copy
+import re
 import os
 import threading
 import time
@@ -178,7 +179,10 @@ def test_apply_a_suggestion_and_see_before_and_after(site):
     wait(lambda: "overload" in text(d, "verdicts"))
     buttons = d.find_elements("css selector", "#verdicts button.apply")
     assert buttons
-    target = [b for b in buttons if "count=" in b.find_element("xpath", "..").text][0]
+    # the largest instance count suggested (the overload verdict's), not a smaller step of another verdict
+    counts = [(int(re.search(r"count=(\d+)", b.find_element("xpath", "..").text).group(1)), i)
+              for i, b in enumerate(buttons) if re.search(r"count=(\d+)", b.find_element("xpath", "..").text)]
+    target = buttons[max(counts)[1]]
     d.execute_script("arguments[0].scrollIntoView({block: 'center'})", target)
     target.click()
     wait(lambda: f"done: #{n + 1}" in text(d, "progress"), timeout=60)
