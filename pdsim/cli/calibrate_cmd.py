@@ -62,7 +62,7 @@ def _from_runs(args: argparse.Namespace) -> int:
 
     from .. import api
     from ..calibrate.from_runs import from_runs, overlay_text, table_text
-    from ..calibrate.machine import warn_if_elsewhere
+    from ..specs.machine import warn_if_elsewhere
     from ..specs.errors import SpecError
 
     if not args.runs or not args.scenario:

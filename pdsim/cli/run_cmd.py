@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     sc = api.load_scenario(args.scenario, args.set or [], trust=trust_from(args))
     if args.out:
         check_out_dir(args.out)
-    from ..calibrate.machine import warn_if_elsewhere
+    from ..specs.machine import warn_if_elsewhere
 
     warn_if_elsewhere(sc)  # a measured profile used on another machine: one line, how to re-measure
     cb, bar = progress_bar(not args.no_progress and sys.stderr.isatty())

@@ -93,7 +93,7 @@ def _one(args: argparse.Namespace) -> int:
     for n in ing.notes:
         print(f"  note: {n}", file=sys.stderr)
     sc = api.load_scenario(args.scenario, args.set or [])
-    from ..calibrate.machine import warn_if_elsewhere
+    from ..specs.machine import warn_if_elsewhere
 
     warn_if_elsewhere(sc)
     with warnings.catch_warnings():

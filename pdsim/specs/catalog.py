@@ -88,11 +88,16 @@ def resolve(ref: str, folder: Path, kind: str, base_dir: Path | None, source: st
                     source=source, field=field)
 
 
+def _overlay_base(ref: str, overlay: Path) -> Path:
+    """An overlay's ``base:``: a bundled key or a path relative to the overlay's folder."""
+    return resolve(ref, hardware_dir(), "hardware profile", overlay.parent, str(overlay), "base")
+
+
 @lru_cache(maxsize=64)
 def _cached_hw(path: str, mtime: float):
     from .hardware import load_hardware
 
-    return load_hardware(path)
+    return load_hardware(path, _overlay_base)
 
 
 @lru_cache(maxsize=64)

@@ -170,7 +170,7 @@ class HardwareProfile:
     sources: dict[str, str] = field(default_factory=dict)
     uncertainty: dict[str, float] = field(default_factory=dict)
     calibration: dict[str, dict[str, float | str]] = field(default_factory=dict)
-    # where a measured profile was measured (pdsim/calibrate/machine.py); {} = a datasheet profile
+    # where a measured profile was measured (pdsim/specs/machine.py); {} = a datasheet profile
     machine: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -214,13 +214,14 @@ class HardwareProfile:
         return "measured"
 
 
-def load_hardware(path: str | Path) -> HardwareProfile:
-    """A profile YAML; one with ``base:`` is an overlay on another profile (specs/overlay.py)."""
+def load_hardware(path: str | Path, resolve_base=None) -> HardwareProfile:
+    """A profile YAML; one with ``base:`` is an overlay on another profile (specs/overlay.py),
+    found by ``resolve_base`` (default: a path next to the overlay; the catalog's knows bundled keys)."""
     from ._convert import build
     from .errors import SpecError
-    from .overlay import hardware_data
+    from .overlay import hardware_data, relative_base
 
     try:
-        return build(HardwareProfile, hardware_data(path))
+        return build(HardwareProfile, hardware_data(path, resolve_base or relative_base))
     except SpecError as err:
         raise err.at(source=err.source or str(path)) from None

@@ -12,7 +12,7 @@ the others); any other value replaces the base's. ``pdsim calibrate from-runs`` 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ._convert import read_yaml
 from .errors import SpecError
@@ -28,10 +28,24 @@ def merge(base: dict, over: dict) -> dict:
     return out
 
 
-def hardware_data(path: str | Path, depth: int = 0) -> Any:
-    """The raw data of a hardware profile YAML, its ``base:`` chain merged in."""
-    from .catalog import hardware_dir, resolve
+#: (the base's reference, the overlay's path) -> the base profile's path
+BaseResolver = Callable[[str, Path], Path]
 
+
+def relative_base(ref: str, overlay: Path) -> Path:
+    """The base of an overlay read on its own: a YAML path relative to the overlay's folder
+    (bundled keys resolve when the profile is loaded through the catalog: specs/catalog.py)."""
+    cand = Path(ref) if Path(ref).is_absolute() else overlay.parent / ref
+    if not cand.is_file():
+        raise SpecError(f"no profile file {ref!r} next to this overlay (a bundled key such as 'h100' resolves "
+                        "when the profile is named by a scenario or pdsim.specs.catalog)", source=str(overlay),
+                        field="base")
+    return cand
+
+
+def hardware_data(path: str | Path, resolve_base: BaseResolver = relative_base, depth: int = 0) -> Any:
+    """The raw data of a hardware profile YAML, its ``base:`` chain merged in; ``resolve_base``
+    finds each base (the catalog passes one that knows the bundled keys)."""
     data = read_yaml(path)
     if not isinstance(data, dict) or "base" not in data:
         return data
@@ -40,8 +54,8 @@ def hardware_data(path: str | Path, depth: int = 0) -> Any:
         raise SpecError("expected a hardware profile key or a YAML path", source=str(path), field="base")
     if depth >= MAX_DEPTH:
         raise SpecError(f"more than {MAX_DEPTH} overlays deep (a cycle?)", source=str(path), field="base")
-    base_path = resolve(ref, hardware_dir(), "hardware profile", Path(path).parent, str(path), "base")
-    base = hardware_data(base_path, depth + 1)
+    base_path = resolve_base(ref, Path(path))
+    base = hardware_data(base_path, resolve_base, depth + 1)
     if not isinstance(base, dict):
         raise SpecError("the base profile is not a mapping", source=str(base_path))
     return merge(base, data)

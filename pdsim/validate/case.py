@@ -73,7 +73,7 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
     sc_ref = c["scenario"]
     sc_path = folder / sc_ref if (folder / sc_ref).is_file() else sc_ref
     sc = api.load_scenario(sc_path, c.get("set") or [])
-    from ..calibrate.machine import warn_if_elsewhere
+    from ..specs.machine import warn_if_elsewhere
 
     warn_if_elsewhere(sc)  # the case's profile measured on another machine: say so (once per profile)
     al = simulate_aligned(ing.record, sc, c.get("arrivals", "auto"), c.get("max_concurrency"))
