@@ -9,8 +9,8 @@ docs/img`` is how the docs' dashboard_*.png were taken (see docs/dashboard.md)."
 from __future__ import annotations
 
 import copy
-import re
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -22,6 +22,8 @@ from test_dashboard_browser import CHROME, DRIVER, tab, text, wait, yaml_text  #
 
 from builders import scenario_dict
 from test_dashboard import make_services
+
+pytestmark = pytest.mark.browser
 
 # a 1P1D run with 4 shared 1,000-token prompt prefixes: P's pool holds them after the KV left for D
 PREFIX = {"workload": {"kind": "synthetic", "num_requests": 80, "rate": 8.0, "shared_prefix_tokens": 1000,
