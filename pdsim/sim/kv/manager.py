@@ -63,7 +63,7 @@ class KVManager:
         if avail < private:
             return None
         if m:
-            head = [k for k in keys[:m]]
+            head = list(keys[:m])
             cache.acquire(head)
             req.cache_keys = head
             req.shared_pages = shared

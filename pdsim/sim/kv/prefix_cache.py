@@ -50,14 +50,20 @@ class PrefixCache:
 
     def release(self, keys) -> None:
         ref, lru = self.ref, self.lru
-        freed = 0
-        for k in keys:
-            r = ref[k] - 1
-            ref[k] = r
-            if r == 0:
-                lru[k] = None
-                freed += 1
-        self.evictable_pages += freed * self.ppb
+        left = dict(zip(keys, [ref[k] - 1 for k in keys]))
+        if len(left) != len(keys):  # a key held twice: one reference at a time
+            for k in keys:
+                r = ref[k] - 1
+                ref[k] = r
+                if r == 0:
+                    lru[k] = None
+                    self.evictable_pages += self.ppb
+            return
+        ref.update(left)
+        unheld = [k for k, r in left.items() if r == 0]  # in key order, as one at a time would
+        if unheld:
+            lru.update(dict.fromkeys(unheld))
+            self.evictable_pages += len(unheld) * self.ppb
 
     def adopt(self, key: Hashable, now: float) -> bool:
         """Turn a request's private block into a cached block it references. False if the key
