@@ -742,14 +742,9 @@ class Instance:
             # right after a prompt's allocation, so a step needing none skips the call), the log
             if need:
                 pool.alloc(need)
-            if len(log_t) >= CHUNK:
-                log.flush()
-            log_t.append(now)
+            log_t.append(now)  # the constant columns are extended once the run is over
             log_dur.append(dur)
-            log_pf.append(0)
-            log_dec.append(n)
             log_kv.append(pool.used)
-            log_queue.append(waiting)
             busy += dur
             # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
             now = end
@@ -761,6 +756,11 @@ class Instance:
             if q == 1.0:
                 rem_out -= n
         if steps:
+            log_pf.extend([0] * steps)
+            log_dec.extend([n] * steps)
+            log_queue.extend([waiting] * steps)
+            if len(log_t) >= CHUNK:  # the run may overshoot a chunk: fine, chunks need not be equal
+                log.flush()
             b.step, b.sum_ctx, b.rem_out = step, sum_ctx, rem_out
             self.busy_time, self.ratio = busy, ratio
             self.tokens_out += n * steps
