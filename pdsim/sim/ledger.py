@@ -9,6 +9,7 @@ request ever served.
 from __future__ import annotations
 
 from array import array
+from operator import attrgetter
 
 import numpy as np
 
@@ -27,25 +28,31 @@ REQUEST_ATTR = {
 }
 _COPY = tuple((c, REQUEST_ATTR[c]) for c in REQUEST_FLOAT + REQUEST_INT if c in REQUEST_ATTR and c != "request_id")
 
+#: requests staged as rows before they are copied into the columns (one fancy-indexed
+#: assignment per column instead of one element assignment per field per request)
+ROWS = 4096
+
 
 class RequestLedger:
     """Record columns for ``n`` requests (request id = row)."""
 
     def __init__(self, n: int):
-        self.cols = empty_requests(n)
-        self._targets = tuple((self.cols[c], attr) for c, attr in _COPY)
-        self._reasons = self.cols["drop_reason"]
+        self._cols = empty_requests(n)
+        self._targets = tuple(self._cols[c] for c, _attr in _COPY) + (self._cols["drop_reason"],)
+        self._fields = attrgetter("rid", *(attr for _c, attr in _COPY), "drop_reason")
+        self._rows: list[tuple] = []
         # one entry per stretch of decode steps: request, instance, first and last step index
         self.seg = (array("q"), array("q"), array("q"), array("q"))
         self.written = 0
 
     def write(self, req) -> None:
         """Copy ``req``'s record fields (called once it is finished or dropped)."""
-        rid = req.rid
-        for col, attr in self._targets:
-            col[rid] = getattr(req, attr)
-        self._reasons[rid] = req.drop_reason
+        rows = self._rows
+        rows.append(self._fields(req))
+        if len(rows) >= ROWS:
+            self._flush()
         if req.segments:
+            rid = req.rid
             r, i, a, b = self.seg
             for iid, first, last in req.segments:
                 r.append(rid)
@@ -54,15 +61,31 @@ class RequestLedger:
                 b.append(last)
         self.written += 1
 
+    @property
+    def cols(self) -> dict[str, np.ndarray]:
+        """The record's request columns, every request written so far in them."""
+        self._flush()
+        return self._cols
+
+    def _flush(self) -> None:
+        rows = self._rows
+        if not rows:
+            return
+        fields = list(zip(*rows))
+        rids = np.asarray(fields[0], dtype=np.int64)
+        for col, values in zip(self._targets, fields[1:]):
+            col[rids] = values  # a row's values as the element assignment would convert them
+        rows.clear()
+
     def write_unarrived(self, rid: int, arrival: float, input_len: int, output_len: int, reason: str,
                         priority: int = 0) -> None:
         """A request that never reached the router (it arrives after the run's horizon)."""
-        c = self.cols
+        c = self._cols
         c["priority"][rid] = priority
         c["arrival_s"][rid] = arrival
         c["input_len"][rid] = input_len
         c["output_len"][rid] = output_len
-        self._reasons[rid] = reason
+        c["drop_reason"][rid] = reason
         self.written += 1
 
     def segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

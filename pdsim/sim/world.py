@@ -35,7 +35,7 @@ from .net.fabric import Fabric
 from . import memory, settle
 from .kv.tiers import background_write_done
 from .ledger import RequestLedger
-from .record import InstanceInfo, RunRecord, StepTokens
+from .record import DecodeEnds, InstanceInfo, RunRecord, StepTokens
 from .request import Request
 from .resolve import resolve_plugins
 from .transports.base import TransportContext
@@ -552,7 +552,7 @@ class World:
         infos = [InstanceInfo(i.name, i.role, i.gpus, i.pool.capacity, i.pool.peak, i.busy_time, i.tokens_out,
                               i.retractions) for i in self.instances]
         steps = [i.steps.columns() for i in self.instances]
-        tokens = StepTokens(*self.ledger.segments(), [self._decode_ends(i, st) for i, st in zip(self.instances, steps)])
+        tokens = StepTokens(*self.ledger.segments(), DecodeEnds([self._decode_ends(i, st) for i, st in zip(self.instances, steps)]))
         tier_usage = []
         for inst in self.instances:
             if inst.tier_log and inst.cache is not None:
@@ -590,20 +590,16 @@ class World:
                          self.env.now, wall, sum(len(i.steps) for i in self.instances), self.disaggregated, steps,
                          tier_usage, link_usage, link_names, dict(self.fabric.capacity), stats, meta)
 
-    def _decode_ends(self, inst: Instance, steps: dict[str, np.ndarray]) -> np.ndarray:
-        """End time of every decode step ``inst`` completed (s, as the client sees the token):
+    def _decode_ends(self, inst: Instance, steps: dict[str, np.ndarray]) -> tuple:
+        """How to read ``inst``'s decode-step end times from its step log (record.DecodeEnds:
         start + duration of each logged step with a decode batch, but those a failure cut
-        short. The engine computed each end as exactly that sum (clock.py), so these are its
-        token times bit for bit, without a second per-step log."""
-        done = steps["running_batch"] > 0
-        # a step still in flight when the run ended (its end lies past the last event) made no tokens
-        done &= steps["time_s"] + steps["step_s"] <= self.env.now
-        if inst.cut_steps:
-            done[np.asarray(inst.cut_steps)] = False
-        ends = steps["time_s"][done] + steps["step_s"][done]
-        if len(ends) != inst.batch.step:  # pragma: no cover - a bookkeeping bug, never a user error
-            raise RuntimeError(f"{inst.name}: {len(ends)} decode-step ends for {inst.batch.step} decode steps")
-        return ends + self.egress_s if self.egress_s else ends
+        short; the engine computed each end as exactly that sum, clock.py), checked here
+        against the decode steps it ran."""
+        cut = tuple(inst.cut_steps)
+        n = int(DecodeEnds.done_mask(steps, self.env.now, cut).sum())
+        if n != inst.batch.step:  # pragma: no cover - a bookkeeping bug, never a user error
+            raise RuntimeError(f"{inst.name}: {n} decode-step ends for {inst.batch.step} decode steps")
+        return steps, self.env.now, cut, self.egress_s
 
     def _gpu_hours(self, log) -> float:
         """GPU-hours of a (time, GPUs) log up to the end of the run."""

@@ -23,7 +23,7 @@ class LocalExecutor:
     """Every layer on the instance's GPUs: the step time is the cost model's. (Expert-service
     clients use sim/experts.py RemoteExpertExecutor, whose ``gate`` can stall the engine.)"""
 
-    __slots__ = ("cost", "step_time", "_memo", "_coeffs")
+    __slots__ = ("cost", "step_time", "_memo", "_coeffs", "linear")
     gate = None  # never stalls
     pure = True  # step_time has no side effects: the engine may price a step it then does not run
 
@@ -33,7 +33,8 @@ class LocalExecutor:
     def __init__(self, cost):
         self.cost = cost
         coeffs = getattr(cost, "step_coeffs", None)
-        if coeffs is None or not getattr(cost, "linear", True):
+        self.linear = coeffs is not None and getattr(cost, "linear", True)  # decode_price is valid
+        if not self.linear:
             self.step_time = cost.step_time  # no linearity contract (plug-in, pipeline round)
             return
         self._coeffs = coeffs
@@ -51,3 +52,17 @@ class LocalExecutor:
                 memo.clear()
             c = memo[key] = self._coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens=rank_tokens)
         return c[0] + c[1] * prefill_attn + c[2] * decode_ctx
+
+    def decode_price(self, decode_batch: int) -> tuple[float, float]:
+        """``(base, per_ctx)`` of a decode-only step of ``decode_batch`` sequences: its
+        ``step_time(0, 0.0, 0, decode_batch, ctx)`` is ``base + per_ctx * ctx`` bit for bit
+        (``base`` is the ``c0 + c_attn * 0.0`` that ``_memoised`` adds first). Lets a loop of
+        decode steps of one batch price each step without the memo lookup."""
+        key = (0, 0, decode_batch, None)
+        memo = self._memo
+        c = memo.get(key)
+        if c is None:
+            if len(memo) >= MEMO_SHAPES:
+                memo.clear()
+            c = memo[key] = self._coeffs(0, 0, decode_batch, rank_tokens=None)
+        return c[0] + c[1] * 0.0, c[2]

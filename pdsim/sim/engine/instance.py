@@ -724,47 +724,62 @@ class Instance:
         nxt = env.quiet_until()
         horizon = env.horizon
         pool, heap, bucket, page, q = self.pool, b.heap, b.bucket, self.page, self.q
-        price = self.executor.step_time
         n = b.n
+        ex = self.executor
+        if getattr(ex, "linear", False):
+            base, per_ctx = ex.decode_price(n)  # one batch shape throughout: priced once
+            price = None
+        else:
+            price = ex.step_time
+        first_out = heap[0][0] if heap else math.inf  # nobody joins or leaves meanwhile
         log = self.steps
         log_t, log_dur, log_pf, log_dec, log_kv, log_queue, log_cached = log.lists
         waiting = self.pq_count + len(self.prealloc_q) + len(self.ready_q)  # nothing joins meanwhile
         cached = self.cache.evictable_pages if self.cache is not None else 0  # no request leaves meanwhile
         now = start = env.now
-        while True:
-            step = b.step
-            if heap and heap[0][0] <= step:
-                break  # a request finishes in this step (or a stale entry to drop): the loop's job
+        # the batch's and instance's counters kept in locals for the run, written back after it
+        step, sum_ctx, rem_out = b.step, b.sum_ctx, b.rem_out
+        busy, ratio, ratio_min, decay = self.busy_time, self.ratio, self.ratio_min, self.ratio_decay
+        grow = n if q == 1.0 else n * q  # context added per step
+        steps = 0
+        while first_out > step:  # else a request finishes in this step (or a stale entry): the loop's job
             need = bucket[(-step) % page]
             if need > pool.free:
                 break
-            dur = price(0, 0.0, 0, n, b.sum_ctx + (n if q == 1.0 else n * q))
+            if price is None:
+                dur = base + per_ctx * (sum_ctx + grow)
+            else:
+                dur = price(0, 0.0, 0, n, sum_ctx + grow)
             end = now + dur
             if end >= nxt or end > horizon:
                 break
-            # the step starts: pages for the tokens it writes, the step log
-            pool.alloc(need)
-            if len(log_t) >= CHUNK:
-                log.flush()
-            log_t.append(now)
+            # the step starts: pages for the tokens it writes (alloc's ``last_runs`` is only read
+            # right after a prompt's allocation, so a step needing none skips the call), the log
+            if need:
+                pool.alloc(need)
+            log_t.append(now)  # the constant columns are extended once the run is over
             log_dur.append(dur)
-            log_pf.append(0)
-            log_dec.append(n)
             log_kv.append(pool.used)
-            log_queue.append(waiting)
-            log_cached.append(cached)
-            self.busy_time += dur
+            busy += dur
             # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
             now = end
-            self.tokens_out += n
-            if self.ratio > self.ratio_min:
-                self.ratio = max(self.ratio_min, self.ratio - self.ratio_decay)
-            b.step = step + 1
+            steps += 1
+            if ratio > ratio_min:
+                ratio = max(ratio_min, ratio - decay)
+            step += 1
+            sum_ctx += grow
             if q == 1.0:
-                b.sum_ctx += n
-                b.rem_out -= n
-            else:
-                b.sum_ctx += n * q
+                rem_out -= n
+        if steps:
+            log_pf.extend([0] * steps)
+            log_dec.extend([n] * steps)
+            log_queue.extend([waiting] * steps)
+            log_cached.extend([cached] * steps)
+            if len(log_t) >= CHUNK:  # the run may overshoot a chunk: fine, chunks need not be equal
+                log.flush()
+            b.step, b.sum_ctx, b.rem_out = step, sum_ctx, rem_out
+            self.busy_time, self.ratio = busy, ratio
+            self.tokens_out += n * steps
         if now != start:
             env.jump_to(now)
 

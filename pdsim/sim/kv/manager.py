@@ -63,7 +63,7 @@ class KVManager:
         if avail < private:
             return None
         if m:
-            head = [k for k in keys[:m]]
+            head = list(keys[:m])
             cache.acquire(head)
             req.cache_keys = head
             req.shared_pages = shared
@@ -102,15 +102,20 @@ class KVManager:
         cache = self.cache
         keys = req.hash_ids
         n_full = min(len(keys), req.input_len // cache.block_tokens)
-        have = set(req.cache_keys)
-        moved = 0
-        for j in range(len(req.cache_keys), n_full):
-            k = keys[j]
-            if k in have or not cache.adopt(k, now):
-                continue
-            req.cache_keys.append(k)
-            req.shared_pages += cache.ppb
-            moved += cache.ppb
+        held = req.cache_keys
+        if len(held) >= n_full:
+            return 0
+        # a key already cached (the request's own prefix, another request's block, or a repeat
+        # within this prompt) stays private: the blocks adopted are the first occurrences of
+        # the keys not cached yet, in prompt order
+        ref = cache.ref
+        new = [k for k in dict.fromkeys(keys[len(held):n_full]) if k not in ref]
+        if not new:
+            return 0
+        cache.adopt_new(new, now)
+        held.extend(new)
+        moved = len(new) * cache.ppb
+        req.shared_pages += moved
         return moved
 
     def unref(self, req) -> None:

@@ -49,12 +49,21 @@ class PrefixCache:
             self.ref[k] += 1
 
     def release(self, keys) -> None:
-        for k in keys:
-            r = self.ref[k] - 1
-            self.ref[k] = r
-            if r == 0:
-                self.lru[k] = None
-                self.evictable_pages += self.ppb
+        ref, lru = self.ref, self.lru
+        left = dict(zip(keys, [ref[k] - 1 for k in keys]))
+        if len(left) != len(keys):  # a key held twice: one reference at a time
+            for k in keys:
+                r = ref[k] - 1
+                ref[k] = r
+                if r == 0:
+                    lru[k] = None
+                    self.evictable_pages += self.ppb
+            return
+        ref.update(left)
+        unheld = [k for k, r in left.items() if r == 0]  # in key order, as one at a time would
+        if unheld:
+            lru.update(dict.fromkeys(unheld))
+            self.evictable_pages += len(unheld) * self.ppb
 
     def adopt(self, key: Hashable, now: float) -> bool:
         """Turn a request's private block into a cached block it references. False if the key
@@ -66,9 +75,19 @@ class PrefixCache:
             self.tiers.store(key, now)
         return True
 
+    def adopt_new(self, keys: list, now: float) -> None:
+        """``adopt`` for distinct keys known not to be cached: each is referenced once."""
+        self.ref.update(dict.fromkeys(keys, 1))
+        if self.tiers is not None and self.write_through:
+            for key in keys:
+                self.tiers.store(key, now)
+
     def make_room(self, pages: int, now: float) -> None:
         """Evict unreferenced blocks (LRU) until ``pages`` are free or nothing is evictable."""
         pool = self.pool
+        if self.tiers is None:
+            self._evict_untiered(pages)
+            return
         while pool.free < pages and self.lru:
             key, _ = self.lru.popitem(last=False)
             del self.ref[key]
@@ -77,6 +96,31 @@ class PrefixCache:
             self.evicted_blocks += 1
             if self.tiers is not None:
                 self.tiers.store(key, now)  # write-back on eviction (no-op if already stored)
+
+    def _evict_untiered(self, pages: int) -> None:
+        """``make_room`` without offload tiers: the pool's ``release`` of each evicted block
+        done inline on local counters (the same arithmetic in the same order, bit for bit),
+        written back once."""
+        pool, lru, ref, ppb = self.pool, self.lru, self.ref, self.ppb
+        free, used, live = pool.free, pool.used, pool.live_runs
+        n = 0
+        while free < pages and lru:
+            key, _ = lru.popitem(last=False)
+            del ref[key]
+            if ppb > used:
+                raise RuntimeError(f"KV pool released {ppb} pages but only {used} are in use")
+            if ppb:
+                live -= live * ppb / used
+            used -= ppb
+            free += ppb
+            if used == 0:  # as KVPool.release: an empty pool is fresh again
+                live = 0.0
+                pool.fresh = pool.capacity
+            n += 1
+        if n:
+            pool.free, pool.used, pool.live_runs = free, used, live
+            self.evictable_pages -= n * ppb
+            self.evicted_blocks += n
 
     def clear(self) -> None:
         """Forget every block (the instance's HBM is gone): their pages go back to the pool.

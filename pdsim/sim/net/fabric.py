@@ -19,6 +19,14 @@ from ..columns import CHUNK, ColumnLog
 INF = float("inf")
 
 
+#: a link whose flows' caps sum to at most this share of its capacity serves them all at their caps
+_ROOM = 1.0 - 1e-9
+
+
+def _cap(f: "Flow") -> float:
+    return f.cap
+
+
 class Flow:
     __slots__ = ("fid", "path", "remaining", "cap", "rate", "on_done", "start", "nbytes")
 
@@ -110,26 +118,56 @@ class Fabric:
         self._last = self.env.now
 
     def _solve(self) -> None:
-        """Max-min fair rates with per-flow caps (progressive filling)."""
-        flows = list(self.flows.values())
-        cap_left = {}
+        """Max-min fair rates with per-flow caps (progressive filling).
+
+        Each round fixes the tightest constraint: the smallest fair share of a link (its
+        capacity left over the flows on it still unfixed; the first such link in order of
+        first use) or, when some unfixed flow's own cap is no larger, that flow (the first of
+        the smallest cap in the order of the set of unfixed flow ids). The unfixed flows per
+        link are kept as counts and the flows ordered by cap once, so a round costs a pass
+        over the links, not over links x flows."""
+        flows = self.flows
+        capacity = self.capacity
+        cap_left: dict[str, float] = {}
         users: dict[str, list[Flow]] = {}
-        for f in flows:
+        for f in flows.values():
             f.rate = -1.0
             for link in f.path:
-                users.setdefault(link, []).append(f)
-                cap_left[link] = self.capacity[link]
-        active = set(f.fid for f in flows)
+                fs = users.get(link)
+                if fs is None:
+                    users[link] = [f]
+                    cap_left[link] = capacity[link]
+                else:
+                    fs.append(f)
+        if all(sum(f.cap for f in fs) <= capacity[link] * _ROOM for link, fs in users.items()):
+            # every link has room for all its flows at their caps, with a margin far above the
+            # rounding of the fill's subtractions: each round would fix the smallest-cap flow
+            # at its cap, so every flow gets exactly its cap (the common case: NIC-capped flows)
+            for f in flows.values():
+                f.rate = f.cap
+        else:
+            self._fill(users, cap_left)
+        self._log_usage(users)
+
+    def _fill(self, users: dict[str, list[Flow]], cap_left: dict[str, float]) -> None:
+        """Progressive filling proper (see ``_solve``)."""
+        flows = self.flows
+        count = {link: len(fs) for link, fs in users.items()}
+        active = set(f.fid for f in flows.values())  # built as before: its iteration order is the tie-break
+        # min() over the set of unfixed ids takes the first smallest cap in the set's order;
+        # a stable sort of that order by cap, walked past fixed flows, picks the same flow
+        by_cap = sorted((flows[i] for i in active), key=_cap)
+        k = 0
         while active:
-            # the tightest constraint: a link's fair share or a flow's own cap
             best_share, best_link = INF, None
-            for link, fs in users.items():
-                n = sum(1 for f in fs if f.fid in active)
+            for link, n in count.items():
                 if n:
                     share = cap_left[link] / n
                     if share < best_share:
                         best_share, best_link = share, link
-            min_cap_flow = min((self.flows[i] for i in active), key=lambda f: f.cap)
+            while by_cap[k].fid not in active:
+                k += 1
+            min_cap_flow = by_cap[k]
             if min_cap_flow.cap <= best_share:
                 fixed = [min_cap_flow]
                 rate = min_cap_flow.cap
@@ -141,6 +179,10 @@ class Fabric:
                 active.discard(f.fid)
                 for link in f.path:
                     cap_left[link] = max(0.0, cap_left[link] - rate)
+                    count[link] -= 1
+
+    def _log_usage(self, users: dict[str, list[Flow]]) -> None:
+        """Every link in use (and every link no longer in use): its bytes/s and flows now."""
         if self._log:
             now = self.env.now
             log = self.usage_log
@@ -148,11 +190,11 @@ class Fabric:
                 log.flush()
             t, code, rate, nflows = log.lists
             codes = self.link_codes
-            for link in users:
+            for link, fs in users.items():
                 t.append(now)
                 code.append(codes.setdefault(link, len(codes)))
-                rate.append(sum(f.rate for f in users[link]))
-                nflows.append(len(users[link]))
+                rate.append(sum(f.rate for f in fs))
+                nflows.append(len(fs))
             for link in self._busy - users.keys():
                 t.append(now)
                 code.append(codes[link])

@@ -165,6 +165,9 @@ class Transport(Plugin):
         self.active[req.rid] = (t, p, d)
 
         def on_flow_end(_flow):
+            # the flow is over (a cancel has nothing left to stop): dropping it breaks the
+            # transfer -> flow -> this closure -> transfer cycle, so refcounting frees them
+            t.flow = None
             if not t.cancelled:
                 self.active.pop(req.rid, None)
                 done()
