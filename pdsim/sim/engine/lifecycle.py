@@ -1,0 +1,2 @@
+"""An instance's lifecycle states: ``starting`` -> ``up`` -> (``draining`` ->) ``down``."""
+STARTING, UP, DRAINING, DOWN = "starting", "up", "draining", "down"

@@ -1,0 +1,270 @@
+"""The engine loop of an instance (mixed into Instance, instance.py).
+
+One SimPy process per instance, one event per engine step: form a batch, ask the executor for
+the step's price, ``yield env.timeout(step)``, advance requests; decode-only steps with nothing
+else scheduled meanwhile run back to back inline (``_quiet_decode``).
+"""
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from ..request import Request
+from . import progress
+from ..columns import CHUNK
+from .lifecycle import DRAINING
+
+
+def _never(_t: float) -> bool:
+    return False  # a plain simpy.Environment: every step goes through the event queue
+
+
+class Stepping:
+    """The engine loop: steps, their prices, logs and what each step completes."""
+
+    def _loop(self):
+        env = self.env
+        skip_to = getattr(env, "skip_to", _never)
+        price = self.executor.step_time
+        role = self.role
+        decode_role = role != "prefill"
+        b = self.batch
+        page = self.page
+        log = self.steps
+        log_t, log_dur, log_pf, log_dec, log_kv, log_queue, log_cached = log.lists
+        pool = self.pool
+        tiers = self.cache.tiers if self.cache is not None else None
+        # decode-only steps may run inline between events (see _quiet_decode)
+        quiet = (decode_role and tiers is None and hasattr(env, "quiet_until")
+                 and getattr(self.executor, "pure", False))
+        while True:
+            try:
+                if quiet and b.n and not (self.prealloc_q or self.ready_q or self.pq_tokens or self.remote_loads):
+                    self._quiet_decode()
+                if self.prealloc_q:
+                    self._prealloc()
+                if self.ready_q:
+                    self._admit_ready()
+                    if self.prealloc_q:
+                        self._prealloc()  # requests that finished on admission freed their pages
+                batch = None
+                pf_tokens = 0
+                pf_attn = 0.0
+                pf_seqs = 0
+                has_prefill = self.pq_tokens > 0
+                run_decode = decode_role and b.n > 0
+                if has_prefill:
+                    if role == "prefill":
+                        budget, slots = self.rank_budget * self.dp, self.max_running
+                    elif self.mixed or not run_decode or role == "decode":
+                        budget = max(0, self.rank_budget * self.dp - (b.n if self.mixed else 0))
+                        slots = self.max_running - b.n
+                    else:
+                        budget, slots = self.rank_budget * self.dp, self.max_running - b.n
+                    if budget > 0 and slots > 0:
+                        batch, pf_tokens, pf_attn, pf_seqs = self._form_prefill(budget, slots)
+                    if pf_tokens and role == "colocated" and not self.mixed:
+                        run_decode = False  # SGLang default: a prefill batch pauses decoding
+                if self.remote_loads:
+                    # KV the step needs is still coming in from remote storage: wait for it, then form
+                    # the step again (admitted prompts keep their pages; nothing else was taken yet)
+                    self._loads_in = env.event()
+                    yield self._loads_in
+                    self._loads_in = None
+                    continue
+                n = b.n if run_decode else 0
+                if n:
+                    need = b.bucket[(-b.step) % page]  # b.pages_needed(), inlined: every decode step
+                    if need > self.pool.free and self.cache is not None:
+                        self.cache.make_room(need, env.now)  # unreferenced cached blocks go first
+                    if need > self.pool.free:
+                        self._retract_for(need)
+                        if batch is None or not pf_tokens:
+                            continue  # the freed pages may admit queued work: form the batch again
+                        n = b.n
+                        need = b.bucket[(-b.step) % page]
+                    if n:
+                        self.pool.alloc(need)
+                if not pf_tokens and not n:
+                    if self.decode_first and progress.decode_first_done(self):
+                        continue
+                    self.executor.idle()
+                    if self.state == DRAINING and not (self.holding or self.ready_q or self.prealloc_q
+                                                       or self.pq_count or b.n):
+                        self.ports.drained(self)
+                    self._sleeping = True
+                    self._wake = env.event()
+                    yield self._wake
+                    continue
+                gate = self.executor.gate
+                if gate is not None:  # its remote experts are unavailable: wait (pages stay allocated)
+                    yield gate
+                ctx = (b.sum_ctx + (n if self.q == 1.0 else n * self.q)) if n else 0
+                if self.dp > 1 and pf_tokens:
+                    # DP attention: every rank steps together, the one with the most prefill sets it
+                    dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx, rank_tokens=self.rank_max + n * self.q / self.dp)
+                else:
+                    dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
+                start = env.now
+                if self.load_until > start:
+                    dur += self.load_until - start  # synchronous KV loads hold this step
+                if tiers is not None:
+                    self.tier_log.append((start, tuple(t.used for t in tiers.tiers)))
+                if len(log_t) >= CHUNK:
+                    log.flush()
+                log_t.append(start)
+                log_dur.append(dur)
+                log_pf.append(pf_tokens)
+                log_dec.append(n)
+                log_kv.append(pool.used)
+                log_queue.append(self.pq_count + len(self.prealloc_q) + len(self.ready_q))  # queue_len
+                log_cached.append(self.cache.evictable_pages if self.cache is not None else 0)
+                self.busy_time += dur
+                self._step_start, self._step_dur = start, dur
+                self._dec_step, self._removed_in_step = n, 0
+                if not skip_to(start + dur):  # nothing else happens before the step ends (clock.py)
+                    yield env.timeout(dur)
+                self._step_start = -1.0
+                self._dec_step = 0
+                if n:
+                    self._after_decode(n - self._removed_in_step)
+                if batch:
+                    self._after_prefill(batch)
+                    if self.block_on_send and self.sending:
+                        self._sent = env.event()  # P2P NCCL PUT: wait until this step's KV is sent
+                        yield self._sent
+                        self._sent = None
+            except simpy.Interrupt:
+                # failed (fail()): the step in flight never completes; wait for the restart
+                if self._step_start >= 0:
+                    self.cut_steps.append(len(log) - 1)
+                    cut = env.now - self._step_start
+                    log_dur[-1] = cut
+                    self.busy_time -= self._step_dur - cut
+                    self._step_start = -1.0
+                self._sent = None
+                self._loads_in = None
+                self._sleeping = False
+                self._dec_step = 0
+                yield self._up
+
+    def _quiet_decode(self) -> None:
+        """Run decode-only steps back to back, inline, while each would end before the next
+        scheduled event of the whole simulation: then nothing else can run, observe or change
+        anything meanwhile, and the steps are exactly what the engine loop would do one event
+        at a time (same batch, pages, prices, logs, clock), only without the event queue.
+
+        Stops before a step in which a request finishes (its finish reaches the world), a step
+        that needs more pages than are free (eviction or retraction), a step held by a KV load,
+        or one that would end at or after the next event or past the horizon; the loop then
+        takes over. The caller has checked that nothing waits to be admitted or prefilled."""
+        env = self.env
+        b = self.batch
+        if self.load_until > env.now:
+            return
+        nxt = env.quiet_until()
+        horizon = env.horizon
+        pool, heap, bucket, page, q = self.pool, b.heap, b.bucket, self.page, self.q
+        n = b.n
+        ex = self.executor
+        if getattr(ex, "linear", False):
+            base, per_ctx = ex.decode_price(n)  # one batch shape throughout: priced once
+            price = None
+        else:
+            price = ex.step_time
+        first_out = heap[0][0] if heap else math.inf  # nobody joins or leaves meanwhile
+        log = self.steps
+        log_t, log_dur, log_pf, log_dec, log_kv, log_queue, log_cached = log.lists
+        waiting = self.pq_count + len(self.prealloc_q) + len(self.ready_q)  # nothing joins meanwhile
+        cached = self.cache.evictable_pages if self.cache is not None else 0  # no request leaves meanwhile
+        now = start = env.now
+        # the batch's and instance's counters kept in locals for the run, written back after it
+        step, sum_ctx, rem_out = b.step, b.sum_ctx, b.rem_out
+        busy, ratio, ratio_min, decay = self.busy_time, self.ratio, self.ratio_min, self.ratio_decay
+        grow = n if q == 1.0 else n * q  # context added per step
+        steps = 0
+        while first_out > step:  # else a request finishes in this step (or a stale entry): the loop's job
+            need = bucket[(-step) % page]
+            if need > pool.free:
+                break
+            if price is None:
+                dur = base + per_ctx * (sum_ctx + grow)
+            else:
+                dur = price(0, 0.0, 0, n, sum_ctx + grow)
+            end = now + dur
+            if end >= nxt or end > horizon:
+                break
+            # the step starts: pages for the tokens it writes (alloc's ``last_runs`` is only read
+            # right after a prompt's allocation, so a step needing none skips the call), the log
+            if need:
+                pool.alloc(need)
+            log_t.append(now)  # the constant columns are extended once the run is over
+            log_dur.append(dur)
+            log_kv.append(pool.used)
+            busy += dur
+            # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
+            now = end
+            steps += 1
+            if ratio > ratio_min:
+                ratio = max(ratio_min, ratio - decay)
+            step += 1
+            sum_ctx += grow
+            if q == 1.0:
+                rem_out -= n
+        if steps:
+            log_pf.extend([0] * steps)
+            log_dec.extend([n] * steps)
+            log_queue.extend([waiting] * steps)
+            log_cached.extend([cached] * steps)
+            if len(log_t) >= CHUNK:  # the run may overshoot a chunk: fine, chunks need not be equal
+                log.flush()
+            b.step, b.sum_ctx, b.rem_out = step, sum_ctx, rem_out
+            self.busy_time, self.ratio = busy, ratio
+            self.tokens_out += n * steps
+        if now != start:
+            env.jump_to(now)
+
+    def _after_decode(self, n: int) -> None:
+        self.tokens_out += n
+        if self.ratio > self.ratio_min:
+            self.ratio = max(self.ratio_min, self.ratio - self.ratio_decay)
+        self.batch.advance(n, self.env.now, self._leave_and_finish)
+
+    def _leave_and_finish(self, req: Request, step: int) -> None:
+        self._leave(req, step)
+        self._finish(req)
+
+    def _after_prefill(self, batch) -> None:
+        now = self.env.now
+        for req, chunk, attempt in batch:
+            if attempt != req.retries or req.done:
+                continue  # given up while the step ran (a failure elsewhere): already taken off
+            req.prefilled += chunk
+            self.pq_tokens -= chunk
+            if req.prefilled >= self._prompt_len(req):
+                q = self.pq[req.dp_rank]
+                q.remove(req) if q[0] is not req else q.popleft()
+                self.pq_count -= 1
+                self._prefill_complete(req, now)
+
+    def _prefill_complete(self, req: Request, now: float) -> None:
+        recompute = self.recompute_ctx.pop(req.rid, None)
+        if self.cache is not None and recompute is None and req.hash_ids is not None:
+            moved = self.kv.adopt_blocks(req, now)
+            if self.role == "prefill":
+                req.p_pages -= moved
+            else:
+                req.d_pages -= moved
+        if self.role == "prefill":
+            req.prefill_end = now
+            self.holding[req.rid] = req  # until its KV has left
+            self.ports.prefill_done(req, self)
+            return
+        if recompute is None:
+            req.prefill_end = now
+            if math.isnan(req.first_token):
+                req.first_token = now  # the last prefill chunk samples the first token
+        # KV pages for the prompt were allocated at the first chunk; join the batch next step
+        req.ctx0 = recompute if recompute is not None else req.input_len
+        self.ready_q.append(req)
