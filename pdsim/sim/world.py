@@ -19,13 +19,12 @@ import simpy
 
 from ..costs.host import tokenize_s, with_host_sharing
 from ..costs.pd_overheads import pd_fixed_costs
-from ..specs.limits import max_instances
 from ..specs.scenario import ResolvedScenario
 from ..workload.table import RequestTable
 from .build import Builder, group_plans, pair_plan
 from .clock import Clock
 from ..costs.registry import resolve_cost_kind
-from .control.autoscaler import AutoscaleController, ClusterState, GroupState
+from .control.autoscaler import AutoscaleController
 from .control.faults import FaultController
 from .experts import ExpertService
 from .control.membership import Membership
@@ -33,16 +32,17 @@ from .control.router import Hold, Reject, Route
 from .engine.instance import Instance
 from .net.fabric import Fabric
 from . import memory, settle
-from .kv.tiers import background_write_done
 from .ledger import RequestLedger
-from .record import DecodeEnds, InstanceInfo, RunRecord, StepTokens
+from .record import RunRecord
 from .request import Request
 from .resolve import resolve_plugins
 from .transports.base import TransportContext
+from .elastic import Elastic
+from .recovery import Recovery
+from .accounting import Accounting
 
 #: young-generation GC threshold while a world runs (Python's default is 700)
 GC_GEN0 = 50_000
-
 
 
 def default_plugins(resolved: ResolvedScenario) -> dict:
@@ -50,7 +50,7 @@ def default_plugins(resolved: ResolvedScenario) -> dict:
     return resolve_plugins(resolved.scenario, resolved.trust)
 
 
-class World:
+class World(Elastic, Recovery, Accounting):
     def __init__(self, resolved: ResolvedScenario, table: RequestTable,
                  progress: Callable[[float, float, int, int], None] | None = None):
         resolved = with_host_sharing(resolved)  # host work on shared cores (costs/host.py)
@@ -249,92 +249,6 @@ class World:
         self._alloc(-inst.gpus)
         self.log_event("removed", inst.name, "drained")
 
-    # ---- elastic scaling (control/autoscaler.py drives these) -------------------------------
-    def _alloc(self, delta: int) -> None:
-        self.alloc_gpus += delta
-        self.alloc_log.append((self.env.now, self.alloc_gpus))
-
-    def scale_group(self, role: str, index: int, delta: int) -> None:
-        """Add ``delta`` instances to group ``index`` of ``role`` (each serves after its priced
-        start-up), or drain ``-delta`` of its serving instances (newest first)."""
-        plan = next((p for p in self.plans if p.role == role and p.index == index), None)
-        if plan is None:
-            raise KeyError(f"the autoscaler named group {role}[{index}], which does not exist")
-        if delta > 0:
-            room = max_instances() - len(self.instances)
-            if delta > room:  # the load-time limit holds at run time too (PDSIM_MAX_INSTANCES)
-                if room > 0 or not self._capped_logged:  # once at the limit, not every tick
-                    self._capped_logged = True
-                    self.log_event("scale_capped", f"{role}[{index}]", f"asked for {delta} more, {max(room, 0)} "
-                                   f"fit under PDSIM_MAX_INSTANCES={max_instances()}")
-                delta = max(room, 0)
-            for _ in range(delta):
-                label = plan.group.name or f"{role[0].upper()}{index}"
-                k = sum(1 for i in self.instances if i.plan is plan)
-                inst = self.builder.instance(plan, len(self.instances), f"{label}.{k}")
-                inst.state = "down"  # not serving until started
-                self.instances.append(inst)
-                self.fabric.add_links()
-                self.fabric_capacity0 = dict(self.fabric.capacity)
-                if self.faults is not None:
-                    self.faults.by_name[inst.name] = inst
-                self._alloc(inst.gpus)
-                start = self.restart_time(inst)
-                self.log_event("starting", inst.name, f"serving in {start:.1f} s")
-                self.env.timeout(start).callbacks.append(lambda _e, i=inst: self.instance_up(i, new=True))
-        else:
-            up = [i for i in self.instances if i.plan is plan and i.state == "up"]
-            for inst in up[::-1][: -delta]:
-                if len([i for i in self.instances if i.plan is plan and i.state == "up"]) <= 1:
-                    break  # never drain a group's last serving instance
-                inst.state = "draining"
-                self.members.deregister(inst)
-                self.log_event("draining", inst.name, "")
-                inst.wake()
-
-    def scale_experts(self, delta: int) -> None:
-        if self.experts is None:
-            raise KeyError("the autoscaler scaled an expert service the scenario does not have")
-        for _ in range(max(0, delta)):
-            i = self.experts.add_server()
-            self._alloc(1)
-            self.log_event("starting", f"expert{i}", "")
-        for _ in range(max(0, -delta)):
-            if self.experts.remove_server():
-                self._alloc(-1)
-
-    def restart_time(self, inst: Instance) -> float:
-        from ..costs.restart import restart_s
-        from ..specs.memory import weights_per_gpu
-
-        plan, g = inst.plan, inst.plan.group
-        w = weights_per_gpu(plan.model, plan.world, plan.attn_tp, g.ep, g.engine.ep_num_redundant_experts)
-        spec = self.faults.spec.restart if self.faults is not None else None
-        return restart_s(w, plan.world, g.engine.cuda_graph_max_bs > 0, spec)
-
-    def cluster_state(self, window_s: float) -> ClusterState:
-        now = self.env.now
-        groups = []
-        for plan in self.plans:
-            insts = [i for i in self.instances if i.plan is plan]
-            up = [i for i in insts if i.state == "up"]
-            busy = 0.0
-            for i in up:
-                prev = self._busy_seen.get(i.iid, i.busy_time)
-                busy += (i.busy_time - prev) / window_s
-                self._busy_seen[i.iid] = i.busy_time
-            groups.append(GroupState(plan.role, plan.index, len(up),
-                                     sum(1 for i in insts if i.state == "down" and i.iid not in self._ever_up),
-                                     sum(1 for i in insts if i.state == "draining"),
-                                     sum(i.queue_len for i in up), busy / len(up) if up else 0.0))
-        while self._recent and self._recent[0][0] < now - window_s:
-            self._recent.popleft()
-        ok = [o for _t, o in self._recent]
-        arrived = self.created - self._arrived_seen
-        self._arrived_seen = self.created
-        return ClusterState(now, groups, self.experts.servers_up if self.experts else None,
-                            self.experts.allocated if self.experts else None,
-                            sum(ok) / len(ok) if ok else None, len(ok), arrived / window_s)
 
     def dropped(self, req: Request, reason: str) -> None:
         if req.drop_reason is not None:
@@ -356,81 +270,6 @@ class World:
     def evicted(self, req: Request, inst: Instance, reason: str) -> None:
         self._evict(req, reason)
 
-    # ---- failures (control/faults.py drives these) -----------------------------------------
-    def log_event(self, kind: str, what: str, detail: str) -> None:
-        self.events.append((self.env.now, kind, what, detail))
-
-    def _capacity(self, delta: int) -> None:
-        self.gpus_up += delta
-        self.capacity_log.append((self.env.now, self.gpus_up))
-
-    def fail_instance(self, inst: Instance, reason: str) -> None:
-        """``inst`` goes down now: what it held, and the transfers to or from it, are lost with it
-        until the failure is detected."""
-        inst.fail()
-        for req in self.transport.instance_failed(inst):
-            if req not in inst.limbo:
-                inst.limbo.append(req)
-        self._capacity(-inst.gpus)
-        self.log_event("failed", inst.name, reason)
-
-    def detected(self, inst: Instance, cause: str, final: bool = False) -> None:
-        """The monitor declares ``inst`` dead: the router stops using it; its requests are retried
-        or dropped by the retry policy (``final``: dropped, nothing can serve them again)."""
-        self.members.deregister(inst)
-        inst.detected = True
-        lost, inst.limbo = inst.limbo, []
-        # requests elsewhere whose other half was on it (P prefilling for a dead D, ...)
-        seen = {r.rid for r in lost}
-        lost += [r for r in self.live.values() if not r.done and r.rid not in seen and inst.iid in (r.p_inst, r.d_inst)]
-        self.log_event("detected", inst.name, f"{len(lost)} requests lost")
-        for req in lost:
-            self._evict(req, cause if final else f"{inst.role}_{cause}", final)
-
-    def instance_up(self, inst: Instance, new: bool = False) -> None:
-        """``inst`` serves again (restarted, or newly added): it joins the router's view."""
-        inst.restart()
-        self._ever_up.add(inst.iid)
-        self.members.register(inst)
-        self._capacity(inst.gpus)
-        self.log_event("up", inst.name, "added" if new else "restarted")
-        held, self._held = self._held, []
-        for req in held:
-            self._route(req)
-
-    def _evict(self, req: Request, reason: str, final: bool = False) -> None:
-        """Give ``req`` up where it is (both of its instances and its transfer), then retry it or
-        drop it by the retry policy (``final``: drop it)."""
-        if req.done:
-            return
-        if req in self._held:
-            self._held.remove(req)
-        for iid in {req.p_inst, req.d_inst}:
-            if iid >= 0:
-                inst = self.instances[iid]
-                if inst._take(req) and inst.state == "up":
-                    inst.wake()
-        self.transport.abandon(req)
-        retry = self.faults.spec.retry if self.faults is not None else None
-        if not final and retry is not None and retry.policy == "restart" and req.retries < retry.max_retries:
-            self.retry_causes[reason] = self.retry_causes.get(reason, 0) + 1
-            req.reset_for_retry()
-            delay = retry.backoff_s + self.ingress_s
-            if delay > 0:
-                self.env.timeout(delay).callbacks.append(lambda _e, r=req: self._routed(r))
-            else:
-                self._routed(req)
-        else:
-            self.dropped(req, reason if final or retry is None or retry.policy == "drop" else f"{reason}_after_retries")
-
-    def _release_slot(self) -> None:
-        self.in_flight -= 1
-        if self._cc_waiting:
-            req = self.live[self._cc_waiting.popleft()]
-            # a closed-loop client sends when a slot frees; latencies count from the send,
-            # as bench_serving measures them under --max-concurrency
-            req.arrival = self.env.now
-            self._start(req)
 
     # ---- run ---------------------------------------------------------------------------------
     def run(self, chunk_s: float | None = None) -> RunRecord:
@@ -500,124 +339,6 @@ class World:
         if self.check:
             self._check_conservation(n, created, cut)
         return self._record(wall)
-
-    def _check_conservation(self, n: int, created: int, cut: bool) -> None:
-        """Test mode (PDSIM_CHECK=1): every request finished or dropped with a reason, and,
-        unless the horizon cut the run, every page, queue, batch, buffer and flow empty."""
-        errors = []
-        cols = self.ledger.cols
-        if created + int((cols["drop_reason"] == "not_arrived_by_end").sum()) != n:
-            errors.append(f"{n - created} requests never created")
-        if self.ledger.written != n:
-            errors.append(f"{self.ledger.written} requests written to the record, {n} expected")
-        dropped = np.asarray([r is not None for r in cols["drop_reason"]], dtype=bool)
-        finished = ~np.isnan(cols["finish_s"])
-        undone = np.flatnonzero(~dropped & ~finished).tolist()
-        if undone:
-            errors.append(f"requests neither finished nor dropped: {undone[:5]}")
-        both = np.flatnonzero(dropped & finished).tolist()
-        if both:
-            errors.append(f"requests both finished and dropped: {both[:5]}")
-        stuck = np.flatnonzero(cols["drop_reason"] == "stuck").tolist()
-        if stuck:
-            errors.append(f"stuck requests: {stuck[:5]}")
-        if not cut:
-            for i in self.instances:
-                cached = i.cache.evictable_pages if i.cache is not None else 0
-                if i.pool.used != cached:
-                    errors.append(f"{i.name}: {i.pool.used} KV pages in use at the end, {cached} of them cached")
-                b = i.batch
-                if b.n or b.sum_ctx or b.rem_out or b.running:
-                    errors.append(f"{i.name}: running batch not empty ({b.n} requests)")
-                if i.pq_count or i.pq_tokens or i.prealloc_q or i.ready_q:
-                    errors.append(f"{i.name}: queues not empty")
-                if i.holding or i.limbo:
-                    errors.append(f"{i.name}: {len(i.holding)} requests still held, {len(i.limbo)} in limbo")
-                if i.buffer is not None and any(v > 1e-6 for v in i.buffer.used.values()):
-                    errors.append(f"{i.name}: receive buffer holds {i.buffer.used}")
-            # a background tier write may outlive the last request (the run ends with it); any
-            # other flow left is a transfer a request lost
-            leaked = [f for f in self.fabric.flows.values() if f.on_done is not background_write_done]
-            if leaked:
-                errors.append(f"{len(leaked)} flows still on the fabric")
-        if errors:
-            raise RuntimeError("conservation broken in " + self.resolved.name + ": " + "; ".join(errors))
-
-    def _record(self, wall: float) -> RunRecord:
-        """The run's plain arrays (see record.py): no simulation object survives the run."""
-        cols = self.ledger.cols
-        if self.egress_s:  # every token reaches the client egress_s after its engine emits it
-            for c in ("first_token_s", "finish_s"):
-                cols[c] = cols[c] + self.egress_s
-        infos = [InstanceInfo(i.name, i.role, i.gpus, i.pool.capacity, i.pool.peak, i.busy_time, i.tokens_out,
-                              i.retractions) for i in self.instances]
-        steps = [i.steps.columns() for i in self.instances]
-        tokens = StepTokens(*self.ledger.segments(), DecodeEnds([self._decode_ends(i, st) for i, st in zip(self.instances, steps)]))
-        tier_usage = []
-        for inst in self.instances:
-            if inst.tier_log and inst.cache is not None:
-                t = np.asarray([x[0] for x in inst.tier_log])
-                used = np.asarray([x[1] for x in inst.tier_log])
-                for j, tier in enumerate(inst.cache.tiers.tiers):
-                    tier_usage.append((tier.name, tier.capacity, t, used[:, j]))
-        link_names = sorted(self.fabric.capacity)
-        # the fabric's codes (first use) -> positions in the sorted link names
-        remap = np.zeros(max(len(self.fabric.link_codes), 1), dtype=np.int32)
-        index = {k: j for j, k in enumerate(link_names)}
-        for name, c in self.fabric.link_codes.items():
-            remap[c] = index[name]
-        link_usage = self.fabric.usage_log.columns()
-        link_usage["link"] = remap[link_usage["link"]]
-        caches = [i.cache for i in self.instances if i.cache is not None]
-        stats = {"tiers": [t.stats() for t in self._all_tiers()],
-                 "caches": {i.name: {"lookup_tokens": i.cache.lookup_tokens, "hit_tokens": i.cache.hit_tokens,
-                                     "evicted_blocks": i.cache.evicted_blocks}
-                            for i in self.instances if i.cache is not None},
-                 "buffers": {i.name: i.buffer.stats() for i in self.instances if i.buffer is not None},
-                 "block_tokens": caches[0].block_tokens if caches else 0,
-                 "events": [{"time_s": t, "kind": k, "what": w, "detail": d} for t, k, w, d in self.events],
-                 "retries_by_cause": dict(self.retry_causes),
-                 "capacity_gpus": [(t, g) for t, g in self.capacity_log],
-                 "gpu_hours": self._gpu_hours(self.capacity_log),
-                 "allocated_gpu_hours": self._gpu_hours(self.alloc_log),
-                 "allocated_gpus": [(t, g) for t, g in self.alloc_log]}
-        sc = self.resolved.scenario
-        gpus = sum(i.gpus for i in self.instances) + (self.experts.gpus if self.experts else 0)
-        slo = {k: getattr(sc.slo, k) for k in ("ttft_ms", "itl_ms", "max_itl_ms", "tpot_ms", "e2e_ms")}
-        meta = {"source": self.resolved.source, "description": sc.description, "hardware": self.hw.name,
-                "model": self.model.name, "seed": sc.seed}
-        return RunRecord(sc.name, "simulated", cols, tokens, infos, gpus, gpus / self.hw.gpus_per_node, slo,
-                         self.env.now, wall, sum(len(i.steps) for i in self.instances), self.disaggregated, steps,
-                         tier_usage, link_usage, link_names, dict(self.fabric.capacity), stats, meta)
-
-    def _decode_ends(self, inst: Instance, steps: dict[str, np.ndarray]) -> tuple:
-        """How to read ``inst``'s decode-step end times from its step log (record.DecodeEnds:
-        start + duration of each logged step with a decode batch, but those a failure cut
-        short; the engine computed each end as exactly that sum, clock.py), checked here
-        against the decode steps it ran."""
-        cut = tuple(inst.cut_steps)
-        n = int(DecodeEnds.done_mask(steps, self.env.now, cut).sum())
-        if n != inst.batch.step:  # pragma: no cover - a bookkeeping bug, never a user error
-            raise RuntimeError(f"{inst.name}: {n} decode-step ends for {inst.batch.step} decode steps")
-        return steps, self.env.now, cut, self.egress_s
-
-    def _gpu_hours(self, log) -> float:
-        """GPU-hours of a (time, GPUs) log up to the end of the run."""
-        total, (t0, g0) = 0.0, log[0]
-        for t, g in log[1:]:
-            total += g0 * (t - t0)
-            t0, g0 = t, g
-        total += g0 * (self.env.now - t0)
-        return total / 3600.0
-
-    def _all_tiers(self):
-        seen, out = set(), []
-        for st in self.builder.tier_stacks:
-            for t in st.tiers:
-                if id(t) not in seen:
-                    seen.add(id(t))
-                    out.append(t)
-        return out
 
 
 def _ids(h) -> list[int]:
