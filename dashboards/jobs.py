@@ -58,6 +58,18 @@ def _context():
     return mp.get_context("spawn")
 
 
+def cancel_job(job, procs: dict) -> bool:
+    """Mark an active job cancelled and stop its child process (if still running); False if
+    there is no such active job. Shared by run and sweep jobs (sweep_jobs.py)."""
+    if job is None or not job.active:
+        return False
+    job.status = "cancelled"
+    proc = procs.get(job.jid)
+    if proc is not None and proc.is_alive():
+        proc.terminate()
+    return True
+
+
 @dataclass
 class Job:
     jid: str
@@ -230,14 +242,7 @@ class JobManager:
 
     # ---- stopping and forgetting -------------------------------------------------------------
     def cancel(self, sid: str | None, jid: str | None) -> bool:
-        job = self.get(sid, jid)
-        if job is None or not job.active:
-            return False
-        job.status = "cancelled"
-        proc = self._procs.get(job.jid)
-        if proc is not None and proc.is_alive():
-            proc.terminate()
-        return True
+        return cancel_job(self.get(sid, jid), self._procs)
 
     def drop_session(self, sid: str) -> None:
         """Cancel the session's run and forget its results (the session was forgotten)."""

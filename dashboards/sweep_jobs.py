@@ -24,6 +24,8 @@ import yaml
 
 from pdsim.specs.errors import SpecError
 
+from .jobs import cancel_job
+
 MAX_CONFIGS = 16  # configurations one sweep from the page may plan
 MAX_AXES = 2
 MAX_RUNNING = 1  # sweeps in progress on the server (a sweep is many runs)
@@ -203,14 +205,7 @@ class SweepRunner:
             return job if job is not None and job.sid == sid else None
 
     def cancel(self, sid: str | None, jid: object) -> bool:
-        job = self.get(sid, jid)
-        if job is None or not job.active:
-            return False
-        job.status = "cancelled"
-        proc = self._procs.get(job.jid)
-        if proc is not None and proc.is_alive():
-            proc.terminate()
-        return True
+        return cancel_job(self.get(sid, jid), self._procs)
 
     def _prune(self) -> None:
         """Keep the newest MAX_FOLDERS folders this server's sweeps wrote (none in progress)."""

@@ -1,9 +1,10 @@
 """Shared builders: small scenarios that simulate in milliseconds."""
 from __future__ import annotations
 
+import contextlib
 import copy
+import signal
 from pathlib import Path
-
 
 import pdsim
 
@@ -49,3 +50,17 @@ def assert_same_requests(a, b) -> None:
             assert list(va) == list(vb), col
         else:
             assert np.array_equal(va, vb, equal_nan=True), col
+
+
+@contextlib.contextmanager
+def watchdog(seconds: int):
+    """Fail (TimeoutError) if the block runs longer than ``seconds`` of wall time: a hang."""
+    def alarm(_sig, _frame):
+        raise TimeoutError(f"the run did not end within {seconds} s: a hang")
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -11,21 +11,17 @@ overheads, priority classes, every scheduler and every transport.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
-from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given
 
 import pdsim
 
-from builders import REPO, resolve
+from builders import REPO, resolve, watchdog
 from strategies import scenarios, timestamps_in_order
 
 pytestmark = pytest.mark.fuzz_budget  # small budget by default, long under -m fuzz (conftest.py)
@@ -36,18 +32,6 @@ pytestmark = pytest.mark.fuzz_budget  # small budget by default, long under -m f
 WATCHDOG_S = 120
 
 
-@contextlib.contextmanager
-def _watchdog(seconds: int):
-    """Fail (TimeoutError) if the block runs longer than ``seconds`` of wall time."""
-    def alarm(_sig, _frame):
-        raise TimeoutError(f"the run did not end within {seconds} s: a hang")
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _work_bound(df, record) -> int:
@@ -63,7 +47,7 @@ def _work_bound(df, record) -> int:
 @given(scenarios())
 def test_conservation_order_capacity_and_termination(d):
     assert os.environ.get("PDSIM_CHECK") == "1"  # the world checks conservation and KV leaks itself
-    with _watchdog(WATCHDOG_S):
+    with watchdog(WATCHDOG_S):
         res = pdsim.simulate(resolve(d))
     df = res.requests
     n = d["workload"]["num_requests"]

@@ -5,10 +5,8 @@ understands, conservation holding (PDSIM_CHECK=1, tests/conftest.py: no ``stuck`
 page, queue or flow left)."""
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +17,7 @@ import pdsim
 from pdsim.specs.errors import SpecError
 from pdsim.specs.yamlio import read_yaml
 
-from builders import REPO, resolve, scenario_dict
+from builders import REPO, resolve, scenario_dict, watchdog
 
 HERE = Path(__file__).resolve().parent / "regressions"
 
@@ -78,17 +76,6 @@ def test_every_reproducer_is_covered():
     assert files == set(REFUSED) | set(RUNS)
 
 
-@contextlib.contextmanager
-def _watchdog(seconds: int):
-    def alarm(_sig, _frame):
-        raise TimeoutError(f"the run did not end within {seconds} s")
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _refusal(load) -> str:
@@ -109,7 +96,7 @@ def test_nonsense_values_are_refused_at_load(name):
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_runs_end_with_every_request_accounted_for(name):
     assert os.environ.get("PDSIM_CHECK") == "1"  # conservation and KV leaks checked by the world
-    with _watchdog(RUN_LIMIT_S):
+    with watchdog(RUN_LIMIT_S):
         res = pdsim.simulate(pdsim.load_scenario(HERE / name))
     df = res.requests
     reasons = set(df["drop_reason"].dropna())
@@ -218,7 +205,7 @@ def test_requests_that_each_fit_alone_are_served_in_turn(limit):
     together) all finish, whatever the retraction limit; none is dropped retracted_too_often."""
     d = read_yaml(HERE / "F1b_fits_maxretr.yaml")
     d["cluster"]["colocated"][0]["engine"]["max_retractions_per_request"] = limit
-    with _watchdog(RUN_LIMIT_S):
+    with watchdog(RUN_LIMIT_S):
         res = pdsim.simulate(pdsim.resolve_scenario(d, "<test>", REPO))
     df = res.requests
     assert df["finished"].all(), df["drop_reason"].value_counts().to_dict()
@@ -255,7 +242,7 @@ def test_spf_small_pools_with_two_decode_instances():
     deadlock between P and each D is broken when nothing else can happen."""
     d = read_yaml(HERE / "LOSS_spf_small_pools.yaml")
     d["cluster"]["decode"][0]["count"] = 2
-    with _watchdog(RUN_LIMIT_S):
+    with watchdog(RUN_LIMIT_S):
         res = pdsim.simulate(pdsim.resolve_scenario(d, "<test>", REPO))
     reasons = set(res.requests["drop_reason"].dropna())
     assert reasons <= {"prompt_exceeds_decode_kv_capacity", "context_exceeds_decode_kv_capacity"}, reasons
@@ -271,7 +258,7 @@ def test_a_service_down_more_than_up_ends_with_requests_stalled():
     d["faults"] = {"random": [{"component": "expert_server", "mtbf_h": 0.001, "mttr_s": 1.0}],
                    "restart": {"process_s": 0.5, "weight_load_gbps": 100.0, "comm_init_s": 0.1,
                                "graph_capture_s": 0.5}}
-    with _watchdog(RUN_LIMIT_S):
+    with watchdog(RUN_LIMIT_S):
         res = pdsim.simulate(pdsim.resolve_scenario(d, "<test>", REPO))
     df = res.requests
     assert df["finished"].sum() + (df["drop_reason"] == "stalled").sum() \

@@ -60,11 +60,9 @@ def popularity(num_experts: int, top_k: int, skew: float) -> np.ndarray:
     return p
 
 
-def eplb_rank_shares(p: np.ndarray, ranks: int, redundant: int) -> np.ndarray:
-    """Rank shares after EPLB: ``redundant`` extra replicas for the heaviest experts (by load
-    per replica), then replicas packed onto ``ranks`` ranks of equal slot counts by load."""
-    slots = len(p) + redundant
-    per_rank = -(-slots // ranks)  # ranks hold whole slots: some one more when they do not divide
+def _replicas(p: np.ndarray, redundant: int) -> np.ndarray:
+    """Replicas per expert after EPLB gives ``redundant`` extra ones, each to the expert with the
+    heaviest load per replica at that point."""
     replicas = np.ones(len(p), int)
     heap = [(-float(x), i) for i, x in enumerate(p)]
     heapq.heapify(heap)
@@ -72,6 +70,15 @@ def eplb_rank_shares(p: np.ndarray, ranks: int, redundant: int) -> np.ndarray:
         _, i = heapq.heappop(heap)
         replicas[i] += 1
         heapq.heappush(heap, (-float(p[i] / replicas[i]), i))
+    return replicas
+
+
+def eplb_rank_shares(p: np.ndarray, ranks: int, redundant: int) -> np.ndarray:
+    """Rank shares after EPLB: ``redundant`` extra replicas for the heaviest experts (by load
+    per replica), then replicas packed onto ``ranks`` ranks of equal slot counts by load."""
+    slots = len(p) + redundant
+    per_rank = -(-slots // ranks)  # ranks hold whole slots: some one more when they do not divide
+    replicas = _replicas(p, redundant)
     loads = sorted((float(p[i] / replicas[i]) for i in range(len(p)) for _ in range(replicas[i])), reverse=True)
     bins = [(0.0, r) for r in range(ranks)]  # (load, rank) heap of ranks with free slots
     count = [0] * ranks
@@ -91,13 +98,7 @@ def rank_spread(p: np.ndarray, ranks: int, redundant: int, eplb: bool) -> float:
     by drift x this (independent experts)."""
     slots = len(p) + (redundant if eplb else 0)
     if eplb:
-        replicas = np.ones(len(p), int)
-        heap = [(-float(x), i) for i, x in enumerate(p)]
-        heapq.heapify(heap)
-        for _ in range(redundant):
-            _, i = heapq.heappop(heap)
-            replicas[i] += 1
-            heapq.heappush(heap, (-float(p[i] / replicas[i]), i))
+        replicas = _replicas(p, redundant)
         sq = float(np.sum(replicas * (p / replicas) ** 2))
     else:
         sq = float(np.sum(p ** 2))
