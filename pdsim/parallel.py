@@ -133,11 +133,9 @@ def run_local(jobs: list[Job], on_done: OnDone, fn: Callable[..., dict], workers
 def run_ray(jobs: list[Job], on_done: OnDone, fn: Callable[..., dict], address: str | None = None,
             workers: int | None = None, progress: bool = True, desc: str = "jobs", unit: str = "job") -> None:
     """The same jobs as Ray tasks (one CPU each); ``on_done`` runs here as each finishes."""
-    try:
-        import ray
-    except ImportError:
-        raise SpecError("Ray is not installed: pip install 'pdsim[ray]' (or \"ray[default]\")",
-                        field="--ray-address" if address else "--ray") from None
+    from .extras import require
+
+    ray = require("ray", "running on Ray", field="--ray-address" if address else "--ray")
     started = False
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}

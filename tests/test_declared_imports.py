@@ -229,3 +229,10 @@ def test_extras_module_names_each_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "aiohttp", None)  # what an absent package looks like to import
     with pytest.raises(MissingExtra, match=r"pdsim replay needs aiohttp.*pip install 'pdsim\[replay\]'"):
         require("aiohttp", "pdsim replay")
+
+
+def test_pd_proxy_without_aiohttp_names_the_extra(tmp_path):
+    r = _run_without("aiohttp", ["pd_proxy", "--prefill", "http://127.0.0.1:9", "--decode", "http://127.0.0.1:9",
+                                 "--port", "9"],
+                     "from pdsim.replay.pd_proxy import main\nmain()", tmp_path)
+    assert r.returncode == 1 and "pip install 'pdsim[replay]'" in _one_line(r.stderr)

@@ -177,5 +177,5 @@ def test_ray_without_ray_installed_is_a_clear_error(tmp_path):
     except ImportError:
         pass
     p = write(tmp_path, {"seeds": [1, 2], "workloads": [{"name": "w", "set": {}}]})
-    with pytest.raises(SpecError, match="Ray is not installed"):
+    with pytest.raises(SpecError, match=r"needs ray, which is not installed: pip install 'pdsim\[ray\]'"):
         run_experiment(p, tmp_path / "o", ray=True, progress=False)

@@ -62,10 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from .workload_stats import load_target
     from ..workload.shaping import arrivals, with_arrivals
 
-    try:
-        import aiohttp  # noqa: F401
-    except ImportError:
-        raise SpecError("pdsim replay needs aiohttp: pip install 'pdsim[replay]'", field="replay") from None
+    from ..extras import require
+
+    require("aiohttp", "pdsim replay", field="replay")  # the streaming client: one line naming the extra
     if not args.time_scale > 0:
         raise SpecError(f"must be > 0, got {args.time_scale}", field="--time-scale")
     for flag, v in (("--max-concurrency", args.max_concurrency), ("--limit", args.limit),

@@ -166,7 +166,12 @@ def make_app(prefill: str, decode: str, timeout_s: float = 600.0):
 
 
 def main() -> None:
-    from aiohttp import web
+    from ..extras import MissingExtra, require
+
+    try:
+        web = require("aiohttp.web", "pdsim.replay.pd_proxy")
+    except MissingExtra as err:
+        raise SystemExit(f"error: {err}") from None
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prefill", required=True, help="P server base URL")
