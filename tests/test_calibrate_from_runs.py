@@ -163,3 +163,19 @@ def test_overlay_of_a_profile_given_as_a_file_names_it_relative_to_the_overlay(t
     assert yaml.safe_load(out.read_text())["base"] == "../sc/myhw.yaml"
     assert load_hardware_ref(str(out)).name == "cpu-epyc-2c-fitted"
     capsys.readouterr()
+
+
+def test_a_sandboxed_overlay_cannot_take_its_base_from_outside_the_data_folder(tmp_path):
+    # the dashboard reads profiles under a sandbox: an overlay inside the data folder must not pull a
+    # base from elsewhere (the same one message as any path outside, whether the file exists or not)
+    from pdsim.specs.trust import Trust
+
+    data, outside = tmp_path / "data", tmp_path / "outside"
+    data.mkdir(), outside.mkdir()
+    (outside / "hw.yaml").write_text((REPO / "hardware_profiles/h100.yaml").read_text())
+    (data / "ov.yaml").write_text("base: ../outside/hw.yaml\nname: x\n")
+    with pytest.raises(SpecError, match="outside the data folders"):
+        load_hardware_ref("ov.yaml", data, trust=Trust.sandboxed(data))
+    assert load_hardware_ref(str(data / "ov.yaml")).name == "x"  # unsandboxed (the CLI): allowed
+    (data / "ov2.yaml").write_text("base: h100\nname: y\n")  # a bundled key is fine in a sandbox
+    assert load_hardware_ref("ov2.yaml", data, trust=Trust.sandboxed(data)).name == "y"

@@ -94,7 +94,7 @@ def _row_of(folder: Path, config_id: str) -> dict:
         with open(folder / "results.csv", newline="") as fh:
             for row in csv.DictReader(fh):
                 if row.get("config_id") == config_id:
-                    return {"layout": row.get("layout"), "config_id": config_id, "knobs": {}}
+                    return {"layout": row.get("layout"), "config_id": config_id}
     except OSError:
         pass
     return {}

@@ -88,16 +88,16 @@ def resolve(ref: str, folder: Path, kind: str, base_dir: Path | None, source: st
                     source=source, field=field)
 
 
-def _overlay_base(ref: str, overlay: Path) -> Path:
-    """An overlay's ``base:``: a bundled key or a path relative to the overlay's folder."""
-    return resolve(ref, hardware_dir(), "hardware profile", overlay.parent, str(overlay), "base")
-
-
 @lru_cache(maxsize=64)
-def _cached_hw(path: str, mtime: float):
+def _cached_hw(path: str, mtime: float, trust=None):
     from .hardware import load_hardware
 
-    return load_hardware(path, _overlay_base)
+    def overlay_base(ref: str, overlay: Path) -> Path:
+        # an overlay's ``base:``: a bundled key or a path relative to the overlay's folder, read
+        # under the same trust as the overlay (a sandbox refuses a base outside its data folders)
+        return resolve(ref, hardware_dir(), "hardware profile", overlay.parent, str(overlay), "base", trust)
+
+    return load_hardware(path, overlay_base)
 
 
 @lru_cache(maxsize=64)
@@ -126,7 +126,7 @@ def _load_named(loader, p: Path, kind: str, source: str, field: str):
 def load_hardware_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>", trust=None,
                       field: str = "hardware"):
     p = resolve(ref, hardware_dir(), "hardware profile", base_dir, source, field, trust)
-    return _load_named(_cached_hw, p, "hardware profile", source, field)
+    return _load_named(lambda path, mtime: _cached_hw(path, mtime, trust), p, "hardware profile", source, field)
 
 
 def load_model_ref(ref: str, base_dir: Path | None = None, source: str = "<scenario>", trust=None,

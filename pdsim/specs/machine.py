@@ -33,27 +33,25 @@ CPU_REMEASURE = ("{venv_python} calibration/microbench/cpu_profile.py measure --
 _warned: set[str] = set()
 
 
-def cpu_model() -> str:
+def _cpuinfo(field: str) -> str | None:
+    """The value of ``field`` on /proc/cpuinfo's first processor (None where unreadable)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+        return None
+    return None
+
+
+def cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or "unknown CPU"
 
 
 def cpu_flags() -> list[str]:
     """The ISA flags of /proc/cpuinfo that kernels dispatch on (sorted); [] where unreadable."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return sorted({x for x in line.split(":", 1)[1].split() if x.startswith(ISA_PREFIXES)})
-    except OSError:
-        pass
-    return []
+    return sorted({x for x in (_cpuinfo("flags") or "").split() if x.startswith(ISA_PREFIXES)})
 
 
 def cores() -> int:
