@@ -60,7 +60,7 @@ def fit_deepep_ll(rows, op: str, base_us: float | None = None, base_label: str =
 
 def fit_deepep_normal(rows, op: str, base_us: float | None = None, nvl_gbps: float | None = None,
                       base_label: str = "") -> dict | None:
-    """t_us = base + nvl_bytes/nvl_bw (one node) or base + rdma_bytes/rdma_bw (several nodes)
+    """t_us = base + nvl_bytes/nvl_bw (one node) or base + max(nvl_fwd/nvl_bw, rdma/rdma_bw) (several nodes)
     on kernel times (deepep.normal_time_s), the bytes those that cross a link; bandwidth-only
     rows (DeepEP README: bottleneck GB/s at 4096 tokens) become times as DeepEP's *reported*
     bytes / bandwidth (comm.deepep_reported_bytes: its benchmark counts the local node and the
@@ -92,9 +92,10 @@ def fit_deepep_normal(rows, op: str, base_us: float | None = None, nvl_gbps: flo
         r = next(it) if has_inter else 1.0
         return b, n, r
 
-    def model(p, s=slice(None)):  # deepep.normal_time_s: NVLink inside a node, RDMA across nodes
+    def model(p, s=slice(None)):  # deepep.normal_time_s: NVLink inside a node, the slower leg across nodes
         b, n, r = unpack(p)
-        return b + np.where(lg[s, 1] > 0, lg[s, 1] / (r * 1e3), lg[s, 0] / (n * 1e3))
+        nvl = lg[s, 0] / (n * 1e3)
+        return b + np.where(lg[s, 1] > 0, np.maximum(nvl, lg[s, 1] / (r * 1e3)), nvl)
 
     x0 = ([] if fix_base else [20.0]) + ([] if fix_nvl else [150.0]) + ([40.0] if has_inter else [])
     lo = ([] if fix_base else [0.0]) + ([] if fix_nvl else [1.0]) + ([1.0] if has_inter else [])

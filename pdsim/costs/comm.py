@@ -68,10 +68,15 @@ def deepep_legs(tokens_per_rank: float, hidden: int, top_k: int, world: int, gpu
     Each token picks ``top_k`` experts spread uniformly over ``world`` ranks.
     - low-latency kernels (``dedup_nodes`` False) send one copy per expert: the copies for
       other ranks of the same node go over NVLink, the others over RDMA;
-    - normal kernels send a token once per other destination rank of the node over NVLink and,
-      across nodes, once per other destination node over RDMA (``node_hits`` less the own
-      node's share), then forward over NVLink inside the destination node; link bytes only
-      (see the module docstring).
+    - normal kernels inside one node send a token once per other destination rank over NVLink;
+      across nodes once per other destination node over RDMA (``node_hits`` less the own
+      node's share) to the rank of the same local index there, which forwards it over NVLink
+      to the other destination ranks of its node (DeepEP internode.cu: RDMA senders, NVL
+      forwarders, NVL receivers). By symmetry a rank forwards, per dispatch, as many copies as
+      its own tokens need over all destination nodes: world x P(a rank is hit) x
+      (gpn - 1)/gpn per token. That NVLink leg is the bottleneck at EP16 (two nodes: little
+      RDMA, nearly every destination rank reached by forwarding); link bytes only (see the
+      module docstring).
     """
     nodes = max(1, world // gpus_per_node)
     tok_bytes = tokens_per_rank * hidden * elem_bytes
@@ -86,7 +91,8 @@ def deepep_legs(tokens_per_rank: float, hidden: int, top_k: int, world: int, gpu
     if nodes == 1:
         return tok_bytes * (world - 1) * rank_hit, 0.0
     remote_nodes = node_hits(world, gpus_per_node, top_k, max_nodes_per_token) * (nodes - 1) / nodes
-    return tok_bytes * (gpus_per_node - 1) * rank_hit, tok_bytes * remote_nodes
+    forwarded = world * rank_hit * (gpus_per_node - 1) / gpus_per_node
+    return tok_bytes * forwarded, tok_bytes * remote_nodes
 
 
 def deepep_reported_bytes(tokens_per_rank: float, hidden: int, top_k: int, world: int, gpus_per_node: int,

@@ -10,11 +10,15 @@ BF16 combine = 2).
       t = base + nvl_bytes / nvl_bw + rdma_bytes / rdma_bw
 - normal (prefill; one copy per destination rank inside a node, one RDMA copy per destination
   node across nodes, then NVLink forwarding inside the destination node). Inside one node
-  NVLink carries everything; across nodes the RDMA leg is the bottleneck (DeepEP's README
-  names RDMA the bottleneck of every internode row, and AIConfigurator's H100 EP16/EP32 times
-  follow RDMA bytes), the forwarding hiding behind it:
-      t = base + nvl_bytes / nvl_bw          (one node)
-      t = base + rdma_bytes / rdma_bw        (several nodes)
+  NVLink carries everything; across nodes the RDMA sends and the NVLink forwarding run
+  concurrently (separate warps, pipelined through chunked buffers), so the slower leg bounds
+  the kernel:
+      t = base + nvl_bytes / nvl_bw                                 (one node)
+      t = base + max(nvl_fwd_bytes / nvl_bw, rdma_bytes / rdma_bw)  (several nodes)
+  With H800's NVLink (~134 GB/s of link bytes, the README's EP8 row) the forwarding leg is the
+  slower one at EP16 (two nodes: a token crosses RDMA once but is forwarded to ~5.6 ranks) and
+  RDMA from EP32 on: the README's internode "RDMA bottleneck" GB/s at EP16 (43, vs 58 / 51 at
+  EP32 / EP64) is that NVLink bound seen through the RDMA byte count.
 
 Units: ``base_us`` microseconds, ``nvl_gbps`` / ``rdma_gbps`` 1e9 bytes/s per GPU.
 Constants per hardware profile (``calibration.deepep_ll_dispatch``, ``deepep_ll_combine``,
@@ -39,7 +43,9 @@ def ll_time_s(params: dict, tokens_per_rank: float, hidden: int, top_k: int, ep:
 
 def normal_time_s(params: dict, tokens_per_rank: float, hidden: int, top_k: int, ep: int, gpn: int, elem_bytes: float) -> float:
     nvl, rdma = deepep_legs(tokens_per_rank, hidden, top_k, ep, gpn, elem_bytes, dedup_nodes=True)
-    leg = rdma / (float(params["rdma_gbps"]) * 1e9) if rdma > 0 else nvl / (float(params["nvl_gbps"]) * 1e9)
+    leg = nvl / (float(params["nvl_gbps"]) * 1e9)
+    if rdma > 0:
+        leg = max(leg, rdma / (float(params["rdma_gbps"]) * 1e9))
     return float(params["base_us"]) * 1e-6 + leg
 
 
@@ -60,4 +66,4 @@ def linear_coeffs(params: dict, low_latency: bool, hidden: int, top_k: int, ep: 
     base = float(params["base_us"]) * 1e-6
     if low_latency:
         return base, a, b
-    return base, 0.0, (b if rdma > 0 else a)
+    return base, 0.0, (max(a, b) if rdma > 0 else a)
