@@ -14,7 +14,8 @@ The constants and their relative uncertainties u come from the profile itself:
   costs (router, bootstrap, first contact), restart (process, weight load, communicator init,
   graph capture), MTP acceptance (DeepSeek's measured rates, relative, at most 1), the default
   expert popularity and its per-batch drift, CUDA-graph and DeepEP buffer memory, the NVLink
-  KV-copy constants, W4A16 dequantisation, the small-kernel counts (elementwise.py): each
+  KV-copy constants, W4A16 dequantisation, the small-kernel counts (elementwise.py), the attention
+  backends' assumed efficiencies (attention_backends.py, where a group names a backend): each
   patched in-process for the two runs and restored after (``assumption_patch``), run only where
   the scenario uses it (``applies``).
 
@@ -142,6 +143,14 @@ def _always(resolved) -> bool:
     return True
 
 
+def _attn(*backends: str):
+    """A scenario with a group on one of ``backends`` (engine.attention_backend)."""
+    return lambda r: any(g.engine.attention_backend in backends for g in _groups(r))
+
+
+_AB = "pdsim.costs.attention_backends"
+
+
 ASSUMPTIONS = (
     Assumption("pdsim.costs.pd_overheads", "ROUTER_MS", 1.0, _pd("router_ms")),
     Assumption("pdsim.costs.pd_overheads", "BOOTSTRAP_MS", 1.0, _pd("bootstrap_ms")),
@@ -170,6 +179,14 @@ ASSUMPTIONS = (
     Assumption("pdsim.costs.elementwise", "HIDDEN_PASSES_ATTN", 0.5, _always),
     Assumption("pdsim.costs.elementwise", "HIDDEN_PASSES_MLP", 0.5, _always),
     Assumption("pdsim.costs.elementwise", "INTER_PASSES", 0.5, lambda r: _moe(r) or bool(r.model.ffn)),
+    # attention backends without a published kernel figure (costs/attention_backends.py: the ranges there)
+    Assumption(_AB, "FA3_MLA_DECODE", 0.2, _attn("flashmla", "flashinfer", "triton"), cap=1.0),
+    Assumption(_AB, "FLASHINFER_PREFILL", 0.15, _attn("flashinfer", "flashmla"), cap=1.0),
+    Assumption(_AB, "FLASHINFER_GQA_DECODE", 0.1, _attn("flashinfer")),
+    Assumption(_AB, "TRITON_PREFILL", 0.3, _attn("triton"), cap=1.0),
+    Assumption(_AB, "TRITON_MLA_DECODE_HBM", 0.33, _attn("triton"), cap=1.0),
+    Assumption(_AB, "TRITON_MLA_DECODE_EFF", 0.4, _attn("triton"), cap=1.0),
+    Assumption(_AB, "TRITON_GQA_DECODE", 0.25, _attn("triton"), cap=1.0),
 )
 
 

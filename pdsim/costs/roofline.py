@@ -25,6 +25,7 @@ from ..specs.memory import dense_tp, kv_dtype
 from ..specs.model import ModelSpec
 from ..specs.scenario import GroupSpec
 from .comm import FP8_DISPATCH_BYTES, deepep_legs
+from . import attention_backends as ab
 from . import elementwise as ew
 from .compute import INF_SHARP
 from .host import eager_layer_s
@@ -130,7 +131,9 @@ class RooflineStepCost:
         mode = eng.deepep_mode
         self.deepep_prefill_ll = mode == "low_latency"
         self.deepep_decode_ll = mode != "normal"
-        self._coefficients(self._kernels())
+        mla = model.attention == "mla"
+        ab.check_backend(eng.attention_backend, mla, hw.gpu.arch)
+        self._coefficients(ab.apply(self._kernels(), eng.attention_backend, mla, hw.gpu.arch))
 
     # -- constants ---------------------------------------------------------------------------
     def _kernels(self) -> SimpleNamespace:

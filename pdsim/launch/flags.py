@@ -106,6 +106,24 @@ SGLANG_KERNEL_FLAGS: dict[str, tuple[str, tuple | None]] = {
     "--moe-runner-backend": ("str", ("auto", "deep_gemm", "triton", "triton_kernel", "flashinfer_trtllm",
                                      "flashinfer_cutlass", "flashinfer_mxfp4", "cutlass")),
 }
+#: engine.attention_backend (costs/attention_backends.py): SGLang ``--attention-backend`` (server_args
+#: ATTENTION_BACKEND_CHOICES; the four pdsim prices, fa3 / flashmla / flashinfer / triton, are choices in
+#: 0.4.7-0.4.9 and 0.5.0-0.5.3 alike, with torch_native; later choices such as trtllm_mla are not written).
+SGLANG_ATTENTION_FLAGS: dict[str, tuple[str, tuple | None]] = {
+    "--attention-backend": ("str", ("flashinfer", "triton", "torch_native", "fa3", "flashmla", "cutlass_mla")),
+}
+#: vLLM selects attention with VLLM_ATTENTION_BACKEND (vllm/envs.py, platforms/interface.py _Backend):
+#: per pdsim backend and attention form (mla / gqa), per release range; None: no kernel of that name there.
+#: FLASH_ATTN is FA3 on Hopper; vLLM 0.11 renamed TRITON_ATTN_VLLM_V1 to TRITON_ATTN; FLASHINFER_MLA is the
+#: Blackwell trtllm-gen kernel, not FlashInfer's Hopper MLA.
+VLLM_ATTENTION_BACKENDS: dict[str, dict[tuple[str, str], str | None]] = {
+    "0.10.1": {("fa3", "gqa"): "FLASH_ATTN", ("flashinfer", "gqa"): "FLASHINFER",
+               ("triton", "gqa"): "TRITON_ATTN_VLLM_V1", ("flashmla", "mla"): "FLASHMLA",
+               ("triton", "mla"): "TRITON_MLA", ("fa3", "mla"): None, ("flashinfer", "mla"): None},
+    "0.11.0": {("fa3", "gqa"): "FLASH_ATTN", ("flashinfer", "gqa"): "FLASHINFER",
+               ("triton", "gqa"): "TRITON_ATTN", ("flashmla", "mla"): "FLASHMLA",
+               ("triton", "mla"): "TRITON_MLA", ("fa3", "mla"): None, ("flashinfer", "mla"): None},
+}
 VLLM_KERNEL_FLAGS: dict[str, tuple[str, tuple | None]] = {}
 SGLANG_ENV = ("SGLANG_INIT_NEW_TOKEN_RATIO", "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR", "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS",
               "SGL_ENABLE_JIT_DEEPGEMM", "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK", "NCCL_IB_HCA")
@@ -159,7 +177,7 @@ VLLM_SERVE: dict[str, tuple[str, tuple | None]] = {
     "--pipeline-parallel-size": ("int", None),
     "--speculative-config": ("json", None),
 }
-VLLM_ENV = ("VLLM_ALL2ALL_BACKEND", "NCCL_IB_HCA")
+VLLM_ENV = ("VLLM_ALL2ALL_BACKEND", "NCCL_IB_HCA", "VLLM_ATTENTION_BACKEND")
 VLLM_ALL2ALL = ("deepep_high_throughput", "deepep_low_latency")
 VLLM_P2P_SEND_TYPES = ("PUT", "PUT_ASYNC", "GET")
 VLLM_KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")

@@ -69,6 +69,8 @@ KNOBS: dict[str, str | None] = {
                          "deepgemm_swapab has no upstream switch (Ant Group's DeepGEMM PR #192 build)",
     "engine.moe_a2a_backend": "deepep: --moe-a2a-backend deepep (0.4: --enable-deepep-moe); none: neither (EP "
                               "exchanges by all-reduce)",
+    "engine.attention_backend": "--attention-backend fa3 / flashmla / flashinfer / triton (auto: not written, "
+                                "SGLang picks)",
     "engine.kv_cache_dtype": "--kv-cache-dtype (fp8 -> fp8_e4m3)",
     "engine.enable_mixed_chunk": "--enable-mixed-chunk on colocated servers",
     "engine.init_new_token_ratio": "--schedule-conservativeness (ratio / 0.7; both apply x0.3 under DP attention)",
@@ -215,6 +217,8 @@ def _server_flags(p: Placement, resolved, disaggregated: bool, rel: Release,
     elif changed(e, "deepep_mode"):
         unmapped.append(("engine.deepep_mode", "ep is 1: no DeepEP all-to-all to configure"))
     f, env, unmapped = _moe_runner(p, resolved, rel, f, env, unmapped)
+    if e.attention_backend != "auto":  # the attention kernels the step was priced with
+        f += ["--attention-backend", e.attention_backend]
     if e.enable_two_batch_overlap:
         f.append("--enable-two-batch-overlap")
     if p.role != "decode":  # prefill-only knobs: a decode server never prefills (SGLang ignores them there)

@@ -76,12 +76,12 @@ def _without(table: dict, *names: str) -> dict:
     return {k: v for k, v in table.items() if k not in names}
 
 
-_SGLANG_05 = {**F.SGLANG_SERVER, **F.SGLANG_KERNEL_FLAGS}
+_SGLANG_05 = {**F.SGLANG_SERVER, **F.SGLANG_KERNEL_FLAGS, **F.SGLANG_ATTENTION_FLAGS}
 _SGLANG_04 = {**_without(F.SGLANG_SERVER, "--moe-a2a-backend", "--enable-priority-scheduling",
                          "--schedule-low-priority-values-first"),
               "--enable-deepep-moe": ("bool", None),
               "--speculative-algorithm": ("str", ("EAGLE", "EAGLE3", "NEXTN")),
-              **_without(F.SGLANG_KERNEL_FLAGS, "--moe-runner-backend")}
+              **_without(F.SGLANG_KERNEL_FLAGS, "--moe-runner-backend"), **F.SGLANG_ATTENTION_FLAGS}
 MINI_LB: dict[str, tuple[str, tuple | None]] = {
     "--prefill": ("urls", None),
     "--decode": ("urls", None),

@@ -22,7 +22,7 @@ import json
 
 from ..specs.errors import SpecError
 from ..specs.memory import instance_memory
-from .flags import NO_LAUNCH_FORM, VLLM_PROXY_DISCOVERY_PORT
+from .flags import NO_LAUNCH_FORM, VLLM_ATTENTION_BACKENDS, VLLM_PROXY_DISCOVERY_PORT
 from .placement import Placement, gpus_per_node_of, node_var, place
 from .plan import MODEL_IDS, Command, LaunchPlan, changed, model_path
 from .versions import Release, release
@@ -66,6 +66,8 @@ KNOBS: dict[str, str | None] = {
     "engine.moe_runner": "VLLM_USE_DEEP_GEMM=1 (deepgemm) / 0 (triton); deepgemm_swapab has no switch (Ant "
                          "Group's DeepGEMM PR #192 build)",
     "engine.moe_a2a_backend": "deepep: VLLM_ALL2ALL_BACKEND=deepep_*; none: VLLM_ALL2ALL_BACKEND=naive",
+    "engine.attention_backend": "VLLM_ATTENTION_BACKEND (fa3: FLASH_ATTN, flashinfer: FLASHINFER, triton: "
+                                "TRITON_ATTN / TRITON_MLA, flashmla: FLASHMLA)",
     "engine.kv_cache_dtype": "--kv-cache-dtype (fp8, bfloat16)",
     "engine.enable_mixed_chunk": "vLLM V1 always mixes prefill chunks into decode steps",
     "engine.init_new_token_ratio": None,
@@ -152,6 +154,14 @@ def _engine_flags(p: Placement, resolved, rel: Release) -> tuple[list[str], list
                                                   "selected by installing it, not by a flag"))
         elif changed(e, "moe_runner") or resolved.model.weight_dtype == "fp8":
             env.append(("VLLM_USE_DEEP_GEMM", "0" if e.moe_runner == "triton" else "1"))
+    if e.attention_backend != "auto":  # the attention kernels the step was priced with
+        form = "mla" if model.attention == "mla" else "gqa"
+        name = VLLM_ATTENTION_BACKENDS[rel.checked].get((e.attention_backend, form))
+        if name:
+            env.append(("VLLM_ATTENTION_BACKEND", name))
+        else:
+            unmapped.append(("engine.attention_backend", f"{rel.label} has no {e.attention_backend} kernel for "
+                                                         f"{form.upper()} attention on Hopper (VLLM_ATTENTION_BACKEND)"))
     if g.dp > 1:
         f += ["--data-parallel-size", str(g.dp)]
     if g.ep > 1:

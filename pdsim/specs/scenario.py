@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._convert import build, check, read_yaml, replace_path
+from .attention_backend import check_backend
 from .errors import SpecError
 from .faults import AutoscalerSpec, ExpertServiceSpec, FaultSpec
 from .features import PDOverheadSpec, PipelineSpec, SpeculativeSpec
@@ -51,6 +52,9 @@ class EngineSpec:
     speculative: SpeculativeSpec | None = None  # MTP / EAGLE speculative decoding (decode-capable groups)
     moe_runner: Literal["deepgemm", "deepgemm_swapab", "triton"] = "deepgemm"  # routed-expert GEMM kernel (costs/calibrated.py)
     moe_a2a_backend: Literal["deepep", "none"] = "deepep"  # EP token exchange: DeepEP all-to-all, or none (all-reduce)
+    # attention kernels (costs/attention_backends.py): auto = the engine's default for the GPU
+    # (FA3 on Hopper, FlashInfer elsewhere); flashmla for MLA models' decode
+    attention_backend: Literal["auto", "flashmla", "flashinfer", "fa3", "triton"] = "auto"
 
     def __post_init__(self) -> None:
         check(self.chunked_prefill_size == -1 or self.chunked_prefill_size >= 1,
@@ -487,6 +491,8 @@ def _validate_group(sc: Scenario, role: str, i: int, g: GroupSpec, hw: HardwareP
     if g.expert_service and g.ep > 1:
         raise SpecError("an expert-service client runs attention only: ep must be 1", source=source,
                         field=f"{where}.ep")
+    check_backend(g.engine.attention_backend, model.attention == "mla", hw.gpu.arch,
+                  f"{where}.engine.attention_backend", source)
     if g.pp > model.num_layers:
         raise SpecError(f"pp_size {g.pp} exceeds the model's {model.num_layers} layers", source=source,
                         field=f"{where}.pipeline.pp_size")

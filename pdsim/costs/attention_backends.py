@@ -1,0 +1,103 @@
+"""Attention backends as a knob (``engine.attention_backend``): each kernel's efficiency, cited.
+
+Attention is priced by two rooflines (compute.py): prefill is compute-bound (FLOPs at a fraction
+``eff`` of the GPU's tensor-core peak), decode is memory-bound (the KV read at a fraction
+``hbm_eff`` of HBM bandwidth, or its FLOPs at ``eff`` of peak where heads are many, as MLA's 128
+query heads over one latent). A backend is a different kernel for the same work, so it changes
+those fractions and nothing else.
+
+``auto`` (the default) is the engine's own choice for the GPU and keeps the priced constants as
+they are: the calibration fits (attention.csv: SGLang 0.5.14's FA3 kernels) or the profile's
+priors (FlashMLA's figures for MLA decode). SGLang's docs name FA3 the default on Hopper and
+FlashInfer elsewhere (docs/backend/attention_backend.md: "FlashAttention 3 (Default for Hopper
+Machines, e.g., H100, H200, H20)", "FlashInfer (Default for Non-Hopper Machines, e.g., A100,
+A40)"). A named backend scales each constant by its own fraction over the default's fraction
+(``scales``): the calibrated level of the GPU stays, the published gap between kernels moves it.
+
+Fractions (of the BF16 tensor-core peak; of HBM bandwidth), one per backend and form:
+
+| backend    | prefill eff | MLA decode hbm / eff | GQA decode hbm | source |
+|------------|-------------|----------------------|----------------|--------|
+| fa3        | 0.75        | = flashmla (assumed) | 1.0 (reference)| FA3 paper (Shah et al. 2024, arXiv 2407.08608): "up to 740 TFLOPs/s (75% utilization)" BF16 on H100 |
+| flashmla   | = flashinfer (its prefill runs FlashInfer's ragged MHA) | 0.895 / 0.586 | n/a (MLA only) | FlashMLA README (deepseek-ai/FlashMLA, H800 SXM5): "up to 3000 GB/s in memory-bound configuration and 580 TFLOPS in computation-bound"; 3352 GB/s, 989 TFLOPS |
+| flashinfer | 0.65 (assumed, 0.5-0.75) | 0.84 / 0.35 | 1.0 (assumed, 0.9-1.1) | FlashInfer PR #952 (2025-03-17), its FA3-style MLA kernel before the 2WG pipeline (FlashInfer 0.2.2-0.2.3, SGLang 0.4.x's flashinfer MLA): best 2821 GB/s (batch 768, 64 heads) and 345.7 TFLOPs (128 heads) on a 3352 GB/s, 989 TFLOPS Hopper |
+| triton     | 0.45 (assumed, 0.35-0.6) | 0.6 / 0.25 (assumed, 0.4-0.8 / 0.15-0.35) | 0.8 (assumed, 0.6-1.0) | no published kernel figure: SGLang PR #3550 (FlashInfer MLA for DeepSeek-V3) measured 3.93x the Triton backend's throughput at 32K-token prompts; FA3 paper: FA2-style kernels (no WGMMA) reach ~35% of H100 peak; FlashAttention issue #1310 (H20): FA2 causal head-dim 128 at 0.45 of peak |
+
+Each assumed figure is a module constant that ``pdsim sensitivity`` perturbs over its stated range
+(calibrate/sensitivity.py, ``ASSUMPTIONS``) where a scenario uses that backend.
+
+Which backends exist for which model follows the engines (pdsim/launch): FlashMLA is an MLA
+decode kernel; FA3 and FlashMLA are Hopper kernels (SM90); elsewhere FlashInfer and Triton.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ..specs.attention_backend import BACKENDS, check_backend  # noqa: F401  (re-exported for the step models)
+
+# -- cited fractions ----------------------------------------------------------------------------
+FA3_PREFILL = 740.0 / 989.0  # FA3 paper: 740 TFLOPs/s BF16 on H100 SXM (989 dense)
+FLASHMLA_DECODE_HBM = 3000.0 / 3352.0  # FlashMLA README, H800 SXM5
+FLASHMLA_DECODE_EFF = 580.0 / 989.0
+FLASHINFER_MLA_DECODE_HBM = 2821.32 / 3352.0  # FlashInfer PR #952, before the 2WG pipeline
+FLASHINFER_MLA_DECODE_EFF = 345.74 / 989.0
+# -- assumptions (perturbed by pdsim sensitivity over the ranges in the docstring) --------------
+FA3_MLA_DECODE = 1.0  # FA3's MLA decode relative to FlashMLA's (SGLang's fa3 MLA path; no kernel figure)
+FLASHINFER_PREFILL = 0.65  # FlashInfer's SM90 prefill template (FA3-style), below FA3's 0.75
+FLASHINFER_GQA_DECODE = 1.0  # FlashInfer GQA decode HBM fraction relative to FA3's
+TRITON_PREFILL = 0.45
+TRITON_MLA_DECODE_HBM = 0.6
+TRITON_MLA_DECODE_EFF = 0.25
+TRITON_GQA_DECODE = 0.8  # relative to FA3's HBM fraction
+
+
+def default_backend(arch: str) -> str:
+    """The engine's choice where ``auto``: FA3 on Hopper, FlashInfer elsewhere (SGLang docs)."""
+    return "fa3" if arch == "hopper" else "flashinfer"
+
+
+def _fractions(backend: str, mla: bool) -> tuple[float, float, float]:
+    """(prefill eff, decode hbm_eff, decode eff) of ``backend``; GQA decode in units of FA3's
+    HBM fraction (its compute term is small), so eff there is 1."""
+    g = globals()  # read at call time: pdsim sensitivity patches the assumptions in place
+    flashinfer_pf = g["FLASHINFER_PREFILL"]
+    if backend == "fa3":
+        if mla:
+            return g["FA3_PREFILL"], g["FLASHMLA_DECODE_HBM"] * g["FA3_MLA_DECODE"], \
+                g["FLASHMLA_DECODE_EFF"] * g["FA3_MLA_DECODE"]
+        return g["FA3_PREFILL"], 1.0, 1.0
+    if backend == "flashmla":
+        return flashinfer_pf, g["FLASHMLA_DECODE_HBM"], g["FLASHMLA_DECODE_EFF"]
+    if backend == "flashinfer":
+        if mla:
+            return flashinfer_pf, g["FLASHINFER_MLA_DECODE_HBM"], g["FLASHINFER_MLA_DECODE_EFF"]
+        return flashinfer_pf, g["FLASHINFER_GQA_DECODE"], 1.0
+    if backend == "triton":
+        if mla:
+            return g["TRITON_PREFILL"], g["TRITON_MLA_DECODE_HBM"], g["TRITON_MLA_DECODE_EFF"]
+        return g["TRITON_PREFILL"], g["TRITON_GQA_DECODE"], 1.0
+    raise KeyError(backend)
+
+
+def scales(backend: str, mla: bool, arch: str) -> tuple[float, float, float]:
+    """(prefill eff, decode hbm_eff, decode eff) multipliers of the priced constants for
+    ``backend`` on ``arch``: its fractions over those of the engine's default there; all 1 for
+    ``auto`` and for the default itself."""
+    if backend == "auto":
+        return 1.0, 1.0, 1.0
+    ref = _fractions(default_backend(arch), mla)
+    own = _fractions(backend, mla)
+    return own[0] / ref[0], own[1] / ref[1], own[2] / ref[2]
+
+
+def apply(kernels: SimpleNamespace, backend: str, mla: bool, arch: str) -> SimpleNamespace:
+    """The kernel constants (roofline._kernels' namespace) with the attention backend applied;
+    fractions stay at most 1."""
+    if backend == "auto":
+        return kernels
+    pf, hbm, eff = scales(backend, mla, arch)
+    pa, da = kernels.prefill_attn, kernels.decode_attn
+    kernels.prefill_attn = SimpleNamespace(**{**vars(pa), "eff": min(1.0, pa.eff * pf)})
+    kernels.decode_attn = SimpleNamespace(**{**vars(da), "hbm_eff": min(1.0, da.hbm_eff * hbm),
+                                             "eff": min(1.0, da.eff * eff)})
+    return kernels

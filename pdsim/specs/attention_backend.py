@@ -1,0 +1,32 @@
+"""Which attention backends (``engine.attention_backend``) a model and GPU can run; prices are in
+costs/attention_backends.py.
+
+FlashMLA is an MLA decode kernel (deepseek-ai/FlashMLA); FA3 and FlashMLA are Hopper (SM90)
+kernels; FlashInfer and Triton run on every CUDA GPU pdsim profiles; a CPU profile runs the
+engine's CPU attention (``auto`` only).
+"""
+from __future__ import annotations
+
+from .errors import SpecError
+
+BACKENDS = ("auto", "flashmla", "flashinfer", "fa3", "triton")
+HOPPER_ONLY = ("fa3", "flashmla")
+
+
+def check_backend(backend: str, mla: bool, arch: str, where: str = "engine.attention_backend",
+                  source: str | None = None) -> None:
+    """SpecError (one line, naming the field) for a backend the model or GPU cannot run."""
+    if backend not in BACKENDS:
+        raise SpecError(f"{backend!r} is not an attention backend ({', '.join(BACKENDS)})", source=source,
+                        field=where)
+    if backend == "auto":
+        return
+    if arch == "cpu":
+        raise SpecError(f"{backend} is a GPU kernel; a CPU profile runs the engine's CPU attention (auto)",
+                        source=source, field=where)
+    if backend == "flashmla" and not mla:
+        raise SpecError("flashmla is an MLA decode kernel and this model's attention is not MLA "
+                        "(use fa3, flashinfer or triton)", source=source, field=where)
+    if backend in HOPPER_ONLY and arch != "hopper":
+        raise SpecError(f"{backend} runs on Hopper (SM90) GPUs only and this GPU is {arch} "
+                        "(use flashinfer or triton)", source=source, field=where)
