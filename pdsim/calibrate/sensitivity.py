@@ -179,6 +179,9 @@ ASSUMPTIONS = (
     Assumption("pdsim.costs.elementwise", "HIDDEN_PASSES_ATTN", 0.5, _always),
     Assumption("pdsim.costs.elementwise", "HIDDEN_PASSES_MLP", 0.5, _always),
     Assumption("pdsim.costs.elementwise", "INTER_PASSES", 0.5, lambda r: _moe(r) or bool(r.model.ffn)),
+    # DeepGEMM's cold-L2 weight stream (H800 README figure) carried to other Hopper GPUs
+    Assumption("pdsim.costs.moe_kernels", "DEEPGEMM_WEIGHT_HBM", 0.15,
+               lambda r: _moe(r) and any(g.ep > 1 for g in _groups(r)), cap=1.0),
     # attention backends without a published kernel figure (costs/attention_backends.py: the ranges there)
     Assumption(_AB, "FA3_MLA_DECODE", 0.2, _attn("flashmla", "flashinfer", "triton"), cap=1.0),
     Assumption(_AB, "FLASHINFER_PREFILL", 0.15, _attn("flashinfer", "flashmla"), cap=1.0),

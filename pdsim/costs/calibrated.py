@@ -15,8 +15,9 @@ derived from its architecture's measured GPUs at fractions of *its own* peaks) i
   experts run SGLang's fused Triton MoE kernel, ``moe_<dtype>`` (moe.csv); expert parallelism
   runs DeepEP + DeepGEMM's grouped FP8-block GEMM, ``gemm_fp8_block`` (gemm.csv: the dense
   kernel and DeepGEMM's own grouped contiguous/masked rows). The engine's ``moe_runner`` picks:
-  ``deepgemm`` (default), ``deepgemm_swapab`` (the same kernel with its rows padded to half the
-  tile, ``swapab``), ``triton`` (the fused Triton MoE fit under EP too).
+  ``deepgemm`` (default), ``deepgemm_swapab`` (the same kernel with skinny experts padded to 32
+  rows), ``triton`` (the fused Triton MoE fit under EP too); DeepGEMM's weight stream at its
+  cold-L2 bandwidth (moe_kernels.py).
 - attention: GQA ``attention_prefill`` / ``attention_decode`` (attention.csv); MLA decode
   ``mla_decode`` (mla.csv: weight-absorbed, reads the latent), else the FlashMLA prior. MLA
   prefill without a cached prefix runs in SGLang as MHA through FA3 on the non-absorbed heads,
@@ -36,6 +37,7 @@ from types import SimpleNamespace
 
 from .compute import effective_sharp
 from .deepep import ELEM_BYTES, linear_coeffs
+from .moe_kernels import expert_gemm
 from .roofline import RooflineStepCost
 
 
@@ -44,13 +46,6 @@ def gemm_consts(p: dict, peak: float) -> SimpleNamespace:
     return SimpleNamespace(peak=peak, eff=float(p["eff"]), m_tile=float(p.get("m_tile", 1.0)),
                            hbm_eff=float(p["hbm_eff"]), lat=float(p["latency_us"]) * 1e-6,
                            sharp=effective_sharp(p.get("sharp")))
-
-
-def swapab(g: SimpleNamespace) -> SimpleNamespace:
-    """DeepGEMM's swapAB variant: tokens go on the WGMMA N side, so a skinny grouped GEMM pads
-    its rows to half the 64-row M tile (LMSYS 2025-09-26, Ant Group on H20: "M is fixed at 64";
-    swapAB halves the waste)."""
-    return SimpleNamespace(**{**vars(g), "m_tile": g.m_tile / 2.0})
 
 
 GEMM_ORDER = {
@@ -82,8 +77,7 @@ class CalibratedStepCost(RooflineStepCost):
         if self.ep > 1 and fp8 and "gemm_fp8_block" in cal and runner != "triton":
             m = cal["gemm_fp8_block"]
         k.moe = gemm_consts(m, self.peak) if m else k.gemm
-        if runner == "deepgemm_swapab" and fp8:
-            k.moe = swapab(k.moe)
+        k.moe = expert_gemm(k.moe, runner, self.ep > 1 and fp8 and runner != "triton")
         mla = self.model.attention == "mla"
         p = (cal.get("mla_prefill") if mla else None) or cal.get("attention_prefill")
         if p:  # MLA prefill runs MHA through FA3 (non-absorbed pair FLOPs): the GQA FA3 fit unless MLA's own

@@ -29,6 +29,7 @@ from . import attention_backends as ab
 from . import elementwise as ew
 from .compute import INF_SHARP
 from .host import eager_layer_s
+from .moe_kernels import expert_gemm
 from .moe_load import DistinctTable
 from .moe_load import expert_load as build_expert_load
 from .step import PARTS, make_coeffs
@@ -146,9 +147,8 @@ class RooflineStepCost:
         mla = self.model.attention == "mla"
         # MLA decode is FlashMLA-shaped: its own compute and KV-read fractions (FlashMLA README)
         dec_eff, dec_hbm = (e.mla_decode, e.mla_decode_hbm) if mla else (e.attention, e.hbm)
-        moe = gemm
-        if self.group.engine.moe_runner == "deepgemm_swapab" and self.gemm_dtype == "fp8":
-            moe = SimpleNamespace(**{**vars(gemm), "m_tile": gemm.m_tile / 2.0})  # calibrated.swapab
+        runner = self.group.engine.moe_runner
+        moe = expert_gemm(gemm, runner, self.ep > 1 and self.gemm_dtype == "fp8" and runner != "triton")
         return SimpleNamespace(
             gemm=gemm, lm_gemm=SimpleNamespace(**{**vars(gemm), "peak": self.peak_attn, "m_tile": e.gemm_m_tile}),
             moe=moe,
