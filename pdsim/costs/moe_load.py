@@ -15,19 +15,28 @@ A rank's expected share of the assignments, q_j, is the sum of the popularities 
   loaded rank with a free slot), so q_max approaches 1/ranks.
 
 EPLB places by long-run statistics; one batch's per-expert loads stray from them (relative s.d.
-``drift``: requests in a batch are correlated, so this is far above multinomial noise), so the
-busiest rank's expected share grows by sqrt(2 ln ranks) x drift x the rms spread of a rank's
-slot loads (``rank_spread``): EPLB's residual imbalance (LMSYS 2025-05-05: default-with-EPLB
-1.18x slower than uniform routing).
+``drift``: requests in a batch are correlated, so this is far above multinomial noise): EPLB's
+residual imbalance (LMSYS 2025-05-05: default-with-EPLB 1.18x slower than uniform routing).
 
-Per step, assignments scatter around those shares (multinomial counts): the busiest rank holds
-about  A q_max + sqrt(2 ln ranks x A q_max)  of A assignments (the normal tail of the maximum
-of ``ranks`` counts), so the imbalance (busiest / mean) is
+The step waits for the busiest GPU, so the price takes the expected maximum over the GPUs of the
+sum of each GPU's experts' loads in one step of A assignments. Rank j's load is about normal with
+mean A q_j and variance A q_j (multinomial sampling of the step's finite tokens) +
+(A drift)^2 x sum over its slots of (slot load)^2 (the batch's drift), so
 
-    imbalance(A) = ranks q_max + ranks sqrt(2 ln ranks x q_max / A) = a + b / sqrt(A).
+    imbalance(A) = E[max_j L_j] / (A / ranks),  E[max_j L_j] = integral of 1 - prod_j Phi((x - mu_j) / s_j) dx
 
-Uniform routing without EPLB gives a = 1 and the Poisson tail the old model used. Experts that
-are TP-sharded (EP = 1) put a slice of every expert on every GPU: no imbalance at all.
+(for x > 0), evaluated on a log grid of A at construction and interpolated (``imbalance``). Two
+limits show why this is the right statistic rather than "the hottest placed share plus a noise
+tail": when one rank's expected share stands far above the rest (a heavy Zipf head no EPLB can
+split without redundant slots) the expected maximum is that rank's mean (its own noise averages
+out); when the shares are level it is the mean plus the expected maximum of ``ranks`` normal
+deviates (1.77 s.d. at 16 ranks, 2.07 at 32; sqrt(2 ln ranks) = 2.35 / 2.63 is only a bound), the
+sampling and drift deviations adding in quadrature, not linearly. At small batches (32 sequences
+x top-8 = 256 activations per rank) the sampling noise is as large as the head and the two no
+longer add. Without EPLB the expectation is averaged over ``PLACEMENTS`` seeded random placements
+(experts sit on ranks in id order, unrelated to popularity). Experts that are TP-sharded (EP = 1)
+put a slice of every expert on every GPU: no imbalance at all. ``a`` (the placed head, ranks x
+the largest expected share) and ``b`` (the old normal-tail coefficient) are kept for reports.
 
 The expected number of distinct experts a batch of N tokens touches (weights read once per
 touched expert) is  sum_i 1 - (1 - k p_i)^N ; for uniform routing E (1 - (1 - k/E)^N).
@@ -38,10 +47,15 @@ import bisect
 import heapq
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from scipy.special import ndtr
 
 PLACEMENTS = 256  # random expert placements averaged for q_max without EPLB
+MAX_PLACEMENTS = 8  # random placements the expected-maximum table averages (cost: one table per configuration)
+GRID = 33  # assignments per step on a log grid from 1 to 1e7 (two points per factor e)
+INTEGRATION_POINTS = 161  # grid of the expected-maximum integral over +-6 s.d.
 
 
 def popularity(num_experts: int, top_k: int, skew: float) -> np.ndarray:
@@ -114,20 +128,81 @@ def random_rank_qmax(p: np.ndarray, ranks: int, seed: int = 0) -> float:
     return float(np.mean(qs))
 
 
+def _rank_moments(p: np.ndarray, ranks: int, redundant: int, eplb: bool, uniform: bool,
+                  seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per placement: (q_j expected share of each rank, d_j = sqrt(sum of its squared slot
+    loads)), one placement with EPLB or uniform routing, ``MAX_PLACEMENTS`` random ones else."""
+    if uniform:
+        return [(np.full(ranks, 1.0 / ranks), np.zeros(ranks))]  # no drift without skew
+    if eplb:
+        slots = len(p) + redundant
+        per_rank = -(-slots // ranks)
+        replicas = _replicas(p, redundant)
+        loads = sorted(((float(p[i] / replicas[i])) for i in range(len(p)) for _ in range(replicas[i])), reverse=True)
+        bins = [(0.0, r) for r in range(ranks)]
+        heapq.heapify(bins)
+        count = [0] * ranks
+        q, sq = np.zeros(ranks), np.zeros(ranks)
+        for x in loads:  # the packing of eplb_rank_shares, keeping each rank's squared slot loads
+            load, r = heapq.heappop(bins)
+            q[r] = load + x
+            sq[r] += x * x
+            count[r] += 1
+            if count[r] < per_rank:
+                heapq.heappush(bins, (q[r], r))
+        return [(q, np.sqrt(sq))]
+    rng = np.random.default_rng(seed)
+    per = len(p) // ranks
+    out = []
+    for _ in range(MAX_PLACEMENTS):
+        m = rng.permutation(p)[: per * ranks].reshape(ranks, per)
+        out.append((m.sum(axis=1), np.sqrt((m ** 2).sum(axis=1))))
+    return out
+
+
+def expected_max_share(q: np.ndarray, d: np.ndarray, assignments: float, drift: float) -> float:
+    """E[max_j L_j] / (A / ranks) for rank loads L_j ~ normal(A q_j, A q_j + (A drift d_j)^2)
+    (a normal approximation of multinomial sampling plus per-expert drift), by integrating
+    1 - prod_j Phi over a grid (loads are positive). ``q`` and ``d`` may carry a leading axis of
+    placements: the result is then their mean."""
+    q, d = np.atleast_2d(q), np.atleast_2d(d)
+    A = float(assignments)
+    mu = A * q
+    sd = np.sqrt(np.maximum(A * q + (A * drift * d) ** 2, 1e-12))
+    lo = max(0.0, float(np.min(mu - 6.0 * sd)))
+    hi = float(np.max(mu + 6.0 * sd))
+    xs = np.linspace(lo, hi, INTEGRATION_POINTS)
+    cdf = np.prod(ndtr((xs[None, :, None] - mu[:, None, :]) / sd[:, None, :]), axis=2)
+    e_max = lo + (1.0 - cdf).sum(axis=1) * (xs[1] - xs[0])
+    return float(np.mean(e_max)) / (A / q.shape[1])
+
+
 @dataclass(frozen=True)
 class ExpertLoad:
     """Imbalance and touched-expert model of one MoE instance (see the module docstring)."""
 
-    a: float  # ranks x q_max
-    b: float  # ranks x sqrt(2 ln ranks x q_max)
+    a: float  # ranks x the largest expected rank share (the placed head)
+    b: float  # ranks x sqrt(2 ln ranks x q_max): the normal-tail bound (reports only)
     num_experts: int
     top_k: int
     p: tuple[float, ...]  # popularity, most popular first
     uniform: bool
+    grid: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())  # (log A, imbalance) of the expected maximum
 
     def imbalance(self, assignments: float) -> float:
-        """Busiest rank's assignments over the mean, for ``assignments`` in the instance."""
-        return self.a + self.b / math.sqrt(assignments if assignments > 1.0 else 1.0)
+        """Busiest rank's assignments over the mean, for ``assignments`` in the instance: the
+        expected maximum over ranks (module docstring), interpolated in log A on the uniform
+        grid of ``_imbalance_grid`` (xs[0] = 0, step xs[1])."""
+        xs, ys = self.grid
+        if not xs:
+            return self.a
+        if assignments <= 1.0:
+            return ys[0]
+        u = math.log(assignments) / xs[1]
+        i = int(u)
+        if i >= len(ys) - 1:
+            return ys[-1]
+        return ys[i] + (ys[i + 1] - ys[i]) * (u - i)
 
     def distinct(self, tokens: float) -> float:
         """Expected distinct experts touched by ``tokens`` tokens (top_k each)."""
@@ -158,12 +233,22 @@ def expert_load(num_experts: int, top_k: int, ranks: int, skew: float = 0.0, red
         qmax = 1.0 / ranks
     else:
         qmax = random_rank_qmax(p, ranks, seed)
-    tail = math.sqrt(2.0 * math.log(ranks))
-    if drift > 0.0:  # the busiest rank of this batch: the placed share plus the drift's normal tail
-        qmax += tail * drift * rank_spread(p, ranks, redundant, use_eplb)
     a = ranks * qmax
     b = ranks * math.sqrt(2.0 * math.log(ranks) * qmax)
-    return ExpertLoad(a, b, num_experts, top_k, tuple(p), uniform)
+    return ExpertLoad(a, b, num_experts, top_k, tuple(p), uniform,
+                      _imbalance_grid(tuple(p), ranks, redundant, use_eplb, uniform, seed, float(drift)))
+
+
+@lru_cache(maxsize=256)
+def _imbalance_grid(p: tuple, ranks: int, redundant: int, eplb: bool, uniform: bool, seed: int,
+                    drift: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(log A, expected max / mean) on ``GRID`` points of A from 1 to 1e7, averaged over the
+    placements of ``_rank_moments`` (cached: every instance of a group shares it)."""
+    moments = _rank_moments(np.asarray(p), ranks, redundant, eplb, uniform, seed)
+    q, d = np.array([m[0] for m in moments]), np.array([m[1] for m in moments])
+    xs = np.linspace(0.0, math.log(1e7), GRID)
+    ys = [expected_max_share(q, d, math.exp(x), 0.0 if uniform else drift) for x in xs]
+    return tuple(float(x) for x in xs), tuple(ys)
 
 
 class DistinctTable:

@@ -85,7 +85,7 @@ def make_coeffs(c):
         k, epg, ep = c.k, c.experts_per_gpu, c.ep > 1
         deepep = c.a2a_deepep
         load, distinct = c.expert_load, c.distinct
-        imb_a, imb_b = load.a, load.b
+        imbalance = load.imbalance  # expected busiest rank / mean at A assignments (moe_load.py)
         E = c.E
         m_cf, m_tile, m_wb, m_lat, m_sharp = c.c_moe
         m_hard = m_sharp >= 1e6
@@ -112,7 +112,7 @@ def make_coeffs(c):
         assign = n_tok * k
         touched = distinct(n_tok)
         if ep:  # experts split over the GPUs: the busiest GPU sets the pace
-            imb = imb_a + imb_b / sqrt(assign if assign > 1.0 else 1.0)
+            imb = imbalance(assign)
             a_gpu = assign / W * imb
             # weights read on the busiest GPU: the experts its own assignments touch (its a_gpu
             # assignments over its epg experts), at least the average GPU's share of the batch's
