@@ -117,12 +117,16 @@ def test_launch_writes_the_flag_that_selects_the_backend(version):
     assert all("--attention-backend" not in c.options for c in default.commands)
 
 
-@pytest.mark.parametrize("version, triton", [("0.11.0", "TRITON_MLA"), ("0.10.1", "TRITON_MLA")])
-def test_vllm_selects_the_backend_by_environment(version, triton):
+@pytest.mark.parametrize("version", ["0.11.0", "0.10.1"])
+def test_vllm_selects_the_backend_by_environment(version):
     sets = ["transfer.backend=nccl", "cluster.decode[0].engine.attention_backend=triton",
             "cluster.prefill[0].engine.attention_backend=fa3"]
     lp = plan(pdsim.load_scenario("dsv3-h800-p4d9", sets), "vllm", version=version)
-    envs = [dict(c.env).get("VLLM_ATTENTION_BACKEND") for c in lp.commands if c.argv[:2] == ("vllm", "serve")
-            or list(c.argv[:2]) == ["vllm", "serve"]]
-    assert triton in envs
-    assert any("attention_backend" in k for k, _why in lp.unmapped)  # FA3 has no MLA kernel name in vLLM
+    envs = {dict(c.env).get("VLLM_ATTENTION_BACKEND") for c in lp.commands if c.argv[:2] == ("vllm", "serve")}
+    assert envs == {"TRITON_MLA", None}  # decode servers: Triton MLA; prefill: no FA3 MLA name in vLLM
+    assert [k for k, _why in lp.unmapped if "attention_backend" in k] == ["cluster.prefill[0].engine.attention_backend"]
+    dense = plan(pdsim.load_scenario("llama8b-a10-awq", ["cluster.colocated[0].engine.attention_backend=triton"]),
+                 "vllm", version=version)
+    want = "TRITON_ATTN" if version == "0.11.0" else "TRITON_ATTN_VLLM_V1"
+    assert {dict(c.env).get("VLLM_ATTENTION_BACKEND") for c in dense.commands if c.argv[:2] == ("vllm", "serve")} \
+        == {want}
