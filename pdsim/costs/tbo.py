@@ -1,77 +1,183 @@
-"""Two-batch overlap (TBO) of MoE layers, built from its parts (seconds).
+"""Two-batch overlap (TBO) of MoE layers, built from SGLang's own operation order (seconds).
 
-SGLang's TBO (LMSYS 2025-05-05, "Two-batch Overlap"; DeepSeek's profile-data design) splits a
-batch into two micro-batches and runs each layer's operations in this order per micro-batch:
-attention, dispatch, experts, combine, with a yield after the attention and after the experts,
-so the GPU sees two streams:
+SGLang's TBO (LMSYS blog 2025-05-05, "Two-batch Overlap", after DeepSeek's profile-data design)
+splits a batch into two micro-batches A and B and runs both on **one** CUDA stream. Each layer is
+a list of operations cut into *stages* by yield points
+(sglang/srt/operations_strategy.py, ``_compute_moe_deepseek_blog_prefill`` / ``_decode``); the
+executor (sglang/srt/operations.py, ``execute_overlapped_operations``) runs ``delta`` stages of A
+alone, then alternates one stage of A, one of B, and finishes B's last ``delta`` stages.
+Communication hides only where a kernel that *sends* (``dispatch_a``, ``combine_a``) sits in an
+earlier stage than the one that *receives* (``dispatch_b``, ``combine_b``): whatever the stream
+runs in between hides the transfer, and a receive whose data has not arrived waits (LMSYS:
+decode kernels "busy-waiting for data"). Per layer:
 
-    compute stream:  A1  A2  M1  M2 | A1' A2' M1' M2' | ...
-    comm stream:         D1  D2  C1  C2 | D1' ...
+- **prefill** (``tbo_delta_stages = 0``; two stages per layer)::
 
-- A_i: micro-batch i's attention (projections, core, attention-TP all-reduce) and whatever part
-  of its dispatch runs on the SMs; M_i: its experts (routed + shared) and the SM part of its
-  combine;
-- D_i / C_i: the part of micro-batch i's dispatch / combine that is in flight on the comm stream.
-- Dependencies: D_i starts when A_i ends; M_i needs D_i; C_i needs M_i; the next layer's A_i
-  needs C_i. A micro-batch's compute never hides its own communication, only the other's.
+      [shared experts and combine_b of the previous layer, attention, gate, top-k, dispatch_a]
+      [dispatch_b, routed experts, combine_a]
 
-``tbo_moe_layers`` runs this schedule for a few layers (the pattern is periodic after the first)
-and extrapolates to ``n`` layers, so a layer costs max(compute, comm) only where the two
-streams really interleave, plus the pipeline's fill and the waits the dependencies force.
+  so A's dispatch hides behind B's attention, B's behind A's experts, and each combine behind
+  the other micro-batch's experts and its own shared experts (``prefill_layer``);
+- **decode** (``tbo_delta_stages = 2``; five stages per layer, DeepSeek's "5-stage pipeline")::
 
-DeepEP's normal kernels (prefill) run on a fixed SM partition while they overlap compute (24 of
-132 SMs in DeepEP's benchmarks, ``deepep_normal_sm_share``): DeepGEMM is held to the other SMs
-for the whole TBO forward, other compute while it runs beside them (``sm_partition``). LMSYS observed exactly this in its prefill breakdown
-("no-TBO 8k outperforms TBO 16k in per-kernel speed ... reduced SMs with TBO"). Low-latency
-kernels (decode) hold SMs only while they copy (the NVLink leg; LMSYS: they "either fully
-utilize SMs (during send/receive) or none (during inflight waiting)"): that part is on the
-compute stream, the in-flight part on the comm stream.
+      [attention prepare (projections, RoPE)]  [attention core, o_proj, gate, top-k]
+      [dispatch_a, shared experts]  [dispatch_b, routed experts, combine_a]  [combine_b]
 
-At small decode batches a micro-batch's GEMMs read the same weights as the whole batch (weight
-reads dominate), so TBO doubles them and its per-micro-batch fixed costs, while the
-communication it hides is small: TBO loses (LMSYS ablation: -27% at 32 tokens per device). At
-large batches compute and communication are comparable and TBO wins (+25.5% at 256).
+  so a dispatch hides behind its own shared experts and the other micro-batch's attention
+  prepare, a combine behind the other's attention core; the routed experts hide nothing
+  (``decode_layer``). At small batches the attention stages are a few tens of microseconds
+  while a low-latency kernel's fixed latency is as long: the waits stay exposed, on top of the
+  weights each micro-batch reads again and the kernel latencies it pays again. That is why
+  TBO *loses* at 32 tokens per GPU (LMSYS ablation: -27%) and wins at 256 (+25.5%).
+
+Transfers (``flight``): a sending kernel's SM part runs on the stream; the rest is in flight.
+DeepEP's normal kernels (prefill) run on their own comm stream, one kernel after another, so
+a transfer starts when the previous one has finished (``serial``). Low-latency kernels (decode)
+put their RDMA writes on the NIC: their bytes queue behind the bytes already on it, their fixed
+latency (the completion round trip) does not hold the NIC.
+
+DeepEP's normal kernels hold a fixed SM partition (24 of 132 SMs in DeepEP's benchmarks,
+``deepep_normal_sm_share``): SGLang limits DeepGEMM to the other SMs for the whole TBO prefill
+(``deep_gemm_num_sms = total - DeepEPConfig.num_sms``), and other kernels lose those SMs while a
+communication kernel runs beside them (``sm_stretch``). LMSYS: "no-TBO 8k outperforms TBO 16k in
+per-kernel speed ... reduced SMs with TBO".
+
+``tbo_forward`` runs the stage schedule for a few layers and extrapolates its steady period to
+``n`` layers, so fill, drain and every dependency wait are priced; there is no loss constant.
 """
 from __future__ import annotations
 
+YIELD = None  # a yield point between stages
 
-def sm_partition(a: float, m: float, d: float, c: float, share: float, a_gemm: float = 0.0,
-                 m_gemm: float = 0.0) -> tuple[float, float]:
-    """Compute legs (a, m) of one micro-batch stretched by the SMs normal DeepEP kernels hold.
+# Attention-TP all-reduce, norms and gate sit on the stream in the attention stage; the prepare
+# kernels of decode attention (SGLang DeepseekV2AttentionMLA.forward_absorb_prepare): input norm,
+# q_a/kv_a projection, q_b projection, the w_kc absorption bmm, RoPE + KV write.
+SIM_LAYERS = 5  # layers simulated before the steady period is extrapolated
 
-    SGLang runs the whole TBO prefill forward with DeepGEMM limited to the SMs DeepEP leaves
-    (two_batch_overlap.py: ``configure_deep_gemm_num_sms(total SMs - DeepEPConfig.num_sms)``),
-    so the DeepGEMM part of each leg (``a_gemm``, ``m_gemm``) runs on 1 - ``share`` of the SMs
-    throughout; the other kernels (attention core, small kernels) share the SMs only while a
-    communication kernel runs beside them (at most all of the time: comm d + c against compute
-    a + m per micro-batch)."""
-    comp = a + m
-    if comp <= 0.0 or share <= 0.0:
-        return a, m
-    overlap = (d + c) / comp
+
+def attention_core_share(model) -> float:
+    """Share of one layer's attention weights (and their FLOPs) that decode runs *after* the
+    attention kernel, in SGLang's ``op_core`` stage: MLA's w_vc absorption bmm and o_proj; GQA's
+    o_proj. The rest (q/kv projections, MLA's q_b and w_kc) is the ``op_prepare`` stage."""
+    h, H = model.hidden, model.num_heads
+    if model.mla is not None:
+        m = model.mla
+        core = H * m.v_head_dim * h + m.kv_lora_rank * H * m.v_head_dim
+    else:
+        core = H * model.head_dim * h
+    total = model.attn_params
+    return core / total if total > 0 else 0.0
+
+
+def sm_stretch(compute: float, comm: float, share: float) -> tuple[float, float]:
+    """(GEMM factor, other-kernel factor) by which DeepEP's normal kernels' SM partition
+    stretches a micro-batch's compute: DeepGEMM runs on 1 - ``share`` of the SMs throughout the
+    TBO forward; other kernels lose ``share`` of the SMs for the part of their time a
+    communication kernel runs beside them (at most all of it: ``comm`` against ``compute``)."""
+    if compute <= 0.0 or share <= 0.0:
+        return 1.0, 1.0
+    overlap = comm / compute
     f = 1.0 + (overlap if overlap < 1.0 else 1.0) * share / (1.0 - share)
-    g = 1.0 / (1.0 - share)
-    return a_gemm * g + (a - a_gemm) * f, m_gemm * g + (m - m_gemm) * f
+    return 1.0 / (1.0 - share), f
 
 
-def tbo_moe_layers(a: float, m: float, d: float, c: float, n: int) -> float:
-    """Seconds of ``n`` consecutive MoE layers under two-batch overlap, per-micro-batch legs
-    ``a`` (attention side compute), ``m`` (expert side compute), ``d`` (dispatch in flight),
-    ``c`` (combine in flight); see the module docstring for the schedule."""
+def prefill_layer(attn: float, shared: float, experts: float, d: tuple, c: tuple, normal: bool = True) -> list:
+    """One MoE layer of one micro-batch in SGLang's prefill TBO order. ``attn``: attention
+    (projections, core, norms, gate, top-k, attention-TP all-reduce); ``shared`` / ``experts``:
+    shared and routed experts; ``d`` / ``c``: dispatch / combine as (SM seconds on the stream,
+    fixed seconds, bandwidth seconds). What follows the last yield (shared experts, combine_b)
+    runs in the next layer's first stage, as SGLang's concatenated operation lists do.
+
+    ``normal``: DeepEP's normal kernels. SGLang's ``dispatch_a`` / ``combine_a`` only record an
+    event; ``dispatch_b`` / ``combine_b`` call ``Buffer.dispatch`` / ``Buffer.combine``
+    (token_dispatcher/deepep.py, ``_DeepEPDispatcherImplNormal``), which put the kernel on
+    DeepEP's one comm stream, to start once that event has passed. A transfer therefore enters
+    the comm stream in the order of the ``_b`` calls, ready since its ``_a`` (``event`` /
+    ``issue``). The dispatch's ``_b`` also blocks the CPU until the notify kernel has counted the
+    tokens (LMSYS: the yield between ``_a`` and ``_b`` exists so the other micro-batch's
+    compute is queued before that block); with the other micro-batch's stage already queued the
+    block leaves the GPU busy, so it is not priced.
+    Low-latency kernels (``normal`` False) send in ``_a`` and receive in ``_b``."""
+    if normal:
+        return [("c", attn), ("event", "d"), YIELD, ("issue", "d") + tuple(d), ("recv", "d"), ("c", experts),
+                ("event", "c"), YIELD, ("c", shared), ("issue", "c") + tuple(c), ("recv", "c")]
+    return [("c", attn), ("send", "d") + tuple(d), YIELD, ("recv", "d"), ("c", experts), ("send", "c") + tuple(c),
+            YIELD, ("c", shared), ("recv", "c")]
+
+
+def decode_layer(prepare: float, core: float, shared: float, experts: float, d: tuple, c: tuple) -> list:
+    """One MoE layer of one micro-batch in SGLang's decode TBO order (five stages); ``prepare``
+    / ``core``: the attention before / from the attention kernel on (``attention_core_share``)."""
+    return [("c", prepare), YIELD, ("c", core), YIELD, ("send", "d") + tuple(d), ("c", shared), YIELD,
+            ("recv", "d"), ("c", experts), ("send", "c") + tuple(c), YIELD, ("recv", "c"), YIELD]
+
+
+def _stages(layer: list, n: int) -> list[list[tuple]]:
+    """The stages of ``n`` consecutive layers: the layers' operation lists concatenated and cut
+    at the yields (SGLang's ``_convert_operations_to_stages``), transfers keyed by layer."""
+    stages, cur = [], []
+    for i in range(n):
+        for op in layer:
+            if op is YIELD:
+                stages.append(cur)
+                cur = []
+            elif op[0] == "c":
+                cur.append(op)
+            else:
+                cur.append((op[0], (op[1], i)) + op[2:])
+    if cur:
+        stages.append(cur)
+    return stages
+
+
+def _run(stages: list[list[tuple]], delta: int, serial: bool) -> tuple[float, list[float]]:
+    """Seconds until both micro-batches have run ``stages`` on one stream (A leads by ``delta``
+    stages), and when A finished each stage."""
+    t = 0.0
+    link_free = 0.0
+    arrive: dict = {}
+    event: dict = {}
+    a_done: list[float] = []
+    n = len(stages)
+    order = [("a", i) for i in range(delta)]
+    for i in range(n - delta):
+        order += [("a", delta + i), ("b", i)]
+    order += [("b", n - delta + i) for i in range(delta)]
+    for mb, s in order:
+        for op in stages[s]:
+            kind = op[0]
+            if kind == "c":
+                t += op[1]
+            elif kind == "send" or kind == "issue":
+                _, key, sm, fixed, bw = op
+                t += sm
+                ready = t if kind == "send" else event.get((mb, key), t)  # issue: since the event
+                start = ready if ready > link_free else link_free
+                link_free = start + bw + (fixed if serial else 0.0)
+                arrive[(mb, key)] = start + bw + fixed
+            elif kind == "event":
+                event[(mb, op[1])] = t
+            else:
+                got = arrive.get((mb, op[1]))
+                if got is not None and got > t:
+                    t = got
+        if mb == "a":
+            a_done.append(t)
+    return t, a_done
+
+
+def tbo_forward(layer: list, n: int, delta: int, serial: bool) -> float:
+    """Seconds of ``n`` consecutive MoE layers under TBO, both micro-batches, for the per-layer
+    operation list ``layer`` (``prefill_layer`` / ``decode_layer``): the stage schedule of a few
+    layers, extrapolated by its steady period (measured over two layers, so a schedule whose
+    period spans two layers is priced right)."""
     if n <= 0:
         return 0.0
-    comp_free = comm_free = c1 = c2 = 0.0
-    ends = []
-    for _ in range(3):
-        a1 = (comp_free if comp_free > c1 else c1) + a
-        a2 = (a1 if a1 > c2 else c2) + a
-        d1 = (comm_free if comm_free > a1 else a1) + d
-        d2 = (d1 if d1 > a2 else a2) + d
-        m1 = (a2 if a2 > d1 else d1) + m
-        m2 = (m1 if m1 > d2 else d2) + m
-        c1 = (d2 if d2 > m1 else m1) + c
-        c2 = (c1 if c1 > m2 else m2) + c
-        comp_free, comm_free = m2, c2
-        ends.append(m2 if m2 > c2 else c2)
-    period = (ends[2] - ends[0]) / 2.0
-    return ends[0] + (n - 1) * period
+    k = n if n <= SIM_LAYERS else SIM_LAYERS
+    stages = _stages(layer, k)
+    total, a_done = _run(stages, delta, serial)
+    if n == k:
+        return total
+    per = layer.count(YIELD)  # stages per layer
+    period = (a_done[per * (k - 1) - 1] - a_done[per * (k - 3) - 1]) / 2.0
+    return total + (n - k) * period
