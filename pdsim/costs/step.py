@@ -21,17 +21,17 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   touched expert's rows padded to the GEMM tile; shared experts GEMM(M); DeepEP dispatch +
   combine sized by the busiest sender or the hottest receiver (``moe_a2a_backend: none``: an
   all-reduce of the partial outputs over the world instead); TP-sharded experts all-reduce;
-- two-batch overlap (TBO, tbo.py): two micro-batches of n/2 tokens. Each pays its own GEMM
-  weight reads, kernel latencies, DeepEP base latencies and launches (computed at n/2); an MoE
-  layer is then priced by the two-stream schedule of tbo.py (SGLang's operation order: each
-  micro-batch's attention, then dispatch, experts, combine), where one micro-batch's compute
-  (attention projections and core, experts) hides the other's communication in flight, never its
-  own. What cannot hide stays on the compute stream: the attention-TP all-reduce, the NVLink copy
-  of low-latency kernels (done by SMs), and the SMs DeepEP's normal kernels hold while they
+- two-batch overlap (TBO, tbo.py): SGLang's stage schedule over the MoE layers (the dense layers
+  run the whole batch before it), two micro-batches of n/2 tokens. Each pays its own GEMM weight
+  reads, kernel latencies, DeepEP latencies and launches (computed at n/2). Prefill: a
+  micro-batch's attention hides the other's dispatch, its experts the other's dispatch and
+  combine; decode: only the attention stages (and a micro-batch's own shared experts) hide the
+  DeepEP legs, the routed experts hide nothing. DeepEP's normal kernels hold SMs while they
   overlap compute (``deepep_normal_sm_share``). No loss constant. The attention core enters the
-  schedule at the shape's least attention work (equal prompts, no cached prefix; decode: its
-  kernel latency only, the context being unknown to the coefficients), which keeps the step
-  linear in the attention work (the gain is under-stated when longer attention would hide more);
+  schedule at the shape's least work in prefill (equal prompts, no cached prefix: the step stays
+  linear); in decode at the step's own context (``decode_ctx`` given: the decode TBO cost is not
+  linear, roofline.py sets ``linear`` False) or, in the coefficient triple, at its kernel latency
+  only (an upper bound);
 - LM head GEMM over the sequences' logits; DP-attention synchronisation (one small collective
   per step over the world); kernel launches (CUDA graph replay or eager); per-step host overhead
 plus a per-sequence share (input preparation, sampling, output processing: ``seq_overhead_us``) and
@@ -218,6 +218,6 @@ def make_coeffs(c):
         lm_head = lm(logits) if (lm_on and logits > 0) else 0.0
         launch = launch_graph if (not prefill and m / q <= graph_bs) else launch_eager
         host = overhead + seq_overhead * (decode_batch + prefill_seqs) if seq_overhead else overhead
-        return (proj, core, mlp, moe, comm, lm_head, launch * split, host), c_attn / D, c_ctx / D
+        return (proj, core, mlp, moe, comm, lm_head, launch * (per_layer / L), host), c_attn / D, c_ctx / D
 
     return coeffs

@@ -6,10 +6,9 @@ a list of operations cut into *stages* by yield points
 (sglang/srt/operations_strategy.py, ``_compute_moe_deepseek_blog_prefill`` / ``_decode``); the
 executor (sglang/srt/operations.py, ``execute_overlapped_operations``) runs ``delta`` stages of A
 alone, then alternates one stage of A, one of B, and finishes B's last ``delta`` stages.
-Communication hides only where a kernel that *sends* (``dispatch_a``, ``combine_a``) sits in an
-earlier stage than the one that *receives* (``dispatch_b``, ``combine_b``): whatever the stream
-runs in between hides the transfer, and a receive whose data has not arrived waits (LMSYS:
-decode kernels "busy-waiting for data"). Per layer:
+A transfer hides behind whatever the stream runs between the stage that sends it and the
+stage that receives it; a receive whose data has not arrived waits (LMSYS: decode kernels
+"busy-waiting for data"). Per layer:
 
 - **prefill** (``tbo_delta_stages = 0``; two stages per layer)::
 
@@ -17,7 +16,9 @@ decode kernels "busy-waiting for data"). Per layer:
       [dispatch_b, routed experts, combine_a]
 
   so A's dispatch hides behind B's attention, B's behind A's experts, and each combine behind
-  the other micro-batch's experts and its own shared experts (``prefill_layer``);
+  the other micro-batch's experts and its own shared experts (``prefill_layer``). DeepEP's
+  normal kernels are issued in the ``_b`` call, ready since the ``_a`` call's event, one after
+  another on DeepEP's comm stream;
 - **decode** (``tbo_delta_stages = 2``; five stages per layer, DeepSeek's "5-stage pipeline")::
 
       [attention prepare (projections, RoPE)]  [attention core, o_proj, gate, top-k]
@@ -25,16 +26,18 @@ decode kernels "busy-waiting for data"). Per layer:
 
   so a dispatch hides behind its own shared experts and the other micro-batch's attention
   prepare, a combine behind the other's attention core; the routed experts hide nothing
-  (``decode_layer``). At small batches the attention stages are a few tens of microseconds
-  while a low-latency kernel's fixed latency is as long: the waits stay exposed, on top of the
-  weights each micro-batch reads again and the kernel latencies it pays again. That is why
-  TBO *loses* at 32 tokens per GPU (LMSYS ablation: -27%) and wins at 256 (+25.5%).
+  (``decode_layer``). The gain therefore follows the attention time (the context): LMSYS's
+  simulated-MTP case with slowed attention gains most (+35%), and "SGLang's combine ... appears
+  2x slower than DeepSeek's due to shorter attention computation, causing communication kernels
+  to busy-wait". At small batches each micro-batch reads every weight again and pays every
+  kernel latency again for little communication to hide: TBO gains nothing or loses.
 
-Transfers (``flight``): a sending kernel's SM part runs on the stream; the rest is in flight.
-DeepEP's normal kernels (prefill) run on their own comm stream, one kernel after another, so
-a transfer starts when the previous one has finished (``serial``). Low-latency kernels (decode)
-put their RDMA writes on the NIC: their bytes queue behind the bytes already on it, their fixed
-latency (the completion round trip) does not hold the NIC.
+Transfers are (SM seconds on the stream, fixed seconds, bandwidth seconds). DeepEP's normal
+kernels (prefill) run on their comm stream one after another (``serial``): a kernel starts when
+the previous one has finished. Low-latency kernels (decode) put their RDMA writes on the NIC:
+their bytes queue behind the bytes already on it, their fixed latency (the completion round
+trip) does not hold the NIC; their NVLink copy is SM work on the stream (DeepSeek profile-data
+README: "after RDMA messages are issued, all GPU SMs are freed").
 
 DeepEP's normal kernels hold a fixed SM partition (24 of 132 SMs in DeepEP's benchmarks,
 ``deepep_normal_sm_share``): SGLang limits DeepGEMM to the other SMs for the whole TBO prefill
@@ -48,10 +51,6 @@ per-kernel speed ... reduced SMs with TBO".
 from __future__ import annotations
 
 YIELD = None  # a yield point between stages
-
-# Attention-TP all-reduce, norms and gate sit on the stream in the attention stage; the prepare
-# kernels of decode attention (SGLang DeepseekV2AttentionMLA.forward_absorb_prepare): input norm,
-# q_a/kv_a projection, q_b projection, the w_kc absorption bmm, RoPE + KV write.
 SIM_LAYERS = 5  # layers simulated before the steady period is extrapolated
 
 
