@@ -43,7 +43,8 @@ from __future__ import annotations
 import math
 
 from .compute import soft_max_scalar
-from .tbo import attention_core_share, decode_layer, prefill_layer, sm_stretch, tbo_forward
+from .comm import FP8_DISPATCH_BYTES, deepep_legs
+from .tbo import attention_core_share, copy_hbm_share, decode_layer, prefill_layer, sm_stretch, tbo_forward
 
 NO_COMM = (0.0,) * 6
 PARTS = ("attn_proj", "attn_core", "mlp", "moe", "comm", "lm_head", "launch", "overhead")
@@ -95,6 +96,10 @@ def make_coeffs(c):
         a2a_ll, a2a_nm = c.a2a_ll, c.a2a_normal
         sqrt, exp = math.sqrt, math.exp
         log_stay = math.log(1.0 - 1.0 / epg) if epg > 1.0 else 0.0  # P(an assignment misses one expert)
+        hbm_share = 0.0  # of the HBM, the copies of a DeepEP normal kernel under TBO (tbo.py)
+        if tbo and ep and deepep and a2a_nm[0][2] > 0.0:
+            link = sum(deepep_legs(1.0, c.hidden, k, W, c.gpn, FP8_DISPATCH_BYTES, True))
+            hbm_share = copy_hbm_share(link / a2a_nm[0][2], c.hbm_peak * c.hw.efficiency.hbm)
 
     ew_a0, ew_a1, ew_m0, ew_d1, ew_m1, ew_asg = c.c_ew
 
@@ -196,11 +201,11 @@ def make_coeffs(c):
                 attn = ap + core_mb + ar + ew_mlp
                 d, cmb = cm[:3], cm[3:]
                 ll = ll_pf if prefill else ll_dec
-                if ep and deepep and not ll:  # normal kernels hold SMs while they overlap
-                    g, f = sm_stretch(attn + mo, sum(cm), sm_share)
-                    ex_g = mo_g - sh
-                    attn = ap_g * g + (attn - ap_g) * f
-                    sh, ex = sh * g, ex_g * g + (ex - ex_g) * f
+                if ep and deepep and not ll:  # normal kernels hold SMs and HBM while they overlap
+                    g, f, fm = sm_stretch(attn + mo, sum(cm), sm_share, hbm_share)
+                    ex_g, mem = mo_g - sh, ap - ap_g + ew_mlp  # GEMMs; the small memory-bound kernels
+                    attn = ap_g * g + (attn - ap_g - mem) * f + mem * fm
+                    sh, ex = sh * g, ex_g * g + (ex - ex_g) * fm
                 if prefill:
                     layer = prefill_layer(attn, sh, ex, d, cmb, ep and deepep and not ll)
                 else:

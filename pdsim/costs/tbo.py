@@ -52,6 +52,11 @@ from __future__ import annotations
 
 YIELD = None  # a yield point between stages
 SIM_LAYERS = 5  # layers simulated before the steady period is extrapolated
+# HBM passes of each byte a DeepEP normal kernel moves over a link, on one GPU: read where it
+# leaves, written where it lands, read and written again by the NVLink forwarding or by the
+# receiver's copy into the expert layout (a reading of DeepEP's internode path). Assumption 4,
+# range 2-6 (``pdsim sensitivity`` perturbs it).
+COPY_HBM_PASSES = 4.0
 
 
 def attention_core_share(model) -> float:
@@ -68,16 +73,30 @@ def attention_core_share(model) -> float:
     return core / total if total > 0 else 0.0
 
 
-def sm_stretch(compute: float, comm: float, share: float) -> tuple[float, float]:
-    """(GEMM factor, other-kernel factor) by which DeepEP's normal kernels' SM partition
-    stretches a micro-batch's compute: DeepGEMM runs on 1 - ``share`` of the SMs throughout the
-    TBO forward; other kernels lose ``share`` of the SMs for the part of their time a
-    communication kernel runs beside them (at most all of it: ``comm`` against ``compute``)."""
-    if compute <= 0.0 or share <= 0.0:
-        return 1.0, 1.0
+def sm_stretch(compute: float, comm: float, share: float, hbm_share: float = 0.0) -> tuple[float, float, float]:
+    """(GEMM factor, other-kernel factor, memory-bound-kernel factor) by which DeepEP's normal
+    kernels stretch a micro-batch's compute: DeepGEMM runs on 1 - ``share`` of the SMs
+    throughout the TBO forward; other kernels lose ``share`` of the SMs for the part of their
+    time a communication kernel runs beside them (at most all of it: ``comm`` against
+    ``compute``); memory-bound kernels also lose ``hbm_share`` of the HBM bandwidth then
+    (``copy_hbm_share``)."""
+    if compute <= 0.0 or (share <= 0.0 and hbm_share <= 0.0):
+        return 1.0, 1.0, 1.0
     overlap = comm / compute
-    f = 1.0 + (overlap if overlap < 1.0 else 1.0) * share / (1.0 - share)
-    return 1.0 / (1.0 - share), f
+    if overlap > 1.0:
+        overlap = 1.0
+    f = 1.0 + overlap * share / (1.0 - share)
+    return 1.0 / (1.0 - share), f, f * (1.0 + overlap * hbm_share / (1.0 - hbm_share))
+
+
+def copy_hbm_share(link_bytes_per_s: float, hbm_bytes_per_s: float) -> float:
+    """Share of this GPU's achievable HBM bandwidth that a DeepEP normal kernel's copies take
+    while it moves ``link_bytes_per_s`` over NVLink and RDMA (``COPY_HBM_PASSES`` per byte):
+    memory-bound kernels beside it get the rest."""
+    if hbm_bytes_per_s <= 0.0:
+        return 0.0
+    share = COPY_HBM_PASSES * link_bytes_per_s / hbm_bytes_per_s
+    return share if share < 0.9 else 0.9
 
 
 def prefill_layer(attn: float, shared: float, experts: float, d: tuple, c: tuple, normal: bool = True) -> list:
