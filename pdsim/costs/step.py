@@ -199,18 +199,19 @@ def make_coeffs(c):
                 ew_mlp = ew_m0 + ew_m1 * mh  # norm, quantisation, gate, top-k: before the dispatch
                 ex = mo - sh - ew_mlp  # routed experts with their activation and permutation
                 attn = ap + core_mb + ar + ew_mlp
+                prep = ap - core_share * ap_g  # decode: the attention before its kernel (op_prepare)
                 d, cmb = cm[:3], cm[3:]
                 ll = ll_pf if prefill else ll_dec
                 if ep and deepep and not ll:  # normal kernels hold SMs and HBM while they overlap
                     g, f, fm = sm_stretch(attn + mo, sum(cm), sm_share, hbm_share)
                     ex_g, mem = mo_g - sh, ap - ap_g + ew_mlp  # GEMMs; the small memory-bound kernels
                     attn = ap_g * g + (attn - ap_g - mem) * f + mem * fm
+                    prep = (1.0 - core_share) * ap_g * g + (ap - ap_g) * fm
                     sh, ex = sh * g, ex_g * g + (ex - ex_g) * fm
                 if prefill:
                     layer = prefill_layer(attn, sh, ex, d, cmb, ep and deepep and not ll)
                 else:
-                    ap_core = core_share * ap_g
-                    layer = decode_layer(ap - ap_core, attn - (ap - ap_core), sh, ex, d, cmb)
+                    layer = decode_layer(prep, attn - prep, sh, ex, d, cmb)
                 layers = tbo_forward(layer, n_moe, 0 if prefill else 2, ep and deepep and not ll)
                 comm += layers - n_moe * 2.0 * (ap + core_mb + mo)
         else:
