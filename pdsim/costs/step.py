@@ -44,7 +44,7 @@ import math
 
 from .compute import soft_max_scalar
 from .comm import FP8_DISPATCH_BYTES, deepep_legs
-from .tbo import attention_core_share, copy_hbm_share, decode_layer, prefill_layer, sm_stretch, tbo_forward
+from .tbo import attention_core_share, copy_hbm_share, decode_forward, prefill_forward, sm_stretch
 
 NO_COMM = (0.0,) * 6
 PARTS = ("attn_proj", "attn_core", "mlp", "moe", "comm", "lm_head", "launch", "overhead")
@@ -208,11 +208,11 @@ def make_coeffs(c):
                     attn = ap_g * g + (attn - ap_g - mem) * f + mem * fm
                     prep = (1.0 - core_share) * ap_g * g + (ap - ap_g) * fm
                     sh, ex = sh * g, ex_g * g + (ex - ex_g) * fm
+                normal = ep and deepep and not ll
                 if prefill:
-                    layer = prefill_layer(attn, sh, ex, d, cmb, ep and deepep and not ll)
+                    layers = prefill_forward(attn, sh, ex, d, cmb, n_moe, normal)
                 else:
-                    layer = decode_layer(prep, attn - prep, sh, ex, d, cmb)
-                layers = tbo_forward(layer, n_moe, 0 if prefill else 2, ep and deepep and not ll)
+                    layers = decode_forward(prep, attn - prep, sh, ex, d, cmb, n_moe, normal)
                 comm += layers - n_moe * 2.0 * (ap + core_mb + mo)
         else:
             ap, dm, mo, cm, ar, _, _ = layer_costs(n_tok, m, prefill)

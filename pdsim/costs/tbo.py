@@ -200,3 +200,125 @@ def tbo_forward(layer: list, n: int, delta: int, serial: bool) -> float:
     per = layer.count(YIELD)  # stages per layer
     period = (a_done[per * (k - 1) - 1] - a_done[per * (k - 3) - 1]) / 2.0
     return total + (n - k) * period
+
+
+# -- the same two schedules as straight-line arithmetic: step.py prices every decode step with
+# these (the step model's hot path); ``tbo_forward`` over ``prefill_layer`` / ``decode_layer`` is
+# their reference (tests/mechanisms/test_tbo.py checks they agree)
+
+def _extrapolate(total: float, ends: list[float], k: int, n: int) -> float:
+    if n == k:
+        return total
+    return total + (n - k) * (ends[k - 2] - ends[k - 4]) / 2.0  # the steady period over two layers
+
+
+def decode_forward(prep: float, core: float, shared: float, experts: float, d: tuple, c: tuple, n: int,
+                   serial: bool = False) -> float:
+    """``tbo_forward(decode_layer(prep, core, shared, experts, d, c), n, 2, serial)``, unrolled:
+    per layer the stream runs A2 B0 A3 B1 A4 B2 A0' B3 A1' B4 (stage numbers of ``decode_layer``,
+    A two stages ahead)."""
+    if n <= 0:
+        return 0.0
+    dsm, dfx, dbw = d
+    csm, cfx, cbw = c
+    dhold = dbw + dfx if serial else dbw
+    chold = cbw + cfx if serial else cbw
+    k = n if n <= SIM_LAYERS else SIM_LAYERS
+    link = 0.0
+    t = prep + core  # A0 A1 of the first layer
+    ends: list[float] = []
+    for i in range(k):
+        # A2: dispatch_a, shared experts
+        t += dsm
+        st = t if t > link else link
+        link = st + dhold
+        ad = st + dbw + dfx
+        t += shared + prep  # B0: B's attention prepare
+        # A3: dispatch_b, experts, combine_a
+        if ad > t:
+            t = ad
+        t += experts + csm
+        st = t if t > link else link
+        link = st + chold
+        ac = st + cbw + cfx
+        t += core  # B1
+        if ac > t:  # A4: combine_b
+            t = ac
+        ends.append(t)
+        # B2: dispatch_a, shared experts
+        t += dsm
+        st = t if t > link else link
+        link = st + dhold
+        bd = st + dbw + dfx
+        t += shared
+        if i + 1 < k:
+            t += prep  # A0 of the next layer
+        if bd > t:  # B3: dispatch_b, experts, combine_a
+            t = bd
+        t += experts + csm
+        st = t if t > link else link
+        link = st + chold
+        bc = st + cbw + cfx
+        if i + 1 < k:
+            t += core  # A1 of the next layer
+        if bc > t:  # B4: combine_b
+            t = bc
+    return _extrapolate(t, ends, k, n)
+
+
+def prefill_forward(attn: float, shared: float, experts: float, d: tuple, c: tuple, n: int,
+                    normal: bool = True) -> float:
+    """``tbo_forward(prefill_layer(attn, shared, experts, d, c, normal), n, 0, True)``."""
+    if n <= 0:
+        return 0.0
+    dsm, dfx, dbw = d
+    csm, cfx, cbw = c
+    k = n if n <= SIM_LAYERS else SIM_LAYERS
+    t = link = 0.0
+    ev = [0.0, 0.0, 0.0, 0.0]  # dispatch / combine ready (event or send) of A, then of B
+    arr = [0.0, 0.0, 0.0, 0.0]
+    ends: list[float] = []
+    for i in range(k + 1):
+        for half in (0, 1):
+            if i == k and half == 1:
+                break
+            for mb in (0, 1):
+                if half == 0:  # [shared, combine_b of the previous layer | attention, dispatch_a]
+                    if i > 0:
+                        t += shared
+                        if normal:
+                            t += csm
+                            st = ev[2 * mb + 1] if ev[2 * mb + 1] > link else link
+                            link = st + cbw + cfx
+                            arr[2 * mb + 1] = link
+                        a = arr[2 * mb + 1]
+                        if a > t:
+                            t = a
+                    if i == k:
+                        continue
+                    t += attn
+                    if normal:
+                        ev[2 * mb] = t
+                    else:
+                        t += dsm
+                        st = t if t > link else link
+                        link = st + dbw + dfx
+                        arr[2 * mb] = link
+                else:  # [dispatch_b, experts, combine_a]
+                    if normal:
+                        t += dsm
+                        st = ev[2 * mb] if ev[2 * mb] > link else link
+                        link = st + dbw + dfx
+                        arr[2 * mb] = link
+                    a = arr[2 * mb]
+                    t = (a if a > t else t) + experts
+                    if normal:
+                        ev[2 * mb + 1] = t
+                    else:
+                        t += csm
+                        st = t if t > link else link
+                        link = st + cbw + cfx
+                        arr[2 * mb + 1] = link
+                    if mb == 0:
+                        ends.append(t)
+    return _extrapolate(t, ends, k, n)

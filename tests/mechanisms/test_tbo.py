@@ -18,11 +18,13 @@ operations.py (``execute_overlapped_operations``).
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 
 from pdsim.costs import tbo as tbo_mod
-from pdsim.costs.tbo import attention_core_share, copy_hbm_share, decode_layer, prefill_layer, sm_stretch, tbo_forward
+from pdsim.costs.tbo import (attention_core_share, copy_hbm_share, decode_forward, decode_layer, prefill_forward,
+                             prefill_layer, sm_stretch, tbo_forward)
 from pdsim.sim.engine.executor import LocalExecutor
 from pdsim.specs.hardware import Efficiency
 
@@ -157,3 +159,17 @@ def test_copies_take_hbm_from_memory_bound_kernels():
         tbo_mod.COPY_HBM_PASSES = old
         _clear_costs()
     assert base - 0.03 < more < base
+
+
+def test_the_fast_schedules_are_the_stage_schedule():
+    """step.py prices every decode step with ``decode_forward`` / ``prefill_forward``; they are
+    ``tbo_forward`` over SGLang's operation lists, written out."""
+    rng = random.Random(3)
+    for _ in range(400):
+        v = [rng.choice([0.0, rng.random(), rng.random() * 1e-2]) for _ in range(10)]
+        n = rng.choice([1, 2, 3, 5, 6, 58])
+        d, c, flag = tuple(v[4:7]), tuple(v[7:10]), rng.random() < 0.5
+        assert decode_forward(*v[:4], d, c, n, flag) == pytest.approx(
+            tbo_forward(decode_layer(*v[:4], d, c), n, 2, flag), rel=1e-12, abs=1e-15)
+        assert prefill_forward(v[0], v[2], v[3], d, c, n, flag) == pytest.approx(
+            tbo_forward(prefill_layer(v[0], v[2], v[3], d, c, flag), n, 0, True), rel=1e-12, abs=1e-15)
