@@ -47,6 +47,8 @@ per-kernel speed ... reduced SMs with TBO".
 
 ``tbo_forward`` runs the stage schedule for a few layers and extrapolates its steady period to
 ``n`` layers, so fill, drain and every dependency wait are priced; there is no loss constant.
+``decode_forward`` / ``prefill_forward`` are the same schedules written out (the step model's
+hot path).
 """
 from __future__ import annotations
 
