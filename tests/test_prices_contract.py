@@ -34,7 +34,10 @@ def test_step_time_is_computed_from_step_coeffs(kind, case, tokens, batch, attn,
     rank = None if skew is None else (tokens + batch * q) / g.dp * skew
     c0, ca, cc = c.step_coeffs(tokens, seqs, batch, rank_tokens=rank, decode_tokens_per_seq=q)
     t = c.step_time(tokens, attn, seqs, batch, ctx, rank_tokens=rank, decode_tokens_per_seq=q)
-    assert t == c0 + ca * attn + cc * ctx  # bit-identical: the world may memoise the triple
+    if c.linear:
+        assert t == c0 + ca * attn + cc * ctx  # bit-identical: the world may memoise the triple
+    else:  # decode TBO hides communication behind the step's own attention (costs/tbo.py)
+        assert t <= (c0 + ca * attn + cc * ctx) * (1 + 1e-12)  # the triple holds the least hiding
     parts = c.breakdown(tokens, attn, seqs, batch, ctx, rank_tokens=rank, decode_tokens_per_seq=q)
     assert abs(sum(parts.values()) - t) <= 1e-9 * max(t, 1e-9)
     assert all(v >= 0 for v in parts.values())

@@ -174,6 +174,8 @@ ASSUMPTIONS = (
     Assumption("pdsim.costs.transfer", "NVLINK_PER_CHUNK_US", 1.0, lambda r: r.scenario.cluster.disaggregated),
     Assumption("pdsim.costs.roofline", "W4A16_DEQUANT", 1.0,
                lambda r: r.model.quant is not None and bool(r.model.quant.weight_only)),
+    Assumption("pdsim.costs.tbo", "COPY_HBM_PASSES", 0.5, lambda r: _moe(r) and any(
+        g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r))),
     Assumption("pdsim.costs.elementwise", "ATTN_KERNELS", 0.5, _always),
     Assumption("pdsim.costs.elementwise", "MLP_KERNELS", 0.5, _always),
     Assumption("pdsim.costs.elementwise", "HIDDEN_PASSES_ATTN", 0.5, _always),

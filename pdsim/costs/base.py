@@ -28,6 +28,11 @@ c_ctx * decode_ctx`` from those same three floats, in that order, so a memoised 
 bit-identical times. ``breakdown`` returns seconds per component; they sum to ``step_time``
 (up to float rounding).
 
+A cost whose ``linear`` attribute is False gives no such guarantee and the world prices each
+of its steps (costs/pipeline.py's round; decode under two-batch overlap, whose hiding depends
+on the step's attention, costs/tbo.py): its triple then prices the step at the least attention
+work (an upper bound on its ``step_time``).
+
 Returns seconds. Implementations must be monotone non-decreasing in every positional argument.
 """
 from __future__ import annotations

@@ -119,6 +119,10 @@ class RooflineStepCost:
                 spec.eplb, expert_parallel=group.ep > 1, seed=spec.seed, drift=spec.batch_drift)
             self.distinct = DistinctTable(expert_load_model)
         self.tbo = eng.enable_two_batch_overlap
+        # decode TBO hides communication behind the attention core (tbo.py), so the step is not
+        # linear in decode_ctx: the world prices each step (no memo by shape) and step_coeffs
+        # holds the core at its least work
+        self.linear = not (self.tbo and role != "prefill")
         self.sm_share_normal = e.deepep_normal_sm_share
         self.graph_bs = eng.cuda_graph_max_bs
         self.launch_eager = eager_layer_s(model, group, e, A) * L  # costs/host.py: from the layer's structure
@@ -247,6 +251,10 @@ class RooflineStepCost:
     def step_time(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int,
                   decode_batch: int, decode_ctx: float, *, rank_tokens: float | None = None,
                   decode_tokens_per_seq: int = 1) -> float:
+        if not self.linear:
+            parts, ca, cc = self._coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens,
+                                         decode_tokens_per_seq, decode_ctx)
+            return sum(parts) + ca * prefill_attn + cc * decode_ctx
         c0, ca, cc = self.step_coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens=rank_tokens,
                                       decode_tokens_per_seq=decode_tokens_per_seq)
         return c0 + ca * prefill_attn + cc * decode_ctx
@@ -255,7 +263,8 @@ class RooflineStepCost:
                   decode_batch: int, decode_ctx: float, *, rank_tokens: float | None = None,
                   decode_tokens_per_seq: int = 1) -> dict[str, float]:
         """Seconds per component for one step (sums to ``step_time``)."""
-        parts, ca, cc = self._coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens, decode_tokens_per_seq)
+        parts, ca, cc = self._coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens, decode_tokens_per_seq,
+                                     None if self.linear else decode_ctx)
         out = dict(zip(self.PARTS, parts))
         host_ctx = self.ctx_overhead / self.dp if decode_batch else 0.0  # c_ctx's host share (step.py)
         out["attn_core"] += ca * prefill_attn + (cc - host_ctx) * decode_ctx

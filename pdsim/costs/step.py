@@ -21,17 +21,17 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   touched expert's rows padded to the GEMM tile; shared experts GEMM(M); DeepEP dispatch +
   combine sized by the busiest sender or the hottest receiver (``moe_a2a_backend: none``: an
   all-reduce of the partial outputs over the world instead); TP-sharded experts all-reduce;
-- two-batch overlap (TBO, tbo.py): two micro-batches of n/2 tokens. Each pays its own GEMM
-  weight reads, kernel latencies, DeepEP base latencies and launches (computed at n/2); an MoE
-  layer is then priced by the two-stream schedule of tbo.py (SGLang's operation order: each
-  micro-batch's attention, then dispatch, experts, combine), where one micro-batch's compute
-  (attention projections and core, experts) hides the other's communication in flight, never its
-  own. What cannot hide stays on the compute stream: the attention-TP all-reduce, the NVLink copy
-  of low-latency kernels (done by SMs), and the SMs DeepEP's normal kernels hold while they
+- two-batch overlap (TBO, tbo.py): SGLang's stage schedule over the MoE layers (the dense layers
+  run the whole batch before it), two micro-batches of n/2 tokens. Each pays its own GEMM weight
+  reads, kernel latencies, DeepEP latencies and launches (computed at n/2). Prefill: a
+  micro-batch's attention hides the other's dispatch, its experts the other's dispatch and
+  combine; decode: only the attention stages (and a micro-batch's own shared experts) hide the
+  DeepEP legs, the routed experts hide nothing. DeepEP's normal kernels hold SMs while they
   overlap compute (``deepep_normal_sm_share``). No loss constant. The attention core enters the
-  schedule at the shape's least attention work (equal prompts, no cached prefix; decode: its
-  kernel latency only, the context being unknown to the coefficients), which keeps the step
-  linear in the attention work (the gain is under-stated when longer attention would hide more);
+  schedule at the shape's least work in prefill (equal prompts, no cached prefix: the step stays
+  linear); in decode at the step's own context (``decode_ctx`` given: the decode TBO cost is not
+  linear, roofline.py sets ``linear`` False) or, in the coefficient triple, at its kernel latency
+  only (an upper bound);
 - LM head GEMM over the sequences' logits; DP-attention synchronisation (one small collective
   per step over the world); kernel launches (CUDA graph replay or eager); per-step host overhead
 plus a per-sequence share (input preparation, sampling, output processing: ``seq_overhead_us``) and
@@ -43,9 +43,10 @@ from __future__ import annotations
 import math
 
 from .compute import soft_max_scalar
-from .tbo import sm_partition, tbo_moe_layers
+from .comm import FP8_DISPATCH_BYTES, deepep_legs
+from .tbo import attention_core_share, copy_hbm_share, decode_forward, prefill_forward, sm_stretch
 
-NO_COMM = (0.0, 0.0, 0.0, 0.0)
+NO_COMM = (0.0,) * 6
 PARTS = ("attn_proj", "attn_core", "mlp", "moe", "comm", "lm_head", "launch", "overhead")
 
 
@@ -78,6 +79,7 @@ def make_coeffs(c):
     overhead, seq_overhead, ctx_overhead = c.step_overhead, c.seq_overhead, c.ctx_overhead
     lm_on = c.lm_head_on
     tbo = c.tbo
+    core_share = attention_core_share(c.model) if tbo else 0.0  # decode TBO's attention-core stage
     sm_share = c.sm_share_normal
     h2 = c.hidden * 2.0
     has_ar_attn = c.attn_tp > 1
@@ -94,6 +96,10 @@ def make_coeffs(c):
         a2a_ll, a2a_nm = c.a2a_ll, c.a2a_normal
         sqrt, exp = math.sqrt, math.exp
         log_stay = math.log(1.0 - 1.0 / epg) if epg > 1.0 else 0.0  # P(an assignment misses one expert)
+        hbm_share = 0.0  # of the HBM, the copies of a DeepEP normal kernel under TBO (tbo.py)
+        if tbo and ep and deepep and a2a_nm[0][2] > 0.0:
+            link = sum(deepep_legs(1.0, c.hidden, k, W, c.gpn, FP8_DISPATCH_BYTES, True))
+            hbm_share = copy_hbm_share(link / a2a_nm[0][2], c.hbm_peak * c.hw.efficiency.hbm)
 
     ew_a0, ew_a1, ew_m0, ew_d1, ew_m1, ew_asg = c.c_ew
 
@@ -101,8 +107,8 @@ def make_coeffs(c):
         """(attention-projection, dense-MLP, MoE-compute, MoE-comm, attention-TP all-reduce,
         and the GEMM kernels' part of the attention projections and of the MoE compute)
         seconds of one layer of each kind for ``n_tok`` tokens (``m`` on the busiest rank); the
-        MoE comm in seconds, under TBO as (dispatch on SMs, dispatch in flight, combine on SMs,
-        combine in flight)."""
+        MoE comm in seconds, under TBO as (SM, fixed, bandwidth) seconds of the dispatch, then
+        of the combine (tbo.py's transfers)."""
         ap_g = attn_proj(m)
         ap = ap_g + ew_a0 + ew_a1 * m
         ar = ar_a0 + ar_a1 * m * h2 if has_ar_attn else 0.0
@@ -127,11 +133,11 @@ def make_coeffs(c):
                 send = m / c.attn_tp
                 hot = mean_rank * imb
                 x = send if send > hot else hot
-                comm = (dsm * x, db + dfl * x, csm * x, cb + cfl * x) if tbo else db + cb + (dsm + dfl + csm + cfl) * x
+                comm = (dsm * x, db, dfl * x, csm * x, cb, cfl * x) if tbo else db + cb + (dsm + dfl + csm + cfl) * x
             else:  # no a2a backend: the partial outputs of every rank's experts are summed (NCCL, on the SMs)
                 comm = ar_w0 + ar_w1 * n_tok * h2
                 if tbo:
-                    comm = (0.0, 0.0, comm, 0.0)
+                    comm = (0.0, 0.0, 0.0, comm, 0.0, 0.0)
         else:  # every GPU holds a 1/W slice of every expert: no imbalance
             a_gpu = assign / W
             t_gpu = touched / W
@@ -139,7 +145,7 @@ def make_coeffs(c):
             # the all-reduce runs on the SMs (NCCL kernels): nothing for TBO to hide
             comm = ar_w0 + ar_w1 * n_tok * h2 if W > 1 else 0.0
             if tbo:
-                comm = (0.0, 0.0, comm, 0.0)
+                comm = (0.0, 0.0, 0.0, comm, 0.0, 0.0)
         x = m_cf * a_gpu * (m_exp if m_exp > m_tile else m_tile) / (m_exp if m_exp > 1e-9 else 1e-9)
         y = m_wb * t_gpu
         routed = m_lat + ((x if x > y else y) if m_hard else soft_max_scalar(x, y, m_sharp))
@@ -151,44 +157,63 @@ def make_coeffs(c):
         routed += ew_m0 + ew_m1 * m + ew_asg * a_gpu
         return ap, dm, routed, comm, ar, ap_g, mo_g
 
-    def coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens=None, q=1):
+    def coeffs(prefill_tokens, prefill_seqs, decode_batch, rank_tokens=None, q=1, decode_ctx=None):
         n_tok = prefill_tokens + decode_batch * q
         if n_tok <= 0:
             return (0.0,) * 8, 0.0, 0.0
         m = rank_tokens if rank_tokens is not None else n_tok / D
         prefill = prefill_tokens > 0
         split = 2.0 if tbo else 1.0
+        # SGLang runs TBO over the MoE layers only: the dense layers before them run the whole
+        # batch (DeepseekV2Model.forward: TBO starts at first_k_dense_replace)
+        per_layer = (n_moe * split + n_dense) if tbo else L
         # attention core: linear in the work; kernel latencies once per micro-batch
         c_attn = L * pf_c if prefill else 0.0
         core = 0.0
         if prefill:
-            core = L * pf_lat * split
+            core = per_layer * pf_lat
         c_ctx = 0.0
         if decode_batch:
             fl = dec_fl * q
             c_ctx = L * (dec_kv if dec_kv > fl else fl) + ctx_overhead
-            core += L * dec_lat * split
+            core += per_layer * dec_lat
         if tbo:
-            ap, dm, mo, cm, ar, ap_g, mo_g = layer_costs(n_tok / 2.0, m / 2.0, prefill)
-            proj = L * 2.0 * ap
-            mlp = n_dense * 2.0 * dm
-            moe = n_moe * 2.0 * mo
-            comm = (L * 2.0 * ar) if has_ar_attn else 0.0
-            if n_moe:  # the two-stream schedule of one MoE layer (tbo.py)
+            proj = mlp = moe = comm = 0.0
+            if n_dense:
+                ap, dm, _, _, ar, _, _ = layer_costs(n_tok, m, prefill)
+                proj, mlp = n_dense * ap, n_dense * dm
+                comm = n_dense * 2.0 * ar if has_ar_attn else 0.0  # after attention and after the MLP
+            if n_moe:  # the stage schedule of SGLang's TBO (tbo.py), micro-batches of n/2
+                mh = m / 2.0
+                ap, _, mo, cm, ar, ap_g, mo_g = layer_costs(n_tok / 2.0, mh, prefill)
+                proj += n_moe * 2.0 * ap
+                moe += n_moe * 2.0 * mo
                 # attention core of one micro-batch at the shape's least work (see the docstring)
                 seqs_rank = prefill_seqs / D if prefill_seqs > D else 1.0
-                core_mb = (pf_c * m * m / (4.0 * seqs_rank) + pf_lat) if prefill else 0.0
+                core_mb = (pf_c * mh * mh / seqs_rank + pf_lat) if prefill else 0.0
                 if decode_batch:
                     core_mb += dec_lat
-                d_sm, d_fl, c_sm, c_fl = cm
-                a_leg = ap + core_mb + (ar if has_ar_attn else 0.0) + d_sm
-                m_leg = mo + c_sm
-                if ep and deepep and not (ll_pf if prefill else ll_dec):  # normal kernels hold SMs while they overlap
-                    a_leg, m_leg = sm_partition(a_leg, m_leg, d_fl, c_fl, sm_share, ap_g, mo_g)
-                layers = tbo_moe_layers(a_leg, m_leg, d_fl, c_fl, n_moe)
-                comm += layers - n_moe * 2.0 * (ap + core_mb + mo) - ((n_moe * 2.0 * ar) if has_ar_attn else 0.0)
-            if n_dense and has_ar_attn:
-                comm += n_dense * 2.0 * ar
+                    if decode_ctx:  # the step's own context (a non-linear TBO cost, see the docstring)
+                        core_mb += (dec_kv if dec_kv > fl else fl) * decode_ctx / (2.0 * D)
+                sh = shared(mh) if shared is not None else 0.0
+                ew_mlp = ew_m0 + ew_m1 * mh  # norm, quantisation, gate, top-k: before the dispatch
+                ex = mo - sh - ew_mlp  # routed experts with their activation and permutation
+                attn = ap + core_mb + ar + ew_mlp
+                prep = ap - core_share * ap_g  # decode: the attention before its kernel (op_prepare)
+                d, cmb = cm[:3], cm[3:]
+                ll = ll_pf if prefill else ll_dec
+                if ep and deepep and not ll:  # normal kernels hold SMs and HBM while they overlap
+                    g, f, fm = sm_stretch(attn + mo, sum(cm), sm_share, hbm_share)
+                    ex_g, mem = mo_g - sh, ap - ap_g + ew_mlp  # GEMMs; the small memory-bound kernels
+                    attn = ap_g * g + (attn - ap_g - mem) * f + mem * fm
+                    prep = (1.0 - core_share) * ap_g * g + (ap - ap_g) * fm
+                    sh, ex = sh * g, ex_g * g + (ex - ex_g) * fm
+                normal = ep and deepep and not ll
+                if prefill:
+                    layers = prefill_forward(attn, sh, ex, d, cmb, n_moe, normal)
+                else:
+                    layers = decode_forward(prep, attn - prep, sh, ex, d, cmb, n_moe, normal)
+                comm += layers - n_moe * 2.0 * (ap + core_mb + mo)
         else:
             ap, dm, mo, cm, ar, _, _ = layer_costs(n_tok, m, prefill)
             proj, mlp, moe = L * ap, n_dense * dm, n_moe * mo
@@ -199,6 +224,6 @@ def make_coeffs(c):
         lm_head = lm(logits) if (lm_on and logits > 0) else 0.0
         launch = launch_graph if (not prefill and m / q <= graph_bs) else launch_eager
         host = overhead + seq_overhead * (decode_batch + prefill_seqs) if seq_overhead else overhead
-        return (proj, core, mlp, moe, comm, lm_head, launch * split, host), c_attn / D, c_ctx / D
+        return (proj, core, mlp, moe, comm, lm_head, launch * (per_layer / L), host), c_attn / D, c_ctx / D
 
     return coeffs

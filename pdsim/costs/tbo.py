@@ -1,77 +1,326 @@
-"""Two-batch overlap (TBO) of MoE layers, built from its parts (seconds).
+"""Two-batch overlap (TBO) of MoE layers, built from SGLang's own operation order (seconds).
 
-SGLang's TBO (LMSYS 2025-05-05, "Two-batch Overlap"; DeepSeek's profile-data design) splits a
-batch into two micro-batches and runs each layer's operations in this order per micro-batch:
-attention, dispatch, experts, combine, with a yield after the attention and after the experts,
-so the GPU sees two streams:
+SGLang's TBO (LMSYS blog 2025-05-05, "Two-batch Overlap", after DeepSeek's profile-data design)
+splits a batch into two micro-batches A and B and runs both on **one** CUDA stream. Each layer is
+a list of operations cut into *stages* by yield points
+(sglang/srt/operations_strategy.py, ``_compute_moe_deepseek_blog_prefill`` / ``_decode``); the
+executor (sglang/srt/operations.py, ``execute_overlapped_operations``) runs ``delta`` stages of A
+alone, then alternates one stage of A, one of B, and finishes B's last ``delta`` stages.
+A transfer hides behind whatever the stream runs between the stage that sends it and the
+stage that receives it; a receive whose data has not arrived waits (LMSYS: decode kernels
+"busy-waiting for data"). Per layer:
 
-    compute stream:  A1  A2  M1  M2 | A1' A2' M1' M2' | ...
-    comm stream:         D1  D2  C1  C2 | D1' ...
+- **prefill** (``tbo_delta_stages = 0``; two stages per layer)::
 
-- A_i: micro-batch i's attention (projections, core, attention-TP all-reduce) and whatever part
-  of its dispatch runs on the SMs; M_i: its experts (routed + shared) and the SM part of its
-  combine;
-- D_i / C_i: the part of micro-batch i's dispatch / combine that is in flight on the comm stream.
-- Dependencies: D_i starts when A_i ends; M_i needs D_i; C_i needs M_i; the next layer's A_i
-  needs C_i. A micro-batch's compute never hides its own communication, only the other's.
+      [shared experts and combine_b of the previous layer, attention, gate, top-k, dispatch_a]
+      [dispatch_b, routed experts, combine_a]
 
-``tbo_moe_layers`` runs this schedule for a few layers (the pattern is periodic after the first)
-and extrapolates to ``n`` layers, so a layer costs max(compute, comm) only where the two
-streams really interleave, plus the pipeline's fill and the waits the dependencies force.
+  so A's dispatch hides behind B's attention, B's behind A's experts, and each combine behind
+  the other micro-batch's experts and its own shared experts (``prefill_layer``). DeepEP's
+  normal kernels are issued in the ``_b`` call, ready since the ``_a`` call's event, one after
+  another on DeepEP's comm stream;
+- **decode** (``tbo_delta_stages = 2``; five stages per layer, DeepSeek's "5-stage pipeline")::
 
-DeepEP's normal kernels (prefill) run on a fixed SM partition while they overlap compute (24 of
-132 SMs in DeepEP's benchmarks, ``deepep_normal_sm_share``): DeepGEMM is held to the other SMs
-for the whole TBO forward, other compute while it runs beside them (``sm_partition``). LMSYS observed exactly this in its prefill breakdown
-("no-TBO 8k outperforms TBO 16k in per-kernel speed ... reduced SMs with TBO"). Low-latency
-kernels (decode) hold SMs only while they copy (the NVLink leg; LMSYS: they "either fully
-utilize SMs (during send/receive) or none (during inflight waiting)"): that part is on the
-compute stream, the in-flight part on the comm stream.
+      [attention prepare (projections, RoPE)]  [attention core, o_proj, gate, top-k]
+      [dispatch_a, shared experts]  [dispatch_b, routed experts, combine_a]  [combine_b]
 
-At small decode batches a micro-batch's GEMMs read the same weights as the whole batch (weight
-reads dominate), so TBO doubles them and its per-micro-batch fixed costs, while the
-communication it hides is small: TBO loses (LMSYS ablation: -27% at 32 tokens per device). At
-large batches compute and communication are comparable and TBO wins (+25.5% at 256).
+  so a dispatch hides behind its own shared experts and the other micro-batch's attention
+  prepare, a combine behind the other's attention core; the routed experts hide nothing
+  (``decode_layer``). The gain therefore follows the attention time (the context): LMSYS's
+  simulated-MTP case with slowed attention gains most (+35%), and "SGLang's combine ... appears
+  2x slower than DeepSeek's due to shorter attention computation, causing communication kernels
+  to busy-wait". At small batches each micro-batch reads every weight again and pays every
+  kernel latency again for little communication to hide: TBO gains nothing or loses.
+
+Transfers are (SM seconds on the stream, fixed seconds, bandwidth seconds). DeepEP's normal
+kernels (prefill) run on their comm stream one after another (``serial``): a kernel starts when
+the previous one has finished. Low-latency kernels (decode) put their RDMA writes on the NIC:
+their bytes queue behind the bytes already on it, their fixed latency (the completion round
+trip) does not hold the NIC; their NVLink copy is SM work on the stream (DeepSeek profile-data
+README: "after RDMA messages are issued, all GPU SMs are freed").
+
+DeepEP's normal kernels hold a fixed SM partition (24 of 132 SMs in DeepEP's benchmarks,
+``deepep_normal_sm_share``): SGLang limits DeepGEMM to the other SMs for the whole TBO prefill
+(``deep_gemm_num_sms = total - DeepEPConfig.num_sms``), and other kernels lose those SMs while a
+communication kernel runs beside them (``sm_stretch``). LMSYS: "no-TBO 8k outperforms TBO 16k in
+per-kernel speed ... reduced SMs with TBO".
+
+``tbo_forward`` runs the stage schedule for a few layers and extrapolates its steady period to
+``n`` layers, so fill, drain and every dependency wait are priced; there is no loss constant.
+``decode_forward`` / ``prefill_forward`` are the same schedules written out (the step model's
+hot path).
 """
 from __future__ import annotations
 
-
-def sm_partition(a: float, m: float, d: float, c: float, share: float, a_gemm: float = 0.0,
-                 m_gemm: float = 0.0) -> tuple[float, float]:
-    """Compute legs (a, m) of one micro-batch stretched by the SMs normal DeepEP kernels hold.
-
-    SGLang runs the whole TBO prefill forward with DeepGEMM limited to the SMs DeepEP leaves
-    (two_batch_overlap.py: ``configure_deep_gemm_num_sms(total SMs - DeepEPConfig.num_sms)``),
-    so the DeepGEMM part of each leg (``a_gemm``, ``m_gemm``) runs on 1 - ``share`` of the SMs
-    throughout; the other kernels (attention core, small kernels) share the SMs only while a
-    communication kernel runs beside them (at most all of the time: comm d + c against compute
-    a + m per micro-batch)."""
-    comp = a + m
-    if comp <= 0.0 or share <= 0.0:
-        return a, m
-    overlap = (d + c) / comp
-    f = 1.0 + (overlap if overlap < 1.0 else 1.0) * share / (1.0 - share)
-    g = 1.0 / (1.0 - share)
-    return a_gemm * g + (a - a_gemm) * f, m_gemm * g + (m - m_gemm) * f
+YIELD = None  # a yield point between stages
+SIM_LAYERS = 5  # layers simulated before the steady period is extrapolated
+# HBM passes of each byte a DeepEP normal kernel moves over a link, on one GPU: read where it
+# leaves, written where it lands, read and written again by the NVLink forwarding or by the
+# receiver's copy into the expert layout (a reading of DeepEP's internode path). Assumption 4,
+# range 2-6 (``pdsim sensitivity`` perturbs it).
+COPY_HBM_PASSES = 4.0
 
 
-def tbo_moe_layers(a: float, m: float, d: float, c: float, n: int) -> float:
-    """Seconds of ``n`` consecutive MoE layers under two-batch overlap, per-micro-batch legs
-    ``a`` (attention side compute), ``m`` (expert side compute), ``d`` (dispatch in flight),
-    ``c`` (combine in flight); see the module docstring for the schedule."""
+def attention_core_share(model) -> float:
+    """Share of one layer's attention weights (and their FLOPs) that decode runs *after* the
+    attention kernel, in SGLang's ``op_core`` stage: MLA's w_vc absorption bmm and o_proj; GQA's
+    o_proj. The rest (q/kv projections, MLA's q_b and w_kc) is the ``op_prepare`` stage."""
+    h, H = model.hidden, model.num_heads
+    if model.mla is not None:
+        m = model.mla
+        core = H * m.v_head_dim * h + m.kv_lora_rank * H * m.v_head_dim
+    else:
+        core = H * model.head_dim * h
+    total = model.attn_params
+    return core / total if total > 0 else 0.0
+
+
+def sm_stretch(compute: float, comm: float, share: float, hbm_share: float = 0.0) -> tuple[float, float, float]:
+    """(GEMM factor, other-kernel factor, memory-bound-kernel factor) by which DeepEP's normal
+    kernels stretch a micro-batch's compute: DeepGEMM runs on 1 - ``share`` of the SMs
+    throughout the TBO forward; other kernels lose ``share`` of the SMs for the part of their
+    time a communication kernel runs beside them (at most all of it: ``comm`` against
+    ``compute``); memory-bound kernels also lose ``hbm_share`` of the HBM bandwidth then
+    (``copy_hbm_share``)."""
+    if compute <= 0.0 or (share <= 0.0 and hbm_share <= 0.0):
+        return 1.0, 1.0, 1.0
+    overlap = comm / compute
+    if overlap > 1.0:
+        overlap = 1.0
+    f = 1.0 + overlap * share / (1.0 - share)
+    return 1.0 / (1.0 - share), f, f * (1.0 + overlap * hbm_share / (1.0 - hbm_share))
+
+
+def copy_hbm_share(link_bytes_per_s: float, hbm_bytes_per_s: float) -> float:
+    """Share of this GPU's achievable HBM bandwidth that a DeepEP normal kernel's copies take
+    while it moves ``link_bytes_per_s`` over NVLink and RDMA (``COPY_HBM_PASSES`` per byte):
+    memory-bound kernels beside it get the rest. H100 EP32 (RDMA-bound, ~70 GB/s of link bytes):
+    ~0.1; one node (NVLink copies at ~300 GB/s): ~0.45."""
+    if hbm_bytes_per_s <= 0.0:
+        return 0.0
+    share = COPY_HBM_PASSES * link_bytes_per_s / hbm_bytes_per_s
+    return share if share < 0.9 else 0.9
+
+
+def prefill_layer(attn: float, shared: float, experts: float, d: tuple, c: tuple, normal: bool = True) -> list:
+    """One MoE layer of one micro-batch in SGLang's prefill TBO order. ``attn``: attention
+    (projections, core, norms, gate, top-k, attention-TP all-reduce); ``shared`` / ``experts``:
+    shared and routed experts; ``d`` / ``c``: dispatch / combine as (SM seconds on the stream,
+    fixed seconds, bandwidth seconds). What follows the last yield (shared experts, combine_b)
+    runs in the next layer's first stage, as SGLang's concatenated operation lists do.
+
+    ``normal``: DeepEP's normal kernels. SGLang's ``dispatch_a`` / ``combine_a`` only record an
+    event; ``dispatch_b`` / ``combine_b`` call ``Buffer.dispatch`` / ``Buffer.combine``
+    (token_dispatcher/deepep.py, ``_DeepEPDispatcherImplNormal``), which put the kernel on
+    DeepEP's one comm stream, to start once that event has passed. A transfer therefore enters
+    the comm stream in the order of the ``_b`` calls, ready since its ``_a`` (``event`` /
+    ``issue``). The dispatch's ``_b`` also blocks the CPU until the notify kernel has counted the
+    tokens (LMSYS: the yield between ``_a`` and ``_b`` exists so the other micro-batch's
+    compute is queued before that block); with the other micro-batch's stage already queued the
+    block leaves the GPU busy, so it is not priced.
+    Low-latency kernels (``normal`` False) send in ``_a`` and receive in ``_b``."""
+    if normal:
+        return [("c", attn), ("event", "d"), YIELD, ("issue", "d") + tuple(d), ("recv", "d"), ("c", experts),
+                ("event", "c"), YIELD, ("c", shared), ("issue", "c") + tuple(c), ("recv", "c")]
+    return [("c", attn), ("send", "d") + tuple(d), YIELD, ("recv", "d"), ("c", experts), ("send", "c") + tuple(c),
+            YIELD, ("c", shared), ("recv", "c")]
+
+
+def decode_layer(prepare: float, core: float, shared: float, experts: float, d: tuple, c: tuple) -> list:
+    """One MoE layer of one micro-batch in SGLang's decode TBO order (five stages); ``prepare``
+    / ``core``: the attention before / from the attention kernel on (``attention_core_share``)."""
+    return [("c", prepare), YIELD, ("c", core), YIELD, ("send", "d") + tuple(d), ("c", shared), YIELD,
+            ("recv", "d"), ("c", experts), ("send", "c") + tuple(c), YIELD, ("recv", "c"), YIELD]
+
+
+def _stages(layer: list, n: int) -> list[list[tuple]]:
+    """The stages of ``n`` consecutive layers: the layers' operation lists concatenated and cut
+    at the yields (SGLang's ``_convert_operations_to_stages``), transfers keyed by layer."""
+    stages, cur = [], []
+    for i in range(n):
+        for op in layer:
+            if op is YIELD:
+                stages.append(cur)
+                cur = []
+            elif op[0] == "c":
+                cur.append(op)
+            else:
+                cur.append((op[0], (op[1], i)) + op[2:])
+    if cur:
+        stages.append(cur)
+    return stages
+
+
+def _run(stages: list[list[tuple]], delta: int, serial: bool) -> tuple[float, list[float]]:
+    """Seconds until both micro-batches have run ``stages`` on one stream (A leads by ``delta``
+    stages), and when A finished each stage."""
+    t = 0.0
+    link_free = 0.0
+    arrive: dict = {}
+    event: dict = {}
+    a_done: list[float] = []
+    n = len(stages)
+    order = [("a", i) for i in range(delta)]
+    for i in range(n - delta):
+        order += [("a", delta + i), ("b", i)]
+    order += [("b", n - delta + i) for i in range(delta)]
+    for mb, s in order:
+        for op in stages[s]:
+            kind = op[0]
+            if kind == "c":
+                t += op[1]
+            elif kind == "send" or kind == "issue":
+                _, key, sm, fixed, bw = op
+                t += sm
+                ready = t if kind == "send" else event.get((mb, key), t)  # issue: since the event
+                start = ready if ready > link_free else link_free
+                link_free = start + bw + (fixed if serial else 0.0)
+                arrive[(mb, key)] = start + bw + fixed
+            elif kind == "event":
+                event[(mb, op[1])] = t
+            else:
+                got = arrive.get((mb, op[1]))
+                if got is not None and got > t:
+                    t = got
+        if mb == "a":
+            a_done.append(t)
+    return t, a_done
+
+
+def tbo_forward(layer: list, n: int, delta: int, serial: bool) -> float:
+    """Seconds of ``n`` consecutive MoE layers under TBO, both micro-batches, for the per-layer
+    operation list ``layer`` (``prefill_layer`` / ``decode_layer``): the stage schedule of a few
+    layers, extrapolated by its steady period (measured over two layers, so a schedule whose
+    period spans two layers is priced right)."""
     if n <= 0:
         return 0.0
-    comp_free = comm_free = c1 = c2 = 0.0
-    ends = []
-    for _ in range(3):
-        a1 = (comp_free if comp_free > c1 else c1) + a
-        a2 = (a1 if a1 > c2 else c2) + a
-        d1 = (comm_free if comm_free > a1 else a1) + d
-        d2 = (d1 if d1 > a2 else a2) + d
-        m1 = (a2 if a2 > d1 else d1) + m
-        m2 = (m1 if m1 > d2 else d2) + m
-        c1 = (d2 if d2 > m1 else m1) + c
-        c2 = (c1 if c1 > m2 else m2) + c
-        comp_free, comm_free = m2, c2
-        ends.append(m2 if m2 > c2 else c2)
-    period = (ends[2] - ends[0]) / 2.0
-    return ends[0] + (n - 1) * period
+    k = n if n <= SIM_LAYERS else SIM_LAYERS
+    stages = _stages(layer, k)
+    total, a_done = _run(stages, delta, serial)
+    if n == k:
+        return total
+    per = layer.count(YIELD)  # stages per layer
+    period = (a_done[per * (k - 1) - 1] - a_done[per * (k - 3) - 1]) / 2.0
+    return total + (n - k) * period
+
+
+# -- the same two schedules as straight-line arithmetic: step.py prices every decode step with
+# these (the step model's hot path); ``tbo_forward`` over ``prefill_layer`` / ``decode_layer`` is
+# their reference (tests/mechanisms/test_tbo.py checks they agree)
+
+def _extrapolate(total: float, ends: list[float], k: int, n: int) -> float:
+    if n == k:
+        return total
+    return total + (n - k) * (ends[k - 2] - ends[k - 4]) / 2.0  # the steady period over two layers
+
+
+def decode_forward(prep: float, core: float, shared: float, experts: float, d: tuple, c: tuple, n: int,
+                   serial: bool = False) -> float:
+    """``tbo_forward(decode_layer(prep, core, shared, experts, d, c), n, 2, serial)``, unrolled:
+    per layer the stream runs A2 B0 A3 B1 A4 B2 A0' B3 A1' B4 (stage numbers of ``decode_layer``,
+    A two stages ahead)."""
+    if n <= 0:
+        return 0.0
+    dsm, dfx, dbw = d
+    csm, cfx, cbw = c
+    dhold = dbw + dfx if serial else dbw
+    chold = cbw + cfx if serial else cbw
+    k = n if n <= SIM_LAYERS else SIM_LAYERS
+    link = 0.0
+    t = prep + core  # A0 A1 of the first layer
+    ends: list[float] = []
+    for i in range(k):
+        # A2: dispatch_a, shared experts
+        t += dsm
+        st = t if t > link else link
+        link = st + dhold
+        ad = st + dbw + dfx
+        t += shared + prep  # B0: B's attention prepare
+        # A3: dispatch_b, experts, combine_a
+        if ad > t:
+            t = ad
+        t += experts + csm
+        st = t if t > link else link
+        link = st + chold
+        ac = st + cbw + cfx
+        t += core  # B1
+        if ac > t:  # A4: combine_b
+            t = ac
+        ends.append(t)
+        # B2: dispatch_a, shared experts
+        t += dsm
+        st = t if t > link else link
+        link = st + dhold
+        bd = st + dbw + dfx
+        t += shared
+        if i + 1 < k:
+            t += prep  # A0 of the next layer
+        if bd > t:  # B3: dispatch_b, experts, combine_a
+            t = bd
+        t += experts + csm
+        st = t if t > link else link
+        link = st + chold
+        bc = st + cbw + cfx
+        if i + 1 < k:
+            t += core  # A1 of the next layer
+        if bc > t:  # B4: combine_b
+            t = bc
+    return _extrapolate(t, ends, k, n)
+
+
+def prefill_forward(attn: float, shared: float, experts: float, d: tuple, c: tuple, n: int,
+                    normal: bool = True) -> float:
+    """``tbo_forward(prefill_layer(attn, shared, experts, d, c, normal), n, 0, True)``."""
+    if n <= 0:
+        return 0.0
+    dsm, dfx, dbw = d
+    csm, cfx, cbw = c
+    k = n if n <= SIM_LAYERS else SIM_LAYERS
+    t = link = 0.0
+    ev = [0.0, 0.0, 0.0, 0.0]  # dispatch / combine ready (event or send) of A, then of B
+    arr = [0.0, 0.0, 0.0, 0.0]
+    ends: list[float] = []
+    for i in range(k + 1):
+        for half in (0, 1):
+            if i == k and half == 1:
+                break
+            for mb in (0, 1):
+                if half == 0:  # [shared, combine_b of the previous layer | attention, dispatch_a]
+                    if i > 0:
+                        t += shared
+                        if normal:
+                            t += csm
+                            st = ev[2 * mb + 1] if ev[2 * mb + 1] > link else link
+                            link = st + cbw + cfx
+                            arr[2 * mb + 1] = link
+                        a = arr[2 * mb + 1]
+                        if a > t:
+                            t = a
+                    if i == k:
+                        continue
+                    t += attn
+                    if normal:
+                        ev[2 * mb] = t
+                    else:
+                        t += dsm
+                        st = t if t > link else link
+                        link = st + dbw + dfx
+                        arr[2 * mb] = link
+                else:  # [dispatch_b, experts, combine_a]
+                    if normal:
+                        t += dsm
+                        st = ev[2 * mb] if ev[2 * mb] > link else link
+                        link = st + dbw + dfx
+                        arr[2 * mb] = link
+                    a = arr[2 * mb]
+                    t = (a if a > t else t) + experts
+                    if normal:
+                        ev[2 * mb + 1] = t
+                    else:
+                        t += csm
+                        st = t if t > link else link
+                        link = st + cbw + cfx
+                        arr[2 * mb + 1] = link
+                    if mb == 0:
+                        ends.append(t)
+    return _extrapolate(t, ends, k, n)
