@@ -32,7 +32,7 @@ import numpy as np
 from ..specs.catalog import hardware_dir, hardware_keys, load_hardware_ref
 from . import data
 from .fit_comm import fit_allreduce, fit_deepep_ll, fit_deepep_normal, fit_mooncake, mooncake_per_chunk_us
-from .fit_compute import fit_attention, fit_gemm, fit_mla, fit_moe
+from .fit_compute import fit_attention, fit_gemm, fit_mha_prefill, fit_mla, fit_moe
 from .profile_io import FORMULAS, calibration_yaml, clean, summary_table  # noqa: F401 (re-exported)
 from .profile_io import write_profile as _write_profile
 
@@ -63,6 +63,8 @@ def _compute_fit(model: str, d: dict, keys: list[str], hws: dict) -> dict | None
         return fit_moe(rows("moe"), hws, model[len("moe_"):])
     if model.startswith("attention_"):
         return fit_attention(rows("attention"), hws).get(model)
+    if model == "mla_prefill":  # FA3 MHA on the non-absorbed heads (fit_mha_prefill)
+        return fit_mha_prefill(rows("attention"), hws)
     if model.startswith("mla_"):
         return fit_mla(rows("mla"), hws).get(model)
     raise KeyError(model)

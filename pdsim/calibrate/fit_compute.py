@@ -135,23 +135,47 @@ def _pairs(rows):
     return rows["batch"].to_numpy(float) * new * (prior + new / 2.0)
 
 
-def _fit_prefill(rows, hws, pair_flops, data: str, key_cols) -> dict | None:
+def _fit_prefill(rows, hws, pair_flops, data: str, key_cols, row_term: bool = False) -> dict | None:
+    """t = lat + (pairs + rows x row_pairs) x pair FLOPs / (peak eff) (compute.py); ``row_term``
+    False fixes row_pairs at 0 (the form of ``attention_prefill``)."""
     rows = rows[(rows["phase"] == "prefill") & rows["use"]]
     if len(rows) < 5:
         return None
     pairs, pf = _pairs(rows), pair_flops(rows)
+    q_rows = (rows["batch"] * rows["new_tokens"]).to_numpy(float)
     y = rows["us"].to_numpy(float) * 1e-6
     peak, _ = hw_arrays(rows, hws)
     ok = y >= 0.97 * pairs * pf / peak
-    pairs, pf, y, peak = pairs[ok], pf[ok], y[ok], peak[ok]
+    pairs, pf, y, peak, q_rows = pairs[ok], pf[ok], y[ok], peak[ok], q_rows[ok]
     held = heldout_mask(rows.loc[ok, key_cols].itertuples(index=False, name=None))
 
     def model(p, s=slice(None)):
-        return prefill_attention_s(pairs[s], pf[s], peak[s], p[0], p[1] * 1e-6)
+        return prefill_attention_s(pairs[s], pf[s], peak[s], p[0], p[1] * 1e-6, q_rows[s], p[2] if row_term else 0.0)
 
-    p, st = evaluate(lambda t: fit_log(lambda q: model(q, t), y[t], [[0.5, 10], [0.8, 30]], [0.02, 0], [1, 200]),
-                     model, y, held)
-    return _finish({"eff": p[0], "latency_us": p[1]}, st, data, int((~ok).sum()))
+    starts, lo, hi = ([[0.5, 10, 200], [0.8, 30, 1000]], [0.02, 0, 0], [1, 200, 8192]) if row_term else \
+        ([[0.5, 10], [0.8, 30]], [0.02, 0], [1, 200])
+    p, st = evaluate(lambda t: fit_log(lambda q: model(q, t), y[t], starts, lo, hi), model, y, held)
+    out = {"eff": p[0], "latency_us": p[1]}
+    if row_term:
+        out["row_pairs"] = p[2]
+    return _finish(out, st, data, int((~ok).sum()))
+
+
+def fit_mha_prefill(rows, hws) -> dict | None:
+    """DeepSeek MLA prefill as SGLang runs it without a cached prefix: MHA through FA3 on the
+    non-absorbed heads (q/k head dim 192, v 128; ``AttnForwardMethod.MHA`` / ``MHA_CHUNKED_KV``
+    of sglang's deepseek_v2.py on the fa3 backend, SGLang's default on Hopper since v0.4.6), one
+    K/V head per query head. Fitted on FA3's MHA rows of attention.csv (kv_heads = heads: the
+    shape that kernel runs; GQA rows share K/V tiles over heads and run faster per FLOP) with the
+    per-row term (compute.py); the FLOPs per pair carry the head dims, the fraction of peak
+    carries over. mla.csv's own prefill rows (AIConfigurator's context MLA) are not this kernel
+    (calibration/data/README.md). Held out: every third (heads, context) key."""
+    rows = rows[rows["heads"] == rows["kv_heads"]]
+    p = _fit_prefill(rows, hws, lambda r: gqa_pair_flops(r["heads"].to_numpy(float), r["head_dim"].to_numpy(float)),
+                     "attention", ["heads", "context"], row_term=True)
+    if p:
+        p["data"] = "calibration/data/attention.csv (kv_heads = heads: the MHA rows)"
+    return p
 
 
 def _fit_decode(rows, hws, kv_bytes, flops, data: str, key_cols, fixed_eff: float | None) -> dict | None:

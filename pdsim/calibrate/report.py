@@ -78,7 +78,8 @@ def _compute_rows() -> list[tuple]:
                     continue
                 pf = (gqa_pair_flops(heads, r["head_dim"].to_numpy(float)) if name == "attention" else
                       2.0 * heads * (r["nope_dim"] + r["rope_dim"] + r["v_dim"]).to_numpy(float))
-                pred = prefill_attention_s(_pairs(r), pf, peak, p["eff"], p["latency_us"] * 1e-6) * 1e6
+                pred = prefill_attention_s(_pairs(r), pf, peak, p["eff"], p["latency_us"] * 1e-6,
+                                           (r["batch"] * r["new_tokens"]).to_numpy(float), p.get("row_pairs", 0.0)) * 1e6
             else:
                 key = "mla_decode" if name == "mla" else "attention_decode"
                 p = cal.get(key)

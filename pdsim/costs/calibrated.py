@@ -80,8 +80,9 @@ class CalibratedStepCost(RooflineStepCost):
         k.moe = expert_gemm(k.moe, runner, self.ep > 1 and fp8 and runner != "triton")
         mla = self.model.attention == "mla"
         p = (cal.get("mla_prefill") if mla else None) or cal.get("attention_prefill")
-        if p:  # MLA prefill runs MHA through FA3 (non-absorbed pair FLOPs): the GQA FA3 fit unless MLA's own
-            k.prefill_attn = SimpleNamespace(pair_flops=self.pair_flops, eff=float(p["eff"]), lat=float(p["latency_us"]) * 1e-6)
+        if p:  # MLA prefill runs MHA through FA3 (non-absorbed pair FLOPs): its MHA-row fit, else the GQA FA3 fit
+            k.prefill_attn = SimpleNamespace(pair_flops=self.pair_flops, eff=float(p["eff"]), lat=float(p["latency_us"]) * 1e-6,
+                                             row_pairs=float(p.get("row_pairs", 0.0)))
         d = cal.get("mla_decode" if mla else "attention_decode")
         if d:
             k.decode_attn = SimpleNamespace(pair_flops=self.pair_flops_dec, eff=float(d["eff"]),

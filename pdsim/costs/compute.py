@@ -25,9 +25,15 @@ MoE layer (grouped GEMM over one GPU's experts, SwiGLU: 3 matrices of hidden x i
     M = assignments per touched expert, each expert's rows padded to m_tile.
   Fitted to calibration/data/moe.csv (SGLang fused-MoE Triton kernel).
 
-Attention, prefill (causal): F = pair_flops x token pairs, t = lat + F / (peak_bf16 eff).
+Attention, prefill (causal): t = lat + (pairs + rows x row_pairs) x pair_flops / (peak_bf16 eff).
   GQA pair FLOPs: 4 heads head_dim (QK^T and PV); MLA prefill as MHA: 2 heads (nope + rope + v).
-  Fitted to attention.csv (FA3).
+  ``rows`` = query tokens; ``row_pairs`` = key columns of work each query row costs beyond its
+  causal pairs, whatever its context: FA3 computes a query tile's diagonal K/V tile whole
+  (masked), loads Q, rescales and writes O once per tile, and fills and drains its pipeline per
+  tile. Without it one efficiency cannot hold from 1K to 16K prompts: FA3's MHA rows on H100
+  (attention.csv, kv_heads = heads) run at 25% of peak at 1K causal and 58% at 16K; with it,
+  eff 0.65 and row_pairs ~730 fit all 92 of them to 4% (``mla_prefill``, fit_compute.py).
+  Fitted to attention.csv (FA3); ``row_pairs`` 0 where a fit has none (``attention_prefill``).
 Attention, decode: every context token's KV is read once per step, FLOPs grow with the query
 tokens per sequence (1, or the draft tokens a speculative verify step checks):
     t = lat + max(KV bytes / (hbm hbm_eff), F / (peak eff))
@@ -100,8 +106,10 @@ def mla_pair_flops(heads: int, kv_lora: int, rope: int):
     return 2.0 * heads * (2 * kv_lora + rope)
 
 
-def prefill_attention_s(pairs, pair_flops, peak: float, eff: float, lat_s: float):
-    return lat_s + pairs * pair_flops / (peak * eff)
+def prefill_attention_s(pairs, pair_flops, peak: float, eff: float, lat_s: float, rows=0.0, row_pairs: float = 0.0):
+    """Seconds of causal prefill attention over ``pairs`` token pairs and ``rows`` query tokens
+    (module docstring: ``row_pairs`` key columns of per-row work)."""
+    return lat_s + (pairs + rows * row_pairs) * pair_flops / (peak * eff)
 
 
 def decode_attention_s(kv_bytes, flops, peak: float, hbm: float, eff: float, hbm_eff: float, lat_s: float):

@@ -156,7 +156,7 @@ class RooflineStepCost:
         return SimpleNamespace(
             gemm=gemm, lm_gemm=SimpleNamespace(**{**vars(gemm), "peak": self.peak_attn, "m_tile": e.gemm_m_tile}),
             moe=moe,
-            prefill_attn=SimpleNamespace(pair_flops=self.pair_flops, eff=e.attention, lat=lat),
+            prefill_attn=SimpleNamespace(pair_flops=self.pair_flops, eff=e.attention, lat=lat, row_pairs=0.0),
             decode_attn=SimpleNamespace(pair_flops=self.pair_flops_dec, eff=dec_eff, hbm_eff=dec_hbm, lat=lat),
             a2a_ll=self._a2a_first_principles(True), a2a_normal=self._a2a_first_principles(False),
             allreduce=self._allreduce_first_principles)
@@ -213,7 +213,8 @@ class RooflineStepCost:
         pa = k.prefill_attn
         # FP8 KV: FA3-FP8 runs the prefill attention math on FP8 tensor cores too (LMSYS 2025-09-26, "Fa3-FP8")
         pf_peak = self.hw.gpu.peak_flops("fp8") if self.kv_fp8 and self.hw.gpu.fp8_tflops else self.peak_attn
-        self.c_pf = (pa.pair_flops / (pf_peak * pa.eff), pa.lat)
+        # (s per pair, latency, key columns of work per query row: compute.prefill_attention_s)
+        self.c_pf = (pa.pair_flops / (pf_peak * pa.eff), pa.lat, getattr(pa, "row_pairs", 0.0))
         da = k.decode_attn
         # FP8 KV (FlashMLA-FP8 / FA3-FP8) runs the attention math on FP8 tensor cores
         dec_peak = self.hw.gpu.peak_flops("fp8") if self.kv_fp8 else self.peak_attn

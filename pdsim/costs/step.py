@@ -14,7 +14,8 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
 - attention projections: GEMM(M) over the rank's attention weights, plus the small memory-bound
   kernels around them (norm, quantisation, RoPE, residual: elementwise.py); TP all-reduce
   (attention TP > 1) of M x hidden BF16;
-- attention core: linear in the work (prefill pairs, decode context tokens x query tokens);
+- attention core: linear in the work (prefill pairs plus ``row_pairs`` per prefill token, decode
+  context tokens x query tokens);
 - dense MLP: GEMM(M) over the dense weights / attention TP (data-parallel dense layers under DP
   attention, SGLang's large-EP setup) + its all-reduce;
 - MoE (with its small kernels: gating, activation, permutation, elementwise.py): routed experts on the busiest GPU (imbalance x mean assignments, moe_load.py), each
@@ -69,7 +70,7 @@ def make_coeffs(c):
     attn_proj = _gemm(c.c_attn)
     dense_mlp = _gemm(c.c_dense)
     lm = _gemm(c.c_lm)
-    pf_c, pf_lat = c.c_pf
+    pf_c, pf_lat, pf_rows = c.c_pf
     dec_kv, dec_fl, dec_lat = c.c_dec
     ar_a0, ar_a1 = c.c_ar_attn
     ar_w0, ar_w1 = c.c_ar_world
@@ -170,8 +171,8 @@ def make_coeffs(c):
         # attention core: linear in the work; kernel latencies once per micro-batch
         c_attn = L * pf_c if prefill else 0.0
         core = 0.0
-        if prefill:
-            core = per_layer * pf_lat
+        if prefill:  # kernel latencies, and each query row's work beyond its pairs (compute.py)
+            core = per_layer * pf_lat + L * pf_c * pf_rows * prefill_tokens / D
         c_ctx = 0.0
         if decode_batch:
             fl = dec_fl * q
@@ -190,7 +191,7 @@ def make_coeffs(c):
                 moe += n_moe * 2.0 * mo
                 # attention core of one micro-batch at the shape's least work (see the docstring)
                 seqs_rank = prefill_seqs / D if prefill_seqs > D else 1.0
-                core_mb = (pf_c * mh * mh / seqs_rank + pf_lat) if prefill else 0.0
+                core_mb = (pf_c * (mh * mh / seqs_rank + pf_rows * mh) + pf_lat) if prefill else 0.0
                 if decode_batch:
                     core_mb += dec_lat
                     if decode_ctx:  # the step's own context (a non-linear TBO cost, see the docstring)
