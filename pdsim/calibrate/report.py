@@ -96,6 +96,15 @@ def _compute_rows() -> list[tuple]:
             pts = [f"{phase} b={b} new={n} ctx={c} heads={h}" for b, n, c, h in
                    zip(r["batch"], r["new_tokens"], r["context"], r["heads"])]
             out += _rows(name, hwk, key, pts, "us", r["us"], pred, r["use"], r["note"])
+            mha = r["heads"] == r["kv_heads"] if name == "attention" and phase == "prefill" else None
+            if mha is not None and mha.any() and "row_pairs" in cal.get("mla_prefill", {}):
+                # the rows mla_prefill is fitted on (fit_compute.fit_mha_prefill): FA3's MHA rows
+                m, q = r[mha], cal["mla_prefill"]
+                pm = prefill_attention_s(_pairs(m), gqa_pair_flops(m["heads"].to_numpy(float), m["head_dim"].to_numpy(float)),
+                                         peak, q["eff"], q["latency_us"] * 1e-6,
+                                         (m["batch"] * m["new_tokens"]).to_numpy(float), q["row_pairs"]) * 1e6
+                out += _rows(name, hwk, "mla_prefill", [x for x, k in zip(pts, mha) if k], "us", m["us"], pm, m["use"],
+                             m["note"])
     return out
 
 
