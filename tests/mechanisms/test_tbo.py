@@ -141,13 +141,16 @@ def test_no_loss_constant_and_the_sm_partition_matters():
 
 
 def test_copies_take_hbm_from_memory_bound_kernels():
-    """A DeepEP normal kernel moves ~32 KB of link bytes per token per rank at H100 EP32 (FP8
-    dispatch, 8 experts over 4 nodes) in ~0.47 us: ~70 GB/s, each byte through HBM
-    ``COPY_HBM_PASSES`` (4) times, ~10% of the achievable 2.7 TB/s. Memory-bound kernels beside it
-    (norms, quantisation, activation, permutation) slow by that share; GEMMs and the attention
-    core are compute-bound at prefill sizes. Under 1% of the step: more copies, slightly less gain."""
-    share = copy_hbm_share(70e9, 3352e9 * 0.8)
-    assert 0.08 < share < 0.14, share
+    """A DeepEP normal kernel at H100 EP32 (FP8 dispatch, 8 experts over 4 nodes) moves its RDMA
+    copies and the NVLink forwarding copies inside the receiving node at once (comm.deepep_legs:
+    ~6.3 forwarded copies per token at EP32): ~145 GB/s of link bytes while it runs, each byte
+    through HBM ``COPY_HBM_PASSES`` (4) times, ~22% of the achievable 2.7 TB/s. Memory-bound
+    kernels beside it (norms, quantisation, activation, permutation) slow by that share; GEMMs
+    and the attention core are compute-bound at prefill sizes. The share is an assumption with a
+    range (2-6 passes, registered with ``pdsim sensitivity``): more copies, less gain, and at
+    twice the passes the gain falls by under 10 points."""
+    share = copy_hbm_share(145e9, 3352e9 * 0.8)
+    assert 0.18 < share < 0.26, share
     g, f, fm = sm_stretch(1.0, 1.0, 0.18, share)
     assert fm == pytest.approx(f * (1 + share / (1 - share)))
     base = prefill_gain()
@@ -158,7 +161,7 @@ def test_copies_take_hbm_from_memory_bound_kernels():
     finally:
         tbo_mod.COPY_HBM_PASSES = old
         _clear_costs()
-    assert base - 0.03 < more < base
+    assert base - 0.10 < more < base
 
 
 def test_the_fast_schedules_are_the_stage_schedule():
