@@ -30,3 +30,12 @@ def test_rows_are_priced_with_the_step_contract(tmp_path):
 
 def test_missing_file_is_said():
     assert "no cpu_mixed_steps.csv" in mixed_report("/nonexistent/x.csv")
+
+
+def test_cli_report_shows_the_committed_mixed_rows(capsys):
+    from pdsim.cli import main
+
+    assert main(["calibrate", "report", "--section", "mixed"]) == 0
+    out = capsys.readouterr().out
+    assert "== mixed steps (cpu_mixed_steps.csv)" in out and "chunk's increment" in out
+    assert "mixed   B=" in out and "prefill " in out and "decode  B=" in out

@@ -110,50 +110,37 @@ def idle_prefill(endpoint: str, chunk: int, seed: int) -> list[float]:
     return list(r.requests["first_token_s"] - r.requests["arrival_s"])
 
 
-def main() -> None:
+def measure_rows(endpoint: str, profile: str, model: str, batches, chunks, decode_prompt: int, repeats: int,
+                 gap_s: float, request_path_ms: float, pinning: str, engine: str) -> list[dict]:
+    """Every (B, C) ``repeats`` times, interleaved, then the idle prefills; the CSV rows."""
     import numpy as np
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--endpoint", required=True)
-    ap.add_argument("--profile", required=True, help="hardware profile (key or path) the rows are priced with")
-    ap.add_argument("--model", default="workloads/models/tiny-llama.yaml")
-    ap.add_argument("--out", required=True, help="CSV of measured rows")
-    ap.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16])
-    ap.add_argument("--chunks", type=int, nargs="+", default=[128, 448])
-    ap.add_argument("--decode-prompt", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--gap", type=float, default=1.0, help="seconds between injected prompts")
-    ap.add_argument("--request-path-ms", type=float, required=True,
-                    help="request path outside the engine (host_overheads.json request_path_ms, same server)")
-    ap.add_argument("--pinning", default="", help="which core ran what (written into every row)")
-    ap.add_argument("--engine", default="vLLM 0.32.0 CPU", help="engine and version (provenance)")
-    args = ap.parse_args()
     from pdsim.specs.machine import cpu_model
 
-    cost = _priced(args.profile, args.model)
+    cost = _priced(profile, model)
     mixed: dict[tuple, list] = {}
     pure: dict[tuple, list] = {}
     ctxs: dict[tuple, list] = {}
     idle: dict[int, list] = {}
     seed = 5000
-    for _ in range(args.repeats):  # interleaved: every shape once per round
-        for b in args.batches:
-            for c in args.chunks:
+    for _ in range(repeats):  # interleaved: every shape once per round
+        for b in batches:
+            for c in chunks:
                 if b + c > 512:
                     continue
                 seed += 1
-                m, p, x = mixed_run(args.endpoint, b, c, args.decode_prompt, cost, seed, args.gap)
+                m, p, x = mixed_run(endpoint, b, c, decode_prompt, cost, seed, gap_s)
                 mixed.setdefault((b, c), []).extend(m)
                 pure.setdefault((b, c), []).extend(p)
                 ctxs.setdefault((b, c), []).append(x)
                 print(f"B={b} C={c}: mixed {np.round(np.array(m) * 1e3, 2)} ms, pure decode "
                       f"{np.round(np.array(p) * 1e3, 2)} ms", flush=True)
-        for c in args.chunks:
+        for c in chunks:
             seed += 1
-            idle.setdefault(c, []).extend(idle_prefill(args.endpoint, c, seed))
+            idle.setdefault(c, []).extend(idle_prefill(endpoint, c, seed))
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    base = {"hardware": args.profile, "cpu": cpu_model(), "engine": args.engine, "date": date,
-            "pinning": args.pinning, "source": "measured: calibration/microbench/cpu_mixed_steps.py"}
+    base = {"hardware": profile, "cpu": cpu_model(), "engine": engine, "date": date, "pinning": pinning,
+            "source": "measured: calibration/microbench/cpu_mixed_steps.py"}
     rows = []
 
     def row(kind, b, ctx, c, v, path=""):
@@ -168,14 +155,39 @@ def main() -> None:
         if pure[(b, c)]:
             rows.append(row("decode", b, ctx, 0, pure[(b, c)]))
     for c, v in sorted(idle.items()):
-        rows.append(row("prefill", 0, 0, c, np.asarray(v) - args.request_path_ms / 1e3, args.request_path_ms))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
+        rows.append(row("prefill", 0, 0, c, np.asarray(v) - request_path_ms / 1e3, request_path_ms))
+    return rows
+
+
+def write_rows(rows: list[dict], out: str | Path) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=DECODE_CTX_FIELDS)
         w.writeheader()
         w.writerows(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--profile", required=True, help="hardware profile (key or path) the rows are priced with")
+    ap.add_argument("--model", default="workloads/models/tiny-llama.yaml")
+    ap.add_argument("--out", required=True, help="CSV of measured rows")
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--chunks", type=int, nargs="+", default=[128, 448])
+    ap.add_argument("--decode-prompt", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--gap", type=float, default=1.0, help="seconds between injected prompts")
+    ap.add_argument("--request-path-ms", type=float, required=True,
+                    help="request path outside the engine (host_overheads.json request_path_ms, same server)")
+    ap.add_argument("--pinning", default="", help="which core ran what (written into every row)")
+    ap.add_argument("--engine", default="vLLM 0.32.0 CPU", help="engine and version (provenance)")
+    a = ap.parse_args()
+    rows = measure_rows(a.endpoint, a.profile, a.model, a.batches, a.chunks, a.decode_prompt, a.repeats, a.gap,
+                        a.request_path_ms, a.pinning, a.engine)
+    write_rows(rows, a.out)
     print(json.dumps(rows, indent=1))
-    print(f"wrote {args.out} ({len(rows)} rows); client cpus {sorted(os.sched_getaffinity(0))}")
+    print(f"wrote {a.out} ({len(rows)} rows); client cpus {sorted(os.sched_getaffinity(0))}")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ the thread count vLLM's CPU worker uses for serving (it logs "Reducing Torch thr
 1 for serving" on these 2-core machines: ``--threads 1``):
 
 1. ``measure`` (torch; run it with the engine venv's python) writes raw rows:
-   - peak BF16 matmul FLOP/s (a 2048^3 GEMM, best of the repeats) -> ``gpu.bf16_tflops``
+   - peak BF16 matmul FLOP/s (a square GEMM up to 2048^3 through the op vLLM's CPU linear layers
+     run here, best of the repeats) -> ``gpu.bf16_tflops``
    - memory copy bandwidth (a 256 MiB tensor copied, read + write bytes / time) -> ``gpu.hbm_gbps``
-   - GEMMs of the model's shapes (``--model``) for M = 1..2048 tokens -> gemm.csv rows
+   - GEMMs of the model's shapes (``--model``) for M = 1..2048 tokens, through the same op (vLLM's
+     oneDNN handler where oneDNN has a bf16 primitive for this ISA, else torch's linear) -> gemm.csv rows
    - attention with vLLM's own CPU paged-attention kernel (the op its CPU backend calls; torch SDPA
      with ``--attention sdpa``): causal prefill over 16..2048 tokens, decode over batch x context
      -> attention.csv rows
@@ -134,10 +136,12 @@ def measure(args) -> None:
             "date": dt.date.today().isoformat()}
     # the largest square GEMM up to 2048 that one call finishes within the budget (a host without
     # bf16 units runs bf16 GEMMs ~100x slower than one with them: the sizes adapt, the time stays bounded)
+    gemm, gemm_note = vllm_linear(dt_)  # the op vLLM's linear layers run here, for the peak and the rows
     n_peak, peak = 256, 0.0
     while True:
         big = torch.randn(n_peak, n_peak, dtype=dt_)
-        peak_us = min(time_us(lambda: big @ big, 1, 1) for _ in range(args.repeat if n_peak >= 1024 else 3))
+        run_peak = gemm(torch.randn(n_peak, n_peak, dtype=dt_))
+        peak_us = min(time_us(lambda: run_peak(big), 1, 1) for _ in range(args.repeat if n_peak >= 1024 else 3))
         peak = max(peak, 2 * n_peak**3 / (peak_us * 1e-6))
         if n_peak >= 2048 or peak_us > BUDGET_US:
             break
@@ -148,7 +152,6 @@ def measure(args) -> None:
     bw = 2 * a.numel() / (copy_us * 1e-6)
     del a, b
     rows = []
-    gemm, gemm_note = vllm_linear(dt_)
     for name, k, n in [("qkv", h, (heads + 2 * kvh) * d), ("o_proj", heads * d, h), ("mlp_up_gate", h, 2 * ffn),
                        ("mlp_down", ffn, h), ("lm_head", h, vocab)]:
         run = gemm(torch.randn(n, k, dtype=dt_))
@@ -164,7 +167,7 @@ def measure(args) -> None:
     att = vllm_attention_rows(args, m, prov) if args.attention == "vllm" else sdpa_rows(args, m, prov)
     write_csv(out / "attention.csv", att)
     facts = {"cpu": cpu_name(), "threads": args.threads, "torch": torch.__version__, "date": prov["date"],
-             "peak_bf16_flops": peak, "peak_gemm": f"{n_peak}^3 bf16 torch.matmul (largest within "
+             "peak_bf16_flops": peak, "peak_gemm": f"{n_peak}^3 bf16, {gemm_note} (largest within "
                                                    f"{BUDGET_US / 1e6:g} s, up to 2048), best of repeats",
              "gemm_op": gemm_note,
              "copy_bytes_per_s": bw, "copy": "256 MiB torch copy_, (read + write) bytes / time, best of repeats",
@@ -278,7 +281,7 @@ def _hw(facts: dict, name: str):
                   nvlink_gbps=facts["copy_bytes_per_s"] / 1e9, pcie_gen=4, pcie_gbps=facts["copy_bytes_per_s"] / 1e9)
     node = NodeSpec(gpus_per_node=1, nics_per_node=1, nic_gbit=facts["loopback_gbit"],
                     host_dram_gib=round(facts["mem_gib"], 2))
-    eff = Efficiency(layer_launch_us=0.0, graph_launch_us=0.0, nic=1.0)
+    eff = Efficiency(layer_launch_us=0.0, graph_launch_us=0.0, nic=1.0, gemm_m_tile=1.0)  # no row tile on a CPU
     src = {k: "measured" for k in ("gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit")}
     return HardwareProfile(name, f"{facts['cpu']} ({facts['threads']} torch thread)", gpu, node, eff, src)
 
@@ -344,6 +347,13 @@ def overhead(args) -> None:
     rec, seed = None, 100
     batches, prompts = getattr(args, "batches", None) or BATCHES, getattr(args, "prompts", None) or PROMPTS
     out_tokens = getattr(args, "output_tokens", None) or OUTPUT_TOKENS
+    # one untimed pass over the shapes first: a fresh server's first steps of a new shape run
+    # slower (measured 2026-11-26: the first of two repeats was 1.2-6.8x the second at every B)
+    for b in batches:
+        for p in prompts:
+            seed += 1
+            replay(RequestTable(np.zeros(b), np.full(b, p), np.full(b, 16), max_concurrency=b, source="warm-up"),
+                   ReplayConfig(args.endpoint, max_concurrency=b, seed=seed), name="overhead-warm-up")
     for _ in range(getattr(args, "repeats", REPEATS)):
         for b in batches:
             for p in prompts:
@@ -407,10 +417,14 @@ def profile(args) -> None:
         xs.append([1.0, b, b * ctx])
         ys.append(r["median_itl_us"] - compute_us)
         r["priced_compute_us"] = round(compute_us, 1)
-    coef = np.linalg.lstsq(np.asarray(xs), np.asarray(ys), rcond=None)[0]
+    # host work cannot be negative: non-negative least squares (a term the rows cannot support comes
+    # out 0, and the rows' fit errors below say how well the rest holds)
+    from scipy.optimize import nnls
+
+    xa, ya = np.asarray(xs), np.asarray(ys)
+    scale = np.abs(xa).max(axis=0)
+    coef = nnls(xa / scale, ya)[0] / scale
     step_overhead_us, seq_overhead_us, ctx_overhead_ns = float(coef[0]), float(coef[1]), float(coef[2]) * 1e3
-    if min(step_overhead_us, seq_overhead_us, ctx_overhead_ns) < 0:
-        raise SystemExit(f"the overhead fit came out negative ({coef}); rerun the overhead runs on a quiet machine")
     for r, x, y in zip(rows, xs, ys):
         r["fit_error"] = round(float((np.dot(coef, x) - y) / r["median_itl_us"]), 4)
     # the request path outside the engine: idle TTFT minus one priced prefill step of the prompt
@@ -454,7 +468,8 @@ def profile(args) -> None:
             "efficiency.gemm_m_tile": "measured: CPU GEMMs (oneDNN / torch) have no tensor-core row tile; the "
                                       "fitted GEMM form runs per row: 1",
             "efficiency.step_overhead_us": (
-                f"measured: a of the least-squares fit ITL - priced compute = a + b B + c B context over dedicated "
+                f"measured: a of the non-negative least-squares fit ITL - priced compute = a + b B + c B context over "
+                f"dedicated "
                 f"runs against vLLM {ov.get('server_version')} at {ov['endpoint']} (worker, engine core, HTTP server and "
                 f"client sharing the cores; "
                 f"{fit_lines}; {ov['date']}); never fitted to the validation runs"),
@@ -476,17 +491,19 @@ def profile(args) -> None:
         },
     }
     # the machine block: where it was measured and how to measure it again (pdsim.specs.machine)
-    from pdsim.specs.machine import CPU_REMEASURE
+    from pdsim.specs.machine import cores
 
     machine = dict(facts.get("machine") or {"cpu_model": facts["cpu"]})
     machine["measured"] = facts["date"]
+    # the kernels may have been timed pinned to one core (remeasure: taskset); the machine's cores
+    # are what this (unpinned) process may run on
+    machine["cores"] = cores()
     # the overhead runs' busy processes on these cores: vLLM's API server, engine core, worker, and
     # the replay client (pdsim/costs/host.py scales host work by a deployment's share of the cores)
     machine["host_processes"] = 4
-    machine["remeasure"] = (f"serve the engine at {ov['endpoint']} (pdsim.replay.local_server.VLLMServer, "
-                            "ENGINE_ARGS), then "
-                            + CPU_REMEASURE.format(venv_python=facts.get("python_exe", "/work/venvs/vllm/bin/python"),
-                                                   out=out, name=args.name, endpoint=ov["endpoint"], yaml=args.yaml))
+    machine["remeasure"] = (f"PYTHONPATH=. python calibration/microbench/cpu_profile.py remeasure --out {out} "
+                            f"--name {args.name} --yaml {args.yaml} (kernels, then a server with the validation "
+                            "engine's arguments and its host overheads, then this profile; a few minutes)")
     doc["machine"] = machine
     uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.25, "efficiency.seq_overhead_us": 0.25,
                                    "efficiency.ctx_overhead_ns": 0.2}}
@@ -511,8 +528,8 @@ def _worker_binding(log: Path) -> str:
         text = log.read_text(errors="replace")
     except OSError:
         return ""
-    hits = [ln.split("]", 2)[-1].strip() for ln in text.splitlines()
-            if "ompmultiprocessing" in ln and ("core ids" in ln or "VLLM_CPU_OMP_THREADS_BIND" in ln)]
+    hits = [ln.split("ompmultiprocessing.py", 1)[1].split("]", 1)[-1].strip() for ln in text.splitlines()
+            if "ompmultiprocessing.py" in ln and ("core ids" in ln or "VLLM_CPU_OMP_THREADS_BIND" in ln)]
     return "; ".join(dict.fromkeys(hits))[:400]
 
 
@@ -541,9 +558,13 @@ def remeasure(args) -> None:
     subprocess.run(pin + [str(args.python), str(here), "measure", "--out", str(out), "--name", args.name,
                           "--model", args.model, "--repeat", str(args.repeat)], check=True)
     t_measure = time.monotonic() - t0
-    log = out / "vllm-server.log"
+    import contextlib
+
+    log = Path(args.server_log) if getattr(args, "endpoint", None) else out / "vllm-server.log"
     t1 = time.monotonic()
-    with VLLMServer(args.python, args.engine_model, args.port, log=log) as srv:
+    server = VLLMServer(args.python, args.engine_model, args.port, log=log)
+    with (contextlib.nullcontext(argparse.Namespace(url=args.endpoint)) if getattr(args, "endpoint", None)
+          else server) as srv:
         t_start = time.monotonic() - t1
         binding = _worker_binding(log)
         own = os.sched_getaffinity(0)
@@ -596,6 +617,9 @@ def main() -> None:
     r.add_argument("--port", type=int, default=8137)
     r.add_argument("--repeat", type=int, default=7, help="kernel timing repeats (measure --repeat)")
     r.add_argument("--repeats", type=int, default=3, help="overhead runs per (B, prompt) (overhead --repeats)")
+    r.add_argument("--endpoint", help="a server already running with the validation engine's arguments (default: "
+                                      "start one)")
+    r.add_argument("--server-log", help="that server's log (its worker binding is recorded)")
     args = ap.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     {"measure": measure, "overhead": overhead, "profile": profile, "remeasure": remeasure}[args.cmd](args)

