@@ -33,6 +33,7 @@ class CaseResult:
     requests: int
     arrivals: str
     source: dict = field(default_factory=dict)
+    profile: str = ""  # the hardware profile simulated: the scenario's, or a `hardware=` override
 
     @property
     def passed(self) -> bool:
@@ -89,8 +90,11 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
         notes.append("scenario overridden: " + ", ".join(overrides))
     if html_path is not None:
         validation_html(al, rows, extras, str(html_path), f"pdsim validation: {c['name']}", notes, plotlyjs)
+    hw_set = [o.split("=", 1)[1] for o in list(c.get("set") or []) + list(overrides or []) if o.startswith("hardware=")]
+    profile = hw_set[-1] if hw_set else sc.hardware.name
+    notes.append(f"hardware profile: {profile}")
     return CaseResult(c["name"], c.get("description", ""), rows, extras, notes, len(al.pairs), al.arrivals,
-                      c.get("source") or {})
+                      c.get("source") or {}, profile)
 
 
 def find_cases(root: str | Path) -> list[Path]:

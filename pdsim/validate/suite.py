@@ -55,6 +55,12 @@ def _case_md(r: CaseResult, report: str) -> list[str]:
     return lines + [""]
 
 
+def _short(profile: str) -> str:
+    """A profile key as is; a path as its folder and file name (where it was re-measured)."""
+    p = Path(profile)
+    return f"{p.parent.name}/{p.name}" if len(p.parts) > 1 else profile
+
+
 def profile_preamble(overrides: list[str] | None) -> str:
     """What the page says about a profile given with ``--set hardware=PATH`` (a re-measured one):
     where and when it was measured, and its host constants; '' without one."""
@@ -93,10 +99,11 @@ def run_all(root: str | Path, docs: str | Path = "docs/validation.md", figures: 
         results.append(r)
         rel = os.path.relpath(html_path, docs.parent)
         body += _case_md(r, rel)
-    summary = ["| case | verdict | requests | gated metrics failing |", "|---|---|---:|---|"]
+    summary = ["| case | verdict | requests | profile | gated metrics failing |", "|---|---|---:|---|---|"]
     for r in results:
         bad = ", ".join(f"{row.metric} {fmt(row.error, True)}" for row in r.rows if row.verdict == "FAIL")
-        summary.append(f"| {r.name} | {'pass' if r.passed else 'FAIL'} | {r.requests} | {bad or '-'} |")
+        summary.append(f"| {r.name} | {'pass' if r.passed else 'FAIL'} | {r.requests} | {_short(r.profile)} | "
+                       f"{bad or '-'} |")
     about = Path(root) / "README.md"  # the cases' own account (harness, what limits the accuracy), kept by hand
     extra = ("\n" + about.read_text().strip() + "\n\n") if about.is_file() else "\n"
     command = "pdsim validate --all " + str(root) + "".join(f" --set {o}" for o in overrides or [])
