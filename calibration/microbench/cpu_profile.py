@@ -362,7 +362,8 @@ def overhead(args) -> None:
                                      source="overhead")
                 rec = replay(table, ReplayConfig(args.endpoint, max_concurrency=b, seed=seed), name=f"overhead-b{b}")
                 samples.setdefault((b, p), []).append(_median_itl_us(rec))
-    rows = [{"batch": b, "prompt_tokens": p, "requests": b, "mean_context": p + out_tokens // 2,  # the timed stretch sits mid-decode
+    # the timed stretch sits mid-decode: mean context = prompt + half the output
+    rows = [{"batch": b, "prompt_tokens": p, "requests": b, "mean_context": p + out_tokens // 2,
              "median_itl_us": float(np.nanmedian(v)) if not np.isnan(v).all() else None,
              "repeats_us": [round(x, 1) for x in v]}
             for (b, p), v in sorted(samples.items())]

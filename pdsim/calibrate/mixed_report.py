@@ -80,5 +80,6 @@ def mixed_report(path: str | Path | None = None) -> str:
     for r, d in pairs:
         m_inc, p_inc = r.measured_ms - d.measured_ms, r.priced_ms - d.priced_ms
         err = f"  ({(p_inc - m_inc) / m_inc:+.1%})" if m_inc > 0 else ""
-        lines.append(f"    B={r.batch:<3} chunk {r.chunk_tokens:<5} measured {m_inc:+.2f} ms, priced {p_inc:+.2f} ms{err}")
+        lines.append(f"    B={r.batch:<3} chunk {r.chunk_tokens:<5} measured {m_inc:+.2f} ms, priced {p_inc:+.2f} ms"
+                     + err)
     return "\n".join(lines)

@@ -107,7 +107,9 @@ def run_all(root: str | Path, docs: str | Path = "docs/validation.md", figures: 
     about = Path(root) / "README.md"  # the cases' own account (harness, what limits the accuracy), kept by hand
     extra = ("\n" + about.read_text().strip() + "\n\n") if about.is_file() else "\n"
     command = "pdsim validate --all " + str(root) + "".join(f" --set {o}" for o in overrides or [])
-    head = HEADER.format(date=dt.date.today().isoformat(), command=command) + (f"\n{preamble.strip()}\n" if preamble.strip() else "")
+    head = HEADER.format(date=dt.date.today().isoformat(), command=command)
+    if preamble.strip():
+        head += f"\n{preamble.strip()}\n"
     text = (head + "\n" + "\n".join(summary) + "\n" + extra
             + "\n".join(body))
     docs.parent.mkdir(parents=True, exist_ok=True)

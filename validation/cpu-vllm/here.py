@@ -137,7 +137,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                                        f"{rate:g} req/s ({load}: {frac:g}x the capacity {cap:.2f} req/s the fresh "
                                        f"profile prices), {n} requests, compared with the profile re-measured just "
                                        "before on the same machine",
-                           what="recorded by validation/cpu-vllm/here.py (pdsim replay), after cpu_profile.py remeasure",
+                           what="recorded by validation/cpu-vllm/here.py (pdsim replay), after cpu_profile.py "
+                                "remeasure",
                            provenance=f"{rec.meta.get('server_version')} at 127.0.0.1, {rec.meta['date']}, engine: "
                                       f"{' '.join(ENGINE_ARGS)}, VLLM_CPU_KVCACHE_SPACE=1; {pinning}",
                            scenario=os.path.relpath(ROOT / SCENARIO, folder))
@@ -151,7 +152,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                 from pdsim.specs.machine import fingerprint
 
                 lib = fingerprint(("vllm-cpu",)).get("libraries", {}).get("vllm-cpu") or "0.32.0"
-                rows = cms.measure_rows(srv.url, os.path.relpath(prof.resolve(), ROOT), "workloads/models/tiny-llama.yaml",
+                rows = cms.measure_rows(srv.url, os.path.relpath(prof.resolve(), ROOT),
+                                        "workloads/models/tiny-llama.yaml",
                                         [1, 4, 16], [128, 448], 128, 3, 1.0, host["request_path_ms"], pinning,
                                         f"vLLM {lib} CPU")
                 cms.write_rows(rows, args.mixed)
