@@ -104,11 +104,12 @@ class Admission:
                     break
                 self.pool.alloc(need)
                 req.d_pages = need
-                load = self.buffer.take(req.transfer_bytes, req.buffer_where)
-                # a D that samples the first token itself (shared storage: the prompt's tail first)
-                lag = self.buffer.d_tail_s(req) if hasattr(self.buffer, "d_tail_s") else 0.0
-                load += lag
-                lag = load if lag else 0.0
+                # a D that samples the first token itself computes the prompt's tail first (shared
+                # storage, transports/shared_storage.py): its first token comes after the load and that
+                tail = self.buffer.d_tail_s(req) if hasattr(self.buffer, "d_tail_s") else 0.0
+                load = self.buffer.take(req.transfer_bytes, req.buffer_where) + tail
+                if tail:
+                    lag = load
                 req.buffer_where = None
                 if load:
                     req.d_load_s = load
