@@ -10,5 +10,8 @@ if command -v apt-get >/dev/null && ! { command -v chromedriver >/dev/null && co
 fi
 # Ray for the sweep-on-Ray test (the optional `ray` extra, marker `ray`)
 python3 -m pip install -q -e ".[ray]" || echo "ray not installed: the Ray sweep test will skip"
-# The vLLM CPU engine in its own venv (marker `engine`)
+# The vLLM CPU engine in its own venv (marker `engine`). Its tests re-measure the CPU profile on
+# the machine at hand before they record the engine and compare (validation/cpu-vllm/here.py via
+# tests/engine/test_engine.py: a few minutes on a host with bf16 GEMM units, ~10 without):
+# these hosts differ from session to session, and a profile only fits the machine it was measured on.
 bash .ci/engine.sh || echo "engine not built: the engine tests will skip"

@@ -1,11 +1,12 @@
 """vLLM's shared-storage KV handoff: P writes one file per layer (its loop waits), D loads them
-before the first decode step; the times follow the measured file-system constants."""
+and computes the prompt's tail before its first token; the times follow the measured file-system
+constants and ExampleConnector's page alignment."""
 from __future__ import annotations
 
 import numpy as np
 
 import pdsim
-from pdsim.costs.shared_storage import read_s, write_s
+from pdsim.costs.shared_storage import loaded_tokens, read_s, saved_tokens, tail_tokens, write_s
 
 from builders import resolve, scenario_dict
 
@@ -20,10 +21,25 @@ def test_shared_storage_prices_the_write_and_the_load():
     assert df["finished"].all()
     model = res.scenario.model
     kvb = model.kv_bytes_per_token()
-    want_w = np.array([write_s(n, kvb, model.num_layers, 2e9, 50e-6) for n in df["input_len"]])
+    page = res.scenario.scenario.cluster.decode[0].engine.page_size
+    want_w = np.array([write_s(saved_tokens(n, page), kvb, model.num_layers, 2e9, 50e-6) for n in df["input_len"]])
     assert np.allclose(df["transfer_s"], want_w, rtol=1e-9)
-    want_r = np.array([read_s(n, kvb, model.num_layers, 10e9, 50e-6) for n in df["input_len"]])
-    assert np.allclose(df["d_load_s"], want_r, rtol=1e-9)
+    want_r = np.array([read_s(loaded_tokens(n, page), kvb, model.num_layers, 10e9, 50e-6) if loaded_tokens(n, page)
+                       else 0.0 for n in df["input_len"]])
+    # D's load also holds its own compute of the tail (a prefill chunk), and the first token comes after both
+    tail = df["d_load_s"] - want_r
+    assert (tail > 0).all() and np.allclose(df["first_token_s"] - df["decode_admit_s"], df["d_load_s"], rtol=1e-9)
+    assert np.allclose(df["transfer_bytes"], [loaded_tokens(n, page) * kvb for n in df["input_len"]])
+
+
+def test_example_connector_token_alignment():
+    """vLLM example_connector.py: align(n) = (n - 1) // page * page; P saves align(L) tokens, D asks
+    for align(L - 1); a miss (L - 1 a whole number of pages) leaves D the whole prompt."""
+    assert (saved_tokens(600, 128), loaded_tokens(600, 128), tail_tokens(600, 128)) == (512, 512, 88)
+    assert (saved_tokens(130, 128), loaded_tokens(130, 128), tail_tokens(130, 128)) == (128, 128, 2)
+    assert (saved_tokens(129, 128), loaded_tokens(129, 128), tail_tokens(129, 128)) == (128, 0, 129)
+    assert (saved_tokens(128, 128), loaded_tokens(128, 128), tail_tokens(128, 128)) == (0, 0, 128)
+    assert all(2 <= tail_tokens(L, 128) <= 129 for L in range(131, 2000) if (L - 1) % 128)
 
 
 def test_unknown_transport_parameter_is_refused():

