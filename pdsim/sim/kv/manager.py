@@ -63,9 +63,7 @@ class KVManager:
         if avail < private:
             return None
         if m:
-            head = list(keys[:m])
-            cache.acquire(head)
-            req.cache_keys = head
+            req.cache_keys = cache.acquire(list(keys[:m]))  # a prefix_cache.Hold
             req.shared_pages = shared
         if cache is not None and self.pool.free < private:
             cache.make_room(private, now)
@@ -109,11 +107,14 @@ class KVManager:
         # within this prompt) stays private: the blocks adopted are the first occurrences of
         # the keys not cached yet, in prompt order
         ref = cache.ref
-        new = [k for k in dict.fromkeys(keys[len(held):n_full]) if k not in ref]
+        fresh = dict.fromkeys(keys[len(held):n_full])
+        if ref.keys().isdisjoint(fresh):  # the common case, checked without a Python loop
+            new = list(fresh)
+        else:
+            new = [k for k in fresh if k not in ref]
         if not new:
             return 0
-        cache.adopt_new(new, now)
-        held.extend(new)
+        req.cache_keys = cache.adopt_new(held or None, new, now)
         moved = len(new) * cache.ppb
         req.shared_pages += moved
         return moved
