@@ -88,7 +88,8 @@ def test_spans_match_a_per_block_lru(seed, tiered):
             if own:
                 for p in pools:
                     p.alloc(len(own) * PPB)
-                hold = cache.adopt_new(hold, own, 0.0)
+                span = cache.new_span()
+                hold = cache.adopt_new(hold, span, dict.fromkeys(own, span), 0.0)
                 ref.adopt(own)
             if hold is not None:
                 holds[rid] = (hold, head + own)

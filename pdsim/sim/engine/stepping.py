@@ -184,9 +184,10 @@ class Stepping:
         busy, ratio, ratio_min, decay = self.busy_time, self.ratio, self.ratio_min, self.ratio_decay
         grow = n if q == 1.0 else n * q  # context added per step
         steps = 0
+        free, used, grows = pool.free, pool.used, []  # the pool's counters, allocated once after
         while first_out > step:  # else a request finishes in this step (or a stale entry): the loop's job
             need = bucket[(-step) % page]
-            if need > pool.free:
+            if need > free:
                 break
             if price is None:
                 dur = base + per_ctx * (sum_ctx + grow)
@@ -198,10 +199,12 @@ class Stepping:
             # the step starts: pages for the tokens it writes (alloc's ``last_runs`` is only read
             # right after a prompt's allocation, so a step needing none skips the call), the log
             if need:
-                pool.alloc(need)
+                free -= need
+                used += need
+                grows.append(need)
             log_t.append(now)  # the constant columns are extended once the run is over
             log_dur.append(dur)
-            log_kv.append(pool.used)
+            log_kv.append(used)
             busy += dur
             # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
             now = end
@@ -213,6 +216,7 @@ class Stepping:
             if q == 1.0:
                 rem_out -= n
         if steps:
+            pool.alloc_each(grows)
             log_pf.extend([0] * steps)
             log_dec.extend([n] * steps)
             log_queue.extend([waiting] * steps)

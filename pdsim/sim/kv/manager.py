@@ -106,15 +106,15 @@ class KVManager:
         # a key already cached (the request's own prefix, another request's block, or a repeat
         # within this prompt) stays private: the blocks adopted are the first occurrences of
         # the keys not cached yet, in prompt order
-        ref = cache.ref
-        fresh = dict.fromkeys(keys[len(held):n_full])
-        if ref.keys().isdisjoint(fresh):  # the common case, checked without a Python loop
-            new = list(fresh)
+        span = cache.new_span()
+        fresh = dict.fromkeys(keys[len(held):n_full], span)  # first occurrences, in prompt order
+        if cache.ref.keys().isdisjoint(fresh):  # the common case, checked without a Python loop
+            new = fresh
         else:
-            new = [k for k in fresh if k not in ref]
+            new = {k: span for k in fresh if k not in cache.ref}
         if not new:
             return 0
-        req.cache_keys = cache.adopt_new(held or None, new, now)
+        req.cache_keys = cache.adopt_new(held or None, span, new, now)
         moved = len(new) * cache.ppb
         req.shared_pages += moved
         return moved

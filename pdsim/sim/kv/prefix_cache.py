@@ -58,6 +58,9 @@ class Hold:
     def __len__(self) -> int:
         return len(self.head) + (len(self.own.keys) if self.own is not None else 0)
 
+    def __bool__(self) -> bool:
+        return True  # never empty: made with a prefix hit or with adopted blocks
+
 
 class PrefixCache:
     def __init__(self, pool: KVPool, block_tokens: int, pages_per_block: int, tiers: TierStack | None,
@@ -105,17 +108,22 @@ class PrefixCache:
             extra[k] = e + 1
         return Hold(keys)
 
-    def adopt_new(self, hold: Hold | None, keys: list, now: float) -> Hold:
-        """The request's private blocks ``keys`` (distinct, none cached) become cached blocks
-        it references (its own span); returns its hold."""
+    @staticmethod
+    def new_span() -> _Span:
+        """An empty span, held, for ``adopt_new``."""
+        return _Span([], True)
+
+    def adopt_new(self, hold: Hold | None, span: _Span, keys: dict, now: float) -> Hold:
+        """The request's private blocks ``keys`` (distinct, none cached; each mapped to ``span``,
+        from ``new_span``) become cached blocks it references (its own span); returns its hold."""
         if hold is None:
             hold = Hold([])
-        if hold.own is None:
-            span = hold.own = _Span(keys, True)
-        else:  # adopting again (not a path the engine takes): its span grows, still held
+        if hold.own is not None:  # adopting again (not a path the engine takes): its span grows
             span = hold.own
-            span.keys.extend(keys)
-        self.ref.update(dict.fromkeys(keys, span))
+            keys = dict.fromkeys(keys, span)
+        hold.own = span
+        span.keys += keys
+        self.ref.update(keys)
         if self.tiers is not None and self.write_through:
             for key in keys:
                 self.tiers.store(key, now)
