@@ -12,6 +12,7 @@ every flow runs at its cap and nothing else is solved.
 from __future__ import annotations
 
 import math
+from functools import partial
 from itertools import chain
 from operator import attrgetter
 from typing import Callable
@@ -76,6 +77,8 @@ class Fabric:
         self._load: dict[str, float] = {}
         self._over: set[str] = set()
         self._capped = True  # every flow's rate is its cap (the last solve needed no filling)
+        self._res_at, self._res = -1.0, 1e-9  # _resolution at that time
+        self._order: dict[str, None] | None = {}  # links in use in order of first use (None: to redo)
 
     def path(self, src: str, dst: str) -> tuple[str, ...]:
         key = (src, dst)
@@ -99,6 +102,8 @@ class Fabric:
             fs = on.get(link)
             if fs is None:
                 on[link] = [f]
+                if self._order is not None:
+                    self._order[link] = None  # the newest flow's new links come last
             else:
                 fs.append(f)
             self._relink(link)
@@ -143,6 +148,7 @@ class Fabric:
             self._over.add(link)
 
     def _unlink(self, f: Flow) -> None:
+        self._order = None  # the order of first use may change: redone at the next solve
         on = self._on
         for link in f.path:
             fs = on[link]
@@ -155,14 +161,19 @@ class Fabric:
 
     def _resolution(self) -> float:
         """Smallest time step the simulated clock can represent around now (>= 1 ns)."""
-        return max(1e-9, 4.0 * math.ulp(self.env.now))
+        now = self.env._now
+        if now != self._res_at:
+            self._res_at = now
+            self._res = max(1e-9, 4.0 * math.ulp(now))
+        return self._res
 
     def _advance(self) -> None:
-        dt = self.env.now - self._last
+        now = self.env._now
+        dt = now - self._last
         if dt > 0:
             for f in self.flows.values():
                 f.remaining -= f.rate * dt
-        self._last = self.env.now
+        self._last = now
 
     def _solve(self, new: Flow | None = None) -> None:
         """Max-min fair rates with per-flow caps (progressive filling).
@@ -179,8 +190,9 @@ class Fabric:
         cap, so every flow gets exactly its cap (the common case: NIC-capped flows): then only
         ``new`` (a flow just started) needs its rate, unless the last solve filled."""
         flows = self.flows
-        # links in order of first use (flows in id order, each along its path)
-        order = dict.fromkeys(chain.from_iterable(map(_path, flows.values())))
+        order = self._order
+        if order is None:  # links in order of first use (flows in id order, each along its path)
+            order = self._order = dict.fromkeys(chain.from_iterable(map(_path, flows.values())))
         if not self._over:
             if self._capped:
                 if new is not None:
@@ -267,12 +279,11 @@ class Fabric:
                 d = f.remaining / f.rate
                 if d < dt:
                     dt = d
-        version = self._version
         # never schedule below the clock's resolution: now + dt must be > now, or time stalls
-        ev = self.env.timeout(max(dt, self._resolution()))
-        ev.callbacks.append(lambda _e: self._on_timer(version))
+        res = self._resolution()
+        self.env.timeout(dt if dt > res else res).callbacks.append(partial(self._on_timer, self._version))
 
-    def _on_timer(self, version: int) -> None:
+    def _on_timer(self, version: int, _ev=None) -> None:
         if version != self._version:
             return
         self._advance()
