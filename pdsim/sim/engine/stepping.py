@@ -209,14 +209,16 @@ class Stepping:
             # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
             now = end
             steps += 1
-            if ratio > ratio_min:
-                ratio = max(ratio_min, ratio - decay)
             step += 1
             sum_ctx += grow
-            if q == 1.0:
-                rem_out -= n
         if steps:
             pool.alloc_each(grows)
+            if q == 1.0:
+                rem_out -= n * steps
+            for _ in range(steps):  # the reserve ratio's decay, step by step (as _after_decode)
+                if ratio <= ratio_min:
+                    break
+                ratio = max(ratio_min, ratio - decay)
             log_pf.extend([0] * steps)
             log_dec.extend([n] * steps)
             log_queue.extend([waiting] * steps)
