@@ -161,8 +161,8 @@ class Stepping:
         takes over. The caller has checked that nothing waits to be admitted or prefilled."""
         env = self.env
         b = self.batch
-        if self.load_until > env.now:
-            return
+        if self.load_until > env.now or (b.heap and b.heap[0][0] <= b.step):
+            return  # held by a load, or a request finishes in the next step: the loop's job
         nxt = env.quiet_until()
         horizon = env.horizon
         pool, heap, bucket, page, q = self.pool, b.heap, b.bucket, self.page, self.q

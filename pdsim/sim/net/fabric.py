@@ -104,6 +104,8 @@ class Fabric:
                 on[link] = [f]
                 if self._order is not None:
                     self._order[link] = None  # the newest flow's new links come last
+                if self._log and link not in self.link_codes:  # codes in first-use order, as the log lists links
+                    self.link_codes[link] = len(self.link_codes)
             else:
                 fs.append(f)
             self._relink(link)
@@ -256,11 +258,11 @@ class Fabric:
             t, code, rate, nflows = log.lists
             codes = self.link_codes
             on = self._on
-            for link in order:
-                t.append(now)
-                code.append(codes.setdefault(link, len(codes)))
-                rate.append(rates[link])
-                nflows.append(len(on[link]))
+            # (a link's code was given when it first carried a flow: ``send``)
+            t.extend([now] * len(order))
+            code.extend(map(codes.__getitem__, order))
+            rate.extend(map(rates.__getitem__, order))
+            nflows.extend(map(len, map(on.__getitem__, order)))
             for link in self._busy - order.keys():
                 t.append(now)
                 code.append(codes[link])
