@@ -281,6 +281,10 @@ class Fabric:
                 d = f.remaining / f.rate
                 if d < dt:
                     dt = d
+        self._arm(dt)
+
+    def _arm(self, dt: float) -> None:
+        """The timer of the earliest completion, ``dt`` s from now (this version's)."""
         # never schedule below the clock's resolution: now + dt must be > now, or time stalls
         res = self._resolution()
         self.env.timeout(dt if dt > res else res).callbacks.append(partial(self._on_timer, self._version))
@@ -288,16 +292,40 @@ class Fabric:
     def _on_timer(self, version: int, _ev=None) -> None:
         if version != self._version:
             return
-        self._advance()
+        # as _advance, and in the same pass the flows that are done and the earliest completion
+        # among the others at their present rates
+        now = self.env._now
+        dt = now - self._last
+        self._last = now
         # floating-point tolerance: a flow is done when what is left of it is below the clock's
         # resolution (1 ns, or a few ulps of the current time once that is coarser: ~4 ns at
         # 1e7 s, ~60 ns at ten years) or below 1e-9 of its bytes
         tol = self._resolution()
-        done = [f for f in self.flows.values()
-                if f.remaining <= f.nbytes * 1e-9 or (f.rate > 0 and f.remaining <= f.rate * tol)]
+        flows = self.flows
+        done = []
+        first = INF
+        for f in flows.values():
+            rate = f.rate
+            if dt > 0:
+                f.remaining -= rate * dt
+            left = f.remaining
+            if left <= f.nbytes * 1e-9 or (rate > 0 and left <= rate * tol):
+                done.append(f)
+            elif rate > 0:
+                d = left / rate
+                if d < first:
+                    first = d
         for f in done:
-            del self.flows[f.fid]
+            del flows[f.fid]
             self._unlink(f)
-        self._reschedule()
+        if self._capped and not self._over:
+            # every flow stays at its cap (flows leaving only free capacity): the completions
+            # found above stand, nothing is re-solved but the log
+            self._solve()
+            self._version += 1
+            if flows:
+                self._arm(first)
+        else:
+            self._reschedule()
         for f in done:
             f.on_done(f)
