@@ -23,7 +23,7 @@ class LocalExecutor:
     """Every layer on the instance's GPUs: the step time is the cost model's. (Expert-service
     clients use sim/experts.py RemoteExpertExecutor, whose ``gate`` can stall the engine.)"""
 
-    __slots__ = ("cost", "step_time", "_memo", "_coeffs", "linear")
+    __slots__ = ("cost", "step_time", "_memo", "_coeffs", "linear", "_last_decode")
     gate = None  # never stalls
     pure = True  # step_time has no side effects: the engine may price a step it then does not run
 
@@ -39,6 +39,7 @@ class LocalExecutor:
             return
         self._coeffs = coeffs
         self._memo: dict = {}
+        self._last_decode = (-1, 0.0, 0.0)  # decode_price's last (batch, base, per_ctx)
         self.step_time = self._memoised
 
     def _memoised(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int,
@@ -58,6 +59,9 @@ class LocalExecutor:
         ``step_time(0, 0.0, 0, decode_batch, ctx)`` is ``base + per_ctx * ctx`` bit for bit
         (``base`` is the ``c0 + c_attn * 0.0`` that ``_memoised`` adds first). Lets a loop of
         decode steps of one batch price each step without the memo lookup."""
+        last = self._last_decode
+        if last[0] == decode_batch:  # quiet runs of one batch follow each other: no lookup
+            return last[1], last[2]
         key = (0, 0, decode_batch, None)
         memo = self._memo
         c = memo.get(key)
@@ -65,4 +69,5 @@ class LocalExecutor:
             if len(memo) >= MEMO_SHAPES:
                 memo.clear()
             c = memo[key] = self._coeffs(0, 0, decode_batch, rank_tokens=None)
-        return c[0] + c[1] * 0.0, c[2]
+        self._last_decode = (decode_batch, c[0] + c[1] * 0.0, c[2])
+        return self._last_decode[1], c[2]

@@ -161,8 +161,8 @@ class Stepping:
         takes over. The caller has checked that nothing waits to be admitted or prefilled."""
         env = self.env
         b = self.batch
-        if self.load_until > env.now:
-            return
+        if self.load_until > env.now or (b.heap and b.heap[0][0] <= b.step):
+            return  # held by a load, or a request finishes in the next step: the loop's job
         nxt = env.quiet_until()
         horizon = env.horizon
         pool, heap, bucket, page, q = self.pool, b.heap, b.bucket, self.page, self.q
@@ -184,9 +184,10 @@ class Stepping:
         busy, ratio, ratio_min, decay = self.busy_time, self.ratio, self.ratio_min, self.ratio_decay
         grow = n if q == 1.0 else n * q  # context added per step
         steps = 0
+        free, used, grows = pool.free, pool.used, []  # the pool's counters, allocated once after
         while first_out > step:  # else a request finishes in this step (or a stale entry): the loop's job
             need = bucket[(-step) % page]
-            if need > pool.free:
+            if need > free:
                 break
             if price is None:
                 dur = base + per_ctx * (sum_ctx + grow)
@@ -198,21 +199,26 @@ class Stepping:
             # the step starts: pages for the tokens it writes (alloc's ``last_runs`` is only read
             # right after a prompt's allocation, so a step needing none skips the call), the log
             if need:
-                pool.alloc(need)
+                free -= need
+                used += need
+                grows.append(need)
             log_t.append(now)  # the constant columns are extended once the run is over
             log_dur.append(dur)
-            log_kv.append(pool.used)
+            log_kv.append(used)
             busy += dur
             # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
             now = end
             steps += 1
-            if ratio > ratio_min:
-                ratio = max(ratio_min, ratio - decay)
             step += 1
             sum_ctx += grow
-            if q == 1.0:
-                rem_out -= n
         if steps:
+            pool.alloc_each(grows)
+            if q == 1.0:
+                rem_out -= n * steps
+            for _ in range(steps):  # the reserve ratio's decay, step by step (as _after_decode)
+                if ratio <= ratio_min:
+                    break
+                ratio = max(ratio_min, ratio - decay)
             log_pf.extend([0] * steps)
             log_dec.extend([n] * steps)
             log_queue.extend([waiting] * steps)

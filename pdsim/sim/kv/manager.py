@@ -63,9 +63,7 @@ class KVManager:
         if avail < private:
             return None
         if m:
-            head = list(keys[:m])
-            cache.acquire(head)
-            req.cache_keys = head
+            req.cache_keys = cache.acquire(list(keys[:m]))  # a prefix_cache.Hold
             req.shared_pages = shared
         if cache is not None and self.pool.free < private:
             cache.make_room(private, now)
@@ -108,12 +106,15 @@ class KVManager:
         # a key already cached (the request's own prefix, another request's block, or a repeat
         # within this prompt) stays private: the blocks adopted are the first occurrences of
         # the keys not cached yet, in prompt order
-        ref = cache.ref
-        new = [k for k in dict.fromkeys(keys[len(held):n_full]) if k not in ref]
+        span = cache.new_span()
+        fresh = dict.fromkeys(keys[len(held):n_full], span)  # first occurrences, in prompt order
+        if cache.ref.keys().isdisjoint(fresh):  # the common case, checked without a Python loop
+            new = fresh
+        else:
+            new = {k: span for k in fresh if k not in cache.ref}
         if not new:
             return 0
-        cache.adopt_new(new, now)
-        held.extend(new)
+        req.cache_keys = cache.adopt_new(held or None, span, new, now)
         moved = len(new) * cache.ppb
         req.shared_pages += moved
         return moved

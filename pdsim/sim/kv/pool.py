@@ -66,6 +66,32 @@ class KVPool:
             self.peak = self.used
         return True
 
+    def alloc_each(self, needs: list[int]) -> None:
+        """``alloc`` of each count in ``needs`` in turn, every one known to fit (a run of decode
+        steps, engine/stepping.py): the same arithmetic in the same order, bit for bit, on local
+        counters written back once."""
+        if not needs:
+            return
+        free, fresh, live, used = self.free, self.fresh, self.live_runs, self.used
+        runs = 0
+        for pages in needs:
+            take = pages if pages <= fresh else fresh
+            runs = 1 if take else 0
+            rest = pages - take
+            if rest:
+                recycled = free - fresh
+                hole = recycled / live if live >= 1.0 else float(recycled)
+                runs += math.ceil(rest / hole) if hole > 1.0 else rest
+            fresh -= take
+            live += runs
+            used += pages
+            free -= pages
+        if free < 0:
+            raise RuntimeError(f"KV pool over-allocated by {-free} pages")
+        self.free, self.fresh, self.live_runs, self.used, self.last_runs = free, fresh, live, used, runs
+        if used > self.peak:
+            self.peak = used
+
     def release(self, pages: int) -> None:
         if pages > self.used:
             raise RuntimeError(f"KV pool released {pages} pages but only {self.used} are in use")

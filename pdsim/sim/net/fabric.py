@@ -4,10 +4,17 @@ The topology is a networkx graph whose edges are links (capacity in bytes/s); a 
 the shortest path between two endpoints and may carry its own rate cap (the NICs its bytes
 can use). Rates are re-solved by progressive filling whenever a flow starts or ends, and
 one SimPy timeout is pending for the earliest completion (stale ones are ignored).
+
+Each link keeps its flows and the sum of their caps, updated only for the links of a flow
+that starts or ends: while every link has room for its flows at their caps (the common case)
+every flow runs at its cap and nothing else is solved.
 """
 from __future__ import annotations
 
 import math
+from functools import partial
+from itertools import chain
+from operator import attrgetter
 from typing import Callable
 
 import networkx as nx
@@ -25,6 +32,9 @@ _ROOM = 1.0 - 1e-9
 
 def _cap(f: "Flow") -> float:
     return f.cap
+
+
+_path = attrgetter("path")
 
 
 class Flow:
@@ -61,6 +71,14 @@ class Fabric:
         self._log = log_usage
         self.bytes_sent = 0.0
         self._busy: set[str] = set()
+        # per link in use: its flows (oldest first) and the sum of their caps in that order;
+        # the links whose caps sum above their capacity (with the _ROOM margin): where caps clash
+        self._on: dict[str, list[Flow]] = {}
+        self._load: dict[str, float] = {}
+        self._over: set[str] = set()
+        self._capped = True  # every flow's rate is its cap (the last solve needed no filling)
+        self._res_at, self._res = -1.0, 1e-9  # _resolution at that time
+        self._order: dict[str, None] | None = {}  # links in use in order of first use (None: to redo)
 
     def path(self, src: str, dst: str) -> tuple[str, ...]:
         key = (src, dst)
@@ -79,7 +97,19 @@ class Fabric:
             self.env.timeout(0).callbacks.append(lambda _e, f=f: on_done(f))
             return f
         self.flows[f.fid] = f
-        self._reschedule()
+        on = self._on
+        for link in f.path:
+            fs = on.get(link)
+            if fs is None:
+                on[link] = [f]
+                if self._order is not None:
+                    self._order[link] = None  # the newest flow's new links come last
+                if self._log and link not in self.link_codes:  # codes in first-use order, as the log lists links
+                    self.link_codes[link] = len(self.link_codes)
+            else:
+                fs.append(f)
+            self._relink(link)
+        self._reschedule(f)
         return f
 
     def cancel(self, flow: Flow) -> bool:
@@ -89,6 +119,7 @@ class Fabric:
             return False
         self._advance()
         del self.flows[flow.fid]
+        self._unlink(flow)
         self._reschedule()
         return True
 
@@ -98,26 +129,55 @@ class Fabric:
             if data["name"] not in self.capacity or data["name"].endswith(".uplink"):
                 self.capacity[data["name"]] = float(data["capacity"])
         self._paths.clear()  # a leaf uplink may have grown
+        for link in self._on:
+            self._relink(link)
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
         """Change a link's capacity now (a NIC failed or came back); flows re-share it."""
         self._advance()
         self.capacity[link] = float(bytes_per_s)
+        if link in self._on:
+            self._relink(link)
         self._reschedule()
 
     # -- internals ------------------------------------------------------------------------
+    def _relink(self, link: str) -> None:
+        """The flows on ``link`` changed (or its capacity): its cap sum and whether caps clash."""
+        load = self._load[link] = sum(map(_cap, self._on[link]))
+        if load <= self.capacity[link] * _ROOM:
+            self._over.discard(link)
+        else:
+            self._over.add(link)
+
+    def _unlink(self, f: Flow) -> None:
+        self._order = None  # the order of first use may change: redone at the next solve
+        on = self._on
+        for link in f.path:
+            fs = on[link]
+            fs.remove(f)
+            if fs:
+                self._relink(link)
+            else:
+                del on[link], self._load[link]
+                self._over.discard(link)
+
     def _resolution(self) -> float:
         """Smallest time step the simulated clock can represent around now (>= 1 ns)."""
-        return max(1e-9, 4.0 * math.ulp(self.env.now))
+        now = self.env._now
+        if now != self._res_at:
+            self._res_at = now
+            self._res = max(1e-9, 4.0 * math.ulp(now))
+        return self._res
 
     def _advance(self) -> None:
-        dt = self.env.now - self._last
+        now = self.env._now
+        dt = now - self._last
         if dt > 0:
             for f in self.flows.values():
                 f.remaining -= f.rate * dt
-        self._last = self.env.now
+        self._last = now
 
-    def _solve(self) -> None:
+    def _solve(self, new: Flow | None = None) -> None:
         """Max-min fair rates with per-flow caps (progressive filling).
 
         Each round fixes the tightest constraint: the smallest fair share of a link (its
@@ -125,29 +185,35 @@ class Fabric:
         first use) or, when some unfixed flow's own cap is no larger, that flow (the first of
         the smallest cap in the order of the set of unfixed flow ids). The unfixed flows per
         link are kept as counts and the flows ordered by cap once, so a round costs a pass
-        over the links, not over links x flows."""
+        over the links, not over links x flows.
+
+        When every link has room for all its flows at their caps, with a margin far above the
+        rounding of the fill's subtractions, each round would fix the smallest-cap flow at its
+        cap, so every flow gets exactly its cap (the common case: NIC-capped flows): then only
+        ``new`` (a flow just started) needs its rate, unless the last solve filled."""
         flows = self.flows
+        order = self._order
+        if order is None:  # links in order of first use (flows in id order, each along its path)
+            order = self._order = dict.fromkeys(chain.from_iterable(map(_path, flows.values())))
+        if not self._over:
+            if self._capped:
+                if new is not None:
+                    new.rate = new.cap
+            else:
+                for f in flows.values():
+                    f.rate = f.cap
+                self._capped = True
+            self._log_usage(order, self._load)
+            return
         capacity = self.capacity
-        cap_left: dict[str, float] = {}
-        users: dict[str, list[Flow]] = {}
+        on = self._on
+        users = {link: on[link] for link in order}
+        cap_left = {link: capacity[link] for link in order}
         for f in flows.values():
             f.rate = -1.0
-            for link in f.path:
-                fs = users.get(link)
-                if fs is None:
-                    users[link] = [f]
-                    cap_left[link] = capacity[link]
-                else:
-                    fs.append(f)
-        if all(sum(f.cap for f in fs) <= capacity[link] * _ROOM for link, fs in users.items()):
-            # every link has room for all its flows at their caps, with a margin far above the
-            # rounding of the fill's subtractions: each round would fix the smallest-cap flow
-            # at its cap, so every flow gets exactly its cap (the common case: NIC-capped flows)
-            for f in flows.values():
-                f.rate = f.cap
-        else:
-            self._fill(users, cap_left)
-        self._log_usage(users)
+        self._fill(users, cap_left)
+        self._capped = False
+        self._log_usage(order, {link: sum(f.rate for f in fs) for link, fs in users.items()})
 
     def _fill(self, users: dict[str, list[Flow]], cap_left: dict[str, float]) -> None:
         """Progressive filling proper (see ``_solve``)."""
@@ -181,8 +247,9 @@ class Fabric:
                     cap_left[link] = max(0.0, cap_left[link] - rate)
                     count[link] -= 1
 
-    def _log_usage(self, users: dict[str, list[Flow]]) -> None:
-        """Every link in use (and every link no longer in use): its bytes/s and flows now."""
+    def _log_usage(self, order: dict, rates: dict[str, float]) -> None:
+        """Every link in use (``order``: their bytes/s in ``rates``) and every link no longer
+        in use: its bytes/s and flows now."""
         if self._log:
             now = self.env.now
             log = self.usage_log
@@ -190,41 +257,75 @@ class Fabric:
                 log.flush()
             t, code, rate, nflows = log.lists
             codes = self.link_codes
-            for link, fs in users.items():
-                t.append(now)
-                code.append(codes.setdefault(link, len(codes)))
-                rate.append(sum(f.rate for f in fs))
-                nflows.append(len(fs))
-            for link in self._busy - users.keys():
+            on = self._on
+            # (a link's code was given when it first carried a flow: ``send``)
+            t.extend([now] * len(order))
+            code.extend(map(codes.__getitem__, order))
+            rate.extend(map(rates.__getitem__, order))
+            nflows.extend(map(len, map(on.__getitem__, order)))
+            for link in self._busy - order.keys():
                 t.append(now)
                 code.append(codes[link])
                 rate.append(0.0)
                 nflows.append(0)
-        self._busy = set(users)
+        self._busy = set(order)
 
-    def _reschedule(self) -> None:
-        self._solve()
+    def _reschedule(self, new: Flow | None = None) -> None:
+        self._solve(new)
         self._version += 1
         if not self.flows:
             return
-        dt = min(f.remaining / f.rate if f.rate > 0 else INF for f in self.flows.values())
-        version = self._version
-        # never schedule below the clock's resolution: now + dt must be > now, or time stalls
-        ev = self.env.timeout(max(dt, self._resolution()))
-        ev.callbacks.append(lambda _e: self._on_timer(version))
+        dt = INF
+        for f in self.flows.values():
+            if f.rate > 0:
+                d = f.remaining / f.rate
+                if d < dt:
+                    dt = d
+        self._arm(dt)
 
-    def _on_timer(self, version: int) -> None:
+    def _arm(self, dt: float) -> None:
+        """The timer of the earliest completion, ``dt`` s from now (this version's)."""
+        # never schedule below the clock's resolution: now + dt must be > now, or time stalls
+        res = self._resolution()
+        self.env.timeout(dt if dt > res else res).callbacks.append(partial(self._on_timer, self._version))
+
+    def _on_timer(self, version: int, _ev=None) -> None:
         if version != self._version:
             return
-        self._advance()
+        # as _advance, and in the same pass the flows that are done and the earliest completion
+        # among the others at their present rates
+        now = self.env._now
+        dt = now - self._last
+        self._last = now
         # floating-point tolerance: a flow is done when what is left of it is below the clock's
         # resolution (1 ns, or a few ulps of the current time once that is coarser: ~4 ns at
         # 1e7 s, ~60 ns at ten years) or below 1e-9 of its bytes
         tol = self._resolution()
-        done = [f for f in self.flows.values()
-                if f.remaining <= f.nbytes * 1e-9 or (f.rate > 0 and f.remaining <= f.rate * tol)]
+        flows = self.flows
+        done = []
+        first = INF
+        for f in flows.values():
+            rate = f.rate
+            if dt > 0:
+                f.remaining -= rate * dt
+            left = f.remaining
+            if left <= f.nbytes * 1e-9 or (rate > 0 and left <= rate * tol):
+                done.append(f)
+            elif rate > 0:
+                d = left / rate
+                if d < first:
+                    first = d
         for f in done:
-            del self.flows[f.fid]
-        self._reschedule()
+            del flows[f.fid]
+            self._unlink(f)
+        if self._capped and not self._over:
+            # every flow stays at its cap (flows leaving only free capacity): the completions
+            # found above stand, nothing is re-solved but the log
+            self._solve()
+            self._version += 1
+            if flows:
+                self._arm(first)
+        else:
+            self._reschedule()
         for f in done:
             f.on_done(f)
