@@ -21,6 +21,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .columns import column_part, column_rows
+
+#: log rows read at a time where a whole log would be read (bounds the memory of a spilled log)
+PART_ROWS = 1 << 20
+
 # per-request columns, in table order; floats are seconds unless named otherwise
 REQUEST_FLOAT = (
     "arrival_s", "routed_s", "prefill_start_s", "prefill_end_s", "transfer_start_s", "transfer_end_s",
@@ -185,23 +190,39 @@ class DecodeEnds:
         self.parts = parts
 
     @staticmethod
-    def done_mask(steps: dict, end_s: float, cut: tuple) -> np.ndarray:
-        """Which logged steps produced decode tokens."""
-        done = steps["running_batch"] > 0
+    def done_mask(steps: dict, end_s: float, cut: tuple, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Which logged steps (rows ``lo:hi``) produced decode tokens."""
+        t, d = column_part(steps, "time_s", lo, hi), column_part(steps, "step_s", lo, hi)
+        done = column_part(steps, "running_batch", lo, hi) > 0
         # a step still in flight when the run ended (its end lies past the last event) made no tokens
-        done &= steps["time_s"] + steps["step_s"] <= end_s
+        done &= t + d <= end_s
         if cut:
-            done[np.asarray(cut)] = False
+            c = np.asarray(cut)
+            c = c[(c >= lo) & (c < lo + len(done))] - lo
+            done[c] = False
         return done
+
+    @staticmethod
+    def done_count(steps, end_s: float, cut: tuple) -> int:
+        """How many logged steps produced decode tokens (a part at a time)."""
+        rows = column_rows(steps)
+        return sum(int(DecodeEnds.done_mask(steps, end_s, cut, lo, lo + PART_ROWS).sum())
+                   for lo in range(0, rows, PART_ROWS))
 
     def __len__(self) -> int:
         return len(self.parts)
 
     def __getitem__(self, i: int) -> np.ndarray:
         steps, end_s, cut, egress = self.parts[i]
-        done = self.done_mask(steps, end_s, cut)
-        ends = steps["time_s"][done] + steps["step_s"][done]
-        return ends + egress if egress else ends
+        rows = column_rows(steps)
+        parts = []
+        # a part of the log at a time: a spilled log is read from disk once, never whole
+        for lo in range(0, max(rows, 1), PART_ROWS):
+            hi = lo + PART_ROWS
+            done = self.done_mask(steps, end_s, cut, lo, hi)
+            ends = column_part(steps, "time_s", lo, hi)[done] + column_part(steps, "step_s", lo, hi)[done]
+            parts.append(ends + egress if egress else ends)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def __iter__(self):
         return (self[i] for i in range(len(self.parts)))
