@@ -68,12 +68,14 @@ class GapHistogram:
     interpolation (bit for bit); the mean and standard deviation are the weighted sums (equal
     up to float summation order). The values are sorted once, on first use."""
 
-    __slots__ = ("values", "counts", "_sorted")
+    __slots__ = ("values", "_counts", "_cum", "_mean", "_std")
 
     def __init__(self, values: np.ndarray, counts: np.ndarray):
         self.values = np.asarray(values, dtype=np.float64)
-        self.counts = np.asarray(counts, dtype=np.int64)
-        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+        self._counts: np.ndarray | None = np.asarray(counts, dtype=np.int64)
+        self._cum: np.ndarray | None = None  # cumulative counts once the values are sorted
+        self._mean: float | None = None
+        self._std: float | None = None
 
     @classmethod
     def of(cls, samples: np.ndarray) -> "GapHistogram":
@@ -81,15 +83,29 @@ class GapHistogram:
         return cls(v, np.ones(len(v), dtype=np.int64))
 
     @property
+    def counts(self) -> np.ndarray:
+        """How often each of ``values`` occurs."""
+        return self._counts if self._cum is None else np.diff(self._cum, prepend=0)
+
+    @property
     def n(self) -> int:
-        return int(self.counts.sum())
+        return int(self._counts.sum()) if self._cum is None else int(self._cum[-1]) if len(self._cum) else 0
 
     def _order(self) -> tuple[np.ndarray, np.ndarray]:
-        """(values sorted, cumulative counts in that order)."""
-        if self._sorted is None:
+        """(values sorted, cumulative counts in that order). Sorting happens once and in place
+        (the pairs are a multiset: their order carries nothing); the mean and standard deviation
+        are taken first, so they keep the summation order of the values as given."""
+        if self._cum is None:
+            if len(self.values):
+                self.mean()
+                self.std()
             order = np.argsort(self.values, kind="stable")
-            self._sorted = (self.values[order], np.cumsum(self.counts[order]))
-        return self._sorted
+            self.values = self.values[order]
+            counts = self._counts[order]
+            del order
+            self._counts = None
+            self._cum = np.cumsum(counts)
+        return self.values, self._cum
 
     def expand(self) -> np.ndarray:
         """Every gap (sorted by value), as an array."""
@@ -111,11 +127,15 @@ class GapHistogram:
         return self if keep.all() else GapHistogram(self.values[keep], self.counts[keep])
 
     def mean(self) -> float:
-        return float(np.dot(self.values, self.counts) / self.n)
+        if self._mean is None:
+            self._mean = float(np.dot(self.values, self.counts) / self.n)
+        return self._mean
 
     def std(self) -> float:
-        m = self.mean()
-        return float(np.sqrt(np.dot((self.values - m) ** 2, self.counts) / self.n))
+        if self._std is None:
+            m = self.mean()
+            self._std = float(np.sqrt(np.dot((self.values - m) ** 2, self.counts) / self.n))
+        return self._std
 
     def percentile(self, q: float) -> float:
         """``np.percentile(expanded, q)`` (linear method) without expanding."""
