@@ -262,7 +262,7 @@ class StepTokens:
     step_end: "list[np.ndarray] | DecodeEnds"
 
     #: gaps expanded at a time while finding each request's worst gap (bounds the memory)
-    CHUNK_GAPS = 1 << 22
+    CHUNK_GAPS = 1 << 20
 
     def itl_histogram(self, first_token_s: np.ndarray, finished: np.ndarray) -> tuple[GapHistogram, np.ndarray]:
         """Every gap of the finished requests as a histogram over decode steps (the gap of
