@@ -84,6 +84,7 @@ def test_chunked_metrics_equal_unchunked(pair, tmp_path):
     mem, disk, _mp = pair
     assert all(isinstance(s, dict) for s in mem.record.steps)
     assert any(isinstance(s, SpilledColumns) for s in disk.record.steps)
+    assert isinstance(disk.record.link_usage, SpilledColumns)  # the timeline's link rows read a part at a time
     for a, b in zip(mem.record.tokens.step_end, disk.record.tokens.step_end):
         assert a.tobytes() == b.tobytes()  # decode-step ends: token times bit for bit
     sa, sb = mem.summary(), disk.summary()

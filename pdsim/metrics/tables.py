@@ -96,16 +96,18 @@ def timeline_parts(rec: RunRecord, max_rows: int = 1 << 20) -> Iterator[pd.DataF
             yield _part(sl.stop - sl.start, time_s=t[sl], entity=name, kind="tier", role="tier",
                         tier_used_bytes=used[sl], tier_used_frac=used[sl] / cap)
     lu = rec.link_usage
-    if lu and len(lu["time_s"]):
+    n = column_rows(lu) if lu else 0
+    if n:
         names = np.asarray(rec.link_names, dtype=object)
         caps = np.asarray([rec.link_capacity.get(k, np.nan) for k in rec.link_names], dtype=np.float64)
-        n = len(lu["time_s"])
         for lo in range(0, n, max_rows):
-            sl = slice(lo, min(lo + max_rows, n))
-            code = lu["link"][sl]
-            yield _part(sl.stop - sl.start, time_s=lu["time_s"][sl], entity=names[code], kind="link", role="link",
-                        link_bytes_per_s=lu["bytes_per_s"][sl], flows=lu["flows"][sl],
-                        link_util=lu["bytes_per_s"][sl] / caps[code])
+            hi = min(lo + max_rows, n)
+            # each part read alone (a spilled log is never read whole per part)
+            code = column_part(lu, "link", lo, hi)
+            rate = column_part(lu, "bytes_per_s", lo, hi)
+            yield _part(hi - lo, time_s=column_part(lu, "time_s", lo, hi), entity=names[code], kind="link",
+                        role="link", link_bytes_per_s=rate, flows=column_part(lu, "flows", lo, hi),
+                        link_util=rate / caps[code])
 
 
 def timeline_frame(rec: RunRecord) -> pd.DataFrame:
