@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .detect_util import HIGH_SHARE, MISS_SHARE, busiest_group, group, misses, pct, set_override, ttft_matters
+from ..sim.columns import SpilledColumns
+from ..sim.record import PART_ROWS
 from .run_facts import RunFacts
 from .verdicts import Suggestion, Verdict
 
@@ -47,12 +49,34 @@ def _fp8_kv(res, role: str, gi: int, why: str) -> Suggestion | None:
 def _mixed_steps(res, inst_index: int, t0: float, t1: float) -> tuple[float, float, float]:
     """(share of decode steps carrying a prefill chunk, mean ms of those, mean ms of pure decode)."""
     st = res.record.steps[inst_index]
+    if isinstance(st, SpilledColumns):
+        return _mixed_steps_spilled(st, t0, t1)
     t, d = st["time_s"], st["step_s"]
     m = (t >= t0) & (t < t1) & (st["running_batch"] > 0)
     mixed = m & (st["prefill_tokens"] > 0)
     pure = m & (st["prefill_tokens"] == 0)
     share = float(mixed.sum() / m.sum()) if m.any() else 0.0
     return share, float(d[mixed].mean() * 1e3) if mixed.any() else 0.0, float(d[pure].mean() * 1e3) if pure.any() else 0.0
+
+
+def _mixed_steps_spilled(st, t0: float, t1: float) -> tuple[float, float, float]:
+    """_mixed_steps of a log kept on disk, a part at a time (means equal up to summation order)."""
+    n = n_mixed = n_pure = 0
+    s_mixed = s_pure = 0.0
+    for lo in range(0, st.rows, PART_ROWS):
+        hi = lo + PART_ROWS
+        t = st.part("time_s", lo, hi)
+        m = (t >= t0) & (t < t1) & (st.part("running_batch", lo, hi) > 0)
+        pf = st.part("prefill_tokens", lo, hi)
+        d = st.part("step_s", lo, hi)
+        mixed, pure = m & (pf > 0), m & (pf == 0)
+        n += int(m.sum())
+        n_mixed += int(mixed.sum())
+        n_pure += int(pure.sum())
+        s_mixed += float(d[mixed].sum())
+        s_pure += float(d[pure].sum())
+    share = n_mixed / n if n else 0.0
+    return share, s_mixed / n_mixed * 1e3 if n_mixed else 0.0, s_pure / n_pure * 1e3 if n_pure else 0.0
 
 
 def decode_bound(res, f: RunFacts) -> Verdict | None:

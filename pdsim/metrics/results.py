@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..sim.record import RunRecord
 from .summary import meets_slo, summarize
+from ..sim.columns import column_rows
 from ..sim.record import GapHistogram
 from .tables import itl_histogram, request_frame, timeline_frame
 
@@ -58,8 +59,9 @@ class Results:
     @cached_property
     def requests(self) -> pd.DataFrame:
         """One row per request: its life's timestamps (s), assignments, derived latencies."""
+        itl_max = self._itl[1]  # first: its working arrays are freed before the frame exists
         df = request_frame(self.record)
-        df["itl_max_s"] = self._itl[1]
+        df["itl_max_s"] = itl_max
         df["meets_slo"] = meets_slo(df, self._itl[1], self.slo)
         return df
 
@@ -88,7 +90,7 @@ class Results:
         out["slo"] = dict(rec.slo)
         span = max(rec.end_s, 1e-9)
         out["instances"] = [{"name": i.name, "role": i.role, "gpus": i.gpus, "busy_frac": i.busy_s / span,
-                             "steps": int(len(s.get("time_s", ()))), "tokens_out": i.tokens_out,
+                             "steps": column_rows(s), "tokens_out": i.tokens_out,
                              "retractions": i.retractions, "kv_peak_frac": i.kv_peak_pages / max(i.kv_capacity_pages, 1)}
                             for i, s in zip(rec.instances, rec.steps or [{}] * len(rec.instances))]
         st = rec.stats

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..sim.columns import SpilledColumns
+from ..sim.record import PART_ROWS, GapHistogram
+
 TTFT_PARTS = (("queue_s", "queueing for prefill"), ("prefill_s", "prefill compute"),
               ("kv_load_s", "KV load from offload tiers"), ("transfer_wait_s", "waiting for D's KV pages"),
               ("transfer_s", "KV transfer"), ("decode_wait_s", "D admission"))
@@ -112,6 +115,9 @@ def _instance_facts(res, t0: float, t1: float) -> list[InstanceFacts]:
     out = []
     W = t1 - t0
     for i, (inst, steps) in enumerate(zip(rec.instances, rec.steps or [{}] * len(rec.instances))):
+        if isinstance(steps, SpilledColumns):
+            out.append(_spilled_instance_facts(i, inst, steps, groups, t0, t1))
+            continue
         t = np.asarray(steps.get("time_s", ()), dtype=float)
         d = np.asarray(steps.get("step_s", ()), dtype=float)
         m = (t >= t0) & (t < t1)
@@ -131,6 +137,49 @@ def _instance_facts(res, t0: float, t1: float) -> list[InstanceFacts]:
             kv_peak=inst.kv_peak_pages / max(inst.kv_capacity_pages, 1), retractions=inst.retractions,
             mean_step_s=float(d[m].mean()) if m.any() else 0.0, steps=int(m.sum())))
     return out
+
+
+def _spilled_instance_facts(i: int, inst, steps: SpilledColumns, groups: list, t0: float, t1: float) -> InstanceFacts:
+    """_instance_facts of a log kept on disk, read a part at a time: the same facts, its sums
+    taken part by part (equal up to float summation order), the KV share's 95th percentile
+    exact (from the count of steps at each page count)."""
+    W = t1 - t0
+    cap = max(inst.kv_capacity_pages, 1)
+    busy = d_sum = q_w = 0.0
+    pf_sum = dec_sum = dec_n = n = 0
+    batch_sum = 0.0
+    kv_counts = np.zeros(0, dtype=np.int64)
+    for lo in range(0, steps.rows, PART_ROWS):
+        hi = lo + PART_ROWS
+        t = steps.part("time_s", lo, hi)
+        m = (t >= t0) & (t < t1)
+        if not m.any():
+            continue
+        t = t[m]
+        d = steps.part("step_s", lo, hi)[m]
+        busy += float((np.minimum(t + d, t1) - t).sum())
+        d_sum += float(d.sum())
+        n += int(m.sum())
+        pf_sum += int(steps.part("prefill_tokens", lo, hi)[m].astype(np.int64).sum())
+        dec = steps.part("running_batch", lo, hi)[m].astype(np.int64)
+        dec_sum += int(dec.sum())
+        dec_n += int((dec > 0).sum())
+        batch_sum += float(dec[dec > 0].astype(float).sum())
+        q_w += float((steps.part("queue_depth", lo, hi)[m].astype(float) * d).sum())
+        c = np.bincount(steps.part("kv_used", lo, hi)[m])
+        if len(c) > len(kv_counts):
+            c[:len(kv_counts)] += kv_counts
+            kv_counts = c
+        else:
+            kv_counts[:len(c)] += c
+    pages = np.flatnonzero(kv_counts)
+    kv_p95 = GapHistogram(pages.astype(float) / cap, kv_counts[pages]).percentile(95) if n else 0.0
+    return InstanceFacts(
+        index=i, name=inst.name, role=inst.role, group=groups[i] if i < len(groups) else (inst.role, 0),
+        gpus=inst.gpus, util=busy / W if W > 0 else 0.0, busy_s=busy, prefill_tokens=pf_sum, decode_tokens=dec_sum,
+        mean_batch=batch_sum / dec_n if dec_n else 0.0, mean_queue=q_w / d_sum if n and d_sum > 0 else 0.0,
+        kv_p95=kv_p95, kv_peak=inst.kv_peak_pages / cap, retractions=inst.retractions,
+        mean_step_s=d_sum / n if n else 0.0, steps=n)
 
 
 def _link_facts(rec, t0: float, t1: float) -> list[LinkFacts]:

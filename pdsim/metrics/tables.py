@@ -10,6 +10,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
+from ..sim.columns import column_part, column_rows
 from ..sim.record import REQUEST_COLUMNS, STEP_COLUMNS, GapHistogram, RunRecord
 
 
@@ -20,7 +21,8 @@ def request_frame(rec: RunRecord) -> pd.DataFrame:
     for c in ("prefill_instance", "decode_instance"):
         idx = np.asarray(cols[c])
         cols[c] = names[np.where(idx >= 0, idx, len(names) - 1)]
-    df = pd.DataFrame({c: cols[c] for c in REQUEST_COLUMNS})
+    # the record's arrays, not copies (copy-on-write keeps the record as it is when the frame is changed)
+    df = pd.DataFrame({c: cols[c] for c in REQUEST_COLUMNS}, copy=False)
     extra = [c for c in rec.requests if c not in REQUEST_COLUMNS]
     for c in extra:  # real runs add e.g. http_status, error, output_tokens
         df[c] = rec.requests[c]
@@ -76,30 +78,36 @@ def timeline_parts(rec: RunRecord, max_rows: int = 1 << 20) -> Iterator[pd.DataF
     rate changes, each in time order. Writing them one at a time keeps a long run's timeline
     out of memory."""
     for inst, steps in zip(rec.instances, rec.steps):
-        n = len(steps.get("time_s", ()))
+        n = column_rows(steps)
         cap = max(inst.kv_capacity_pages, 1)
         for lo in range(0, n, max_rows):
-            sl = slice(lo, min(lo + max_rows, n))
-            yield _part(sl.stop - sl.start, time_s=steps["time_s"][sl], entity=inst.name, kind="instance",
-                        role=inst.role, step_s=steps["step_s"][sl], prefill_tokens=steps["prefill_tokens"][sl],
-                        running_batch=steps["running_batch"][sl], queue_depth=steps["queue_depth"][sl],
-                        kv_used_frac=steps["kv_used"][sl] / cap)
+            hi = min(lo + max_rows, n)
+
+            def col(c: str, lo=lo, hi=hi) -> np.ndarray:
+                return column_part(steps, c, lo, hi)  # a spilled log is read a part at a time
+
+            yield _part(hi - lo, time_s=col("time_s"), entity=inst.name, kind="instance",
+                        role=inst.role, step_s=col("step_s"), prefill_tokens=col("prefill_tokens"),
+                        running_batch=col("running_batch"), queue_depth=col("queue_depth"),
+                        kv_used_frac=col("kv_used") / cap)
     for name, cap, t, used in rec.tier_usage:
         for lo in range(0, len(t), max_rows):
             sl = slice(lo, min(lo + max_rows, len(t)))
             yield _part(sl.stop - sl.start, time_s=t[sl], entity=name, kind="tier", role="tier",
                         tier_used_bytes=used[sl], tier_used_frac=used[sl] / cap)
     lu = rec.link_usage
-    if lu and len(lu["time_s"]):
+    n = column_rows(lu) if lu else 0
+    if n:
         names = np.asarray(rec.link_names, dtype=object)
         caps = np.asarray([rec.link_capacity.get(k, np.nan) for k in rec.link_names], dtype=np.float64)
-        n = len(lu["time_s"])
         for lo in range(0, n, max_rows):
-            sl = slice(lo, min(lo + max_rows, n))
-            code = lu["link"][sl]
-            yield _part(sl.stop - sl.start, time_s=lu["time_s"][sl], entity=names[code], kind="link", role="link",
-                        link_bytes_per_s=lu["bytes_per_s"][sl], flows=lu["flows"][sl],
-                        link_util=lu["bytes_per_s"][sl] / caps[code])
+            hi = min(lo + max_rows, n)
+            # each part read alone (a spilled log is never read whole per part)
+            code = column_part(lu, "link", lo, hi)
+            rate = column_part(lu, "bytes_per_s", lo, hi)
+            yield _part(hi - lo, time_s=column_part(lu, "time_s", lo, hi), entity=names[code], kind="link",
+                        role="link", link_bytes_per_s=rate, flows=column_part(lu, "flows", lo, hi),
+                        link_util=rate / caps[code])
 
 
 def timeline_frame(rec: RunRecord) -> pd.DataFrame:

@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..metrics.results import Results
-from ..sim.record import GapHistogram
+from ..sim.columns import SpilledColumns, column_part, column_rows
+from ..sim.record import PART_ROWS, GapHistogram
 from .verdict_html import verdicts_html
 
 RunSet = Mapping[str, Results]
@@ -102,14 +103,23 @@ def _instances(res: Results):
     arrays, never a long table (a long run has tens of millions of steps)."""
     rec = res.record
     for inst, steps in zip(rec.instances, rec.steps or []):
-        if len(steps.get("time_s", ())):
+        if column_rows(steps):
             yield inst.name, inst.role, max(inst.kv_capacity_pages, 1), steps
+
+
+def _parts(st, cols: tuple[str, ...]):
+    """The step columns ``cols`` a part of the log at a time (the whole log when it is in
+    memory; a spilled log is never read whole)."""
+    rows = column_rows(st)
+    size = PART_ROWS if isinstance(st, SpilledColumns) else max(rows, 1)
+    for lo in range(0, rows, size):
+        yield tuple(column_part(st, c, lo, lo + size) for c in cols)
 
 
 def _span(res: Results) -> tuple[float, float]:
     """First and last step start over all instances (s)."""
-    lo = [float(st["time_s"][0]) for *_x, st in _instances(res)]
-    hi = [float(st["time_s"][-1]) for *_x, st in _instances(res)]
+    lo = [float(column_part(st, "time_s", 0, 1)[0]) for *_x, st in _instances(res)]
+    hi = [float(column_part(st, "time_s", column_rows(st) - 1)[-1]) for *_x, st in _instances(res)]
     return (min(lo), max(hi)) if lo else (0.0, 0.0)
 
 
@@ -121,6 +131,17 @@ def _binned_max(t: np.ndarray, v: np.ndarray, edges: np.ndarray) -> tuple[np.nda
     np.maximum.at(out, idx, v)
     keep = np.isfinite(out)
     return edges[:-1][keep], out[keep]
+
+
+def _binned_max_parts(st, col: str, cap: int | None, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_binned_max of a step column (divided by ``cap`` when given), a part of the log at a time."""
+    best = np.full(len(edges) - 1, -np.inf)
+    for t, v in _parts(st, ("time_s", col)):
+        x, y = _binned_max(t, (v / cap if cap is not None else v).astype(np.float64), edges)
+        idx = np.searchsorted(edges, x, side="left")
+        np.maximum.at(best, idx, y)
+    keep = np.isfinite(best)
+    return edges[:-1][keep], best[keep]
 
 
 def throughput_timeline_figure(res: Results | RunSet, bins: int = 300) -> go.Figure:
@@ -136,7 +157,8 @@ def throughput_timeline_figure(res: Results | RunSet, bins: int = 300) -> go.Fig
         for j, col in enumerate(["running_batch", "prefill_tokens"]):
             h = np.zeros(bins)
             for *_x, st in insts:
-                h += np.histogram(st["time_s"], bins=edges, weights=st[col])[0]
+                for t, w in _parts(st, ("time_s", col)):
+                    h += np.histogram(t, bins=edges, weights=w)[0]
             fig.add_trace(go.Scatter(x=edges[:-1], y=h / width, mode="lines", name=name, legendgroup=name,
                                      showlegend=j == 0, line=dict(color=PALETTE[k % len(PALETTE)])), row=1, col=j + 1)
     fig.update_xaxes(title_text="time (s)")
@@ -152,8 +174,7 @@ def instance_timeline_figure(res: Results, bins: int = 300) -> go.Figure:
     edges = np.linspace(t0, t1 + 1e-9, bins + 1)
     for k, (name, _role, cap, st) in enumerate(_instances(res)):
         for j, col in enumerate(["queue_depth", "running_batch", "kv_used"]):
-            v = st[col] / cap if col == "kv_used" else st[col]
-            x, y = _binned_max(st["time_s"], v.astype(np.float64), edges)
+            x, y = _binned_max_parts(st, col, cap if col == "kv_used" else None, edges)
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=name, legendgroup=name,
                                      showlegend=j == 0, line=dict(color=PALETTE[k % len(PALETTE)])), row=j + 1, col=1)
     fig.update_xaxes(title_text="time (s)", row=3, col=1)
@@ -413,7 +434,8 @@ def events_figure(res: Results, bins: int = 300) -> go.Figure:
     decoding = [st for _n, role, _c, st in _instances(res) if role != "prefill"]
     if decoding:
         edges = np.linspace(0.0, max(end, 1e-6), bins + 1)
-        h = sum(np.histogram(st["time_s"], bins=edges, weights=st["running_batch"])[0] for st in decoding)
+        h = sum(np.histogram(t, bins=edges, weights=w)[0] for st in decoding
+                for t, w in _parts(st, ("time_s", "running_batch")))
         fig.add_trace(go.Scatter(x=edges[:-1], y=h / (edges[1] - edges[0]), mode="lines", name="output tokens/s",
                                  line=dict(color="#444")), row=2, col=1)
     for kind in dict.fromkeys(e["kind"] for e in st.get("events", [])):

@@ -15,7 +15,7 @@ from ..metrics.results import Results
 from ..metrics.tables import TIMELINE_COLUMNS, timeline_parts
 
 BENCH_JSON = "bench.json"
-ROWS = 1 << 18  # rows converted and written at a time (a long run never holds its tables twice)
+ROWS = 1 << 16  # rows converted and written at a time: a part and its Parquet row group take ~25 MB
 
 
 def _write_parts(parts, path: Path, fmt: str, empty=None) -> None:

@@ -109,7 +109,7 @@ class Accounting:
         short; the engine computed each end as exactly that sum, clock.py), checked here
         against the decode steps it ran."""
         cut = tuple(inst.cut_steps)
-        n = int(DecodeEnds.done_mask(steps, self.env.now, cut).sum())
+        n = DecodeEnds.done_count(steps, self.env.now, cut)
         if n != inst.batch.step:  # pragma: no cover - a bookkeeping bug, never a user error
             raise RuntimeError(f"{inst.name}: {n} decode-step ends for {inst.batch.step} decode steps")
         return steps, self.env.now, cut, self.egress_s

@@ -21,6 +21,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .columns import column_part, column_rows
+
+#: log rows read at a time where a whole log would be read (bounds the memory of a spilled log)
+PART_ROWS = 1 << 20
+
 # per-request columns, in table order; floats are seconds unless named otherwise
 REQUEST_FLOAT = (
     "arrival_s", "routed_s", "prefill_start_s", "prefill_end_s", "transfer_start_s", "transfer_end_s",
@@ -63,12 +68,14 @@ class GapHistogram:
     interpolation (bit for bit); the mean and standard deviation are the weighted sums (equal
     up to float summation order). The values are sorted once, on first use."""
 
-    __slots__ = ("values", "counts", "_sorted")
+    __slots__ = ("values", "_counts", "_cum", "_mean", "_std")
 
     def __init__(self, values: np.ndarray, counts: np.ndarray):
         self.values = np.asarray(values, dtype=np.float64)
-        self.counts = np.asarray(counts, dtype=np.int64)
-        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+        self._counts: np.ndarray | None = np.asarray(counts, dtype=np.int64)
+        self._cum: np.ndarray | None = None  # cumulative counts once the values are sorted
+        self._mean: float | None = None
+        self._std: float | None = None
 
     @classmethod
     def of(cls, samples: np.ndarray) -> "GapHistogram":
@@ -76,15 +83,29 @@ class GapHistogram:
         return cls(v, np.ones(len(v), dtype=np.int64))
 
     @property
+    def counts(self) -> np.ndarray:
+        """How often each of ``values`` occurs."""
+        return self._counts if self._cum is None else np.diff(self._cum, prepend=0)
+
+    @property
     def n(self) -> int:
-        return int(self.counts.sum())
+        return int(self._counts.sum()) if self._cum is None else int(self._cum[-1]) if len(self._cum) else 0
 
     def _order(self) -> tuple[np.ndarray, np.ndarray]:
-        """(values sorted, cumulative counts in that order)."""
-        if self._sorted is None:
+        """(values sorted, cumulative counts in that order). Sorting happens once and in place
+        (the pairs are a multiset: their order carries nothing); the mean and standard deviation
+        are taken first, so they keep the summation order of the values as given."""
+        if self._cum is None:
+            if len(self.values):
+                self.mean()
+                self.std()
             order = np.argsort(self.values, kind="stable")
-            self._sorted = (self.values[order], np.cumsum(self.counts[order]))
-        return self._sorted
+            self.values = self.values[order]
+            counts = self._counts[order]
+            del order
+            self._counts = None
+            self._cum = np.cumsum(counts)
+        return self.values, self._cum
 
     def expand(self) -> np.ndarray:
         """Every gap (sorted by value), as an array."""
@@ -106,11 +127,15 @@ class GapHistogram:
         return self if keep.all() else GapHistogram(self.values[keep], self.counts[keep])
 
     def mean(self) -> float:
-        return float(np.dot(self.values, self.counts) / self.n)
+        if self._mean is None:
+            self._mean = float(np.dot(self.values, self.counts) / self.n)
+        return self._mean
 
     def std(self) -> float:
-        m = self.mean()
-        return float(np.sqrt(np.dot((self.values - m) ** 2, self.counts) / self.n))
+        if self._std is None:
+            m = self.mean()
+            self._std = float(np.sqrt(np.dot((self.values - m) ** 2, self.counts) / self.n))
+        return self._std
 
     def percentile(self, q: float) -> float:
         """``np.percentile(expanded, q)`` (linear method) without expanding."""
@@ -185,23 +210,39 @@ class DecodeEnds:
         self.parts = parts
 
     @staticmethod
-    def done_mask(steps: dict, end_s: float, cut: tuple) -> np.ndarray:
-        """Which logged steps produced decode tokens."""
-        done = steps["running_batch"] > 0
+    def done_mask(steps: dict, end_s: float, cut: tuple, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Which logged steps (rows ``lo:hi``) produced decode tokens."""
+        t, d = column_part(steps, "time_s", lo, hi), column_part(steps, "step_s", lo, hi)
+        done = column_part(steps, "running_batch", lo, hi) > 0
         # a step still in flight when the run ended (its end lies past the last event) made no tokens
-        done &= steps["time_s"] + steps["step_s"] <= end_s
+        done &= t + d <= end_s
         if cut:
-            done[np.asarray(cut)] = False
+            c = np.asarray(cut)
+            c = c[(c >= lo) & (c < lo + len(done))] - lo
+            done[c] = False
         return done
+
+    @staticmethod
+    def done_count(steps, end_s: float, cut: tuple) -> int:
+        """How many logged steps produced decode tokens (a part at a time)."""
+        rows = column_rows(steps)
+        return sum(int(DecodeEnds.done_mask(steps, end_s, cut, lo, lo + PART_ROWS).sum())
+                   for lo in range(0, rows, PART_ROWS))
 
     def __len__(self) -> int:
         return len(self.parts)
 
     def __getitem__(self, i: int) -> np.ndarray:
         steps, end_s, cut, egress = self.parts[i]
-        done = self.done_mask(steps, end_s, cut)
-        ends = steps["time_s"][done] + steps["step_s"][done]
-        return ends + egress if egress else ends
+        rows = column_rows(steps)
+        parts = []
+        # a part of the log at a time: a spilled log is read from disk once, never whole
+        for lo in range(0, max(rows, 1), PART_ROWS):
+            hi = lo + PART_ROWS
+            done = self.done_mask(steps, end_s, cut, lo, hi)
+            ends = column_part(steps, "time_s", lo, hi)[done] + column_part(steps, "step_s", lo, hi)[done]
+            parts.append(ends + egress if egress else ends)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def __iter__(self):
         return (self[i] for i in range(len(self.parts)))
@@ -221,7 +262,7 @@ class StepTokens:
     step_end: "list[np.ndarray] | DecodeEnds"
 
     #: gaps expanded at a time while finding each request's worst gap (bounds the memory)
-    CHUNK_GAPS = 1 << 22
+    CHUNK_GAPS = 1 << 20
 
     def itl_histogram(self, first_token_s: np.ndarray, finished: np.ndarray) -> tuple[GapHistogram, np.ndarray]:
         """Every gap of the finished requests as a histogram over decode steps (the gap of

@@ -150,19 +150,26 @@ class World(Elastic, Recovery, Accounting):
     def _client(self):
         t = self.table
         env = self.env
-        arrivals, inputs, outputs = t.arrival_s.tolist(), t.input_len.tolist(), t.output_len.tolist()
         hashes = t.hash_ids
         cc = t.max_concurrency
-        prios = t.priority.tolist() if getattr(t, "priority", None) is not None else None
-        for i in range(len(arrivals)):
-            dt = arrivals[i] - env.now
+        prio_col = t.priority if getattr(t, "priority", None) is not None else None
+        # the columns as Python numbers a part at a time (a whole 10M-request table as lists
+        # would hold ~100 B a request for the whole run)
+        part = 1 << 16
+        for i in range(len(t)):
+            if not i % part:
+                sl = slice(i, i + part)
+                arrivals, inputs, outputs = t.arrival_s[sl].tolist(), t.input_len[sl].tolist(), t.output_len[sl].tolist()
+                prios = prio_col[sl].tolist() if prio_col is not None else None
+            k = i % part
+            dt = arrivals[k] - env.now
             if dt > 0:
                 yield env.timeout(dt)
             # block ids as Python ints: the prefix cache hashes them at every lookup, and numpy
             # scalars hash several times slower
-            req = Request(i, arrivals[i], inputs[i], outputs[i], _ids(hashes[i]) if hashes is not None else None)
+            req = Request(i, arrivals[k], inputs[k], outputs[k], _ids(hashes[i]) if hashes is not None else None)
             if prios is not None:
-                req.priority = prios[i]
+                req.priority = prios[k]
             self.live[i] = req
             self.created += 1
             if cc is not None and self.in_flight >= cc:
