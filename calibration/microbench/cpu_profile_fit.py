@@ -1,0 +1,190 @@
+"""Step 3 of ``cpu_profile.py``: fit the kernel forms of pdsim/costs/compute.py to the rows that
+``measure`` wrote and the host overheads that ``overhead`` measured, and write the CPU hardware
+profile YAML with its sources (``python calibration/microbench/cpu_profile.py profile ...``).
+
+Runs with the system python (pandas, pdsim); ``measure`` runs in the engine venv and never needs
+this module's dependencies.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # pdsim from this checkout
+
+
+def _hw(facts: dict, name: str):
+    from pdsim.specs.hardware import Efficiency, GPUSpec, HardwareProfile, NodeSpec
+
+    gpu = GPUSpec(name=facts["cpu"], bf16_tflops=facts["peak_bf16_flops"] / 1e12, fp8_tflops=0.0,
+                  hbm_gib=round(facts["mem_gib"], 2), hbm_gbps=facts["copy_bytes_per_s"] / 1e9,
+                  nvlink_gbps=facts["copy_bytes_per_s"] / 1e9, pcie_gen=4, pcie_gbps=facts["copy_bytes_per_s"] / 1e9)
+    node = NodeSpec(gpus_per_node=1, nics_per_node=1, nic_gbit=facts["loopback_gbit"],
+                    host_dram_gib=round(facts["mem_gib"], 2))
+    eff = Efficiency(layer_launch_us=0.0, graph_launch_us=0.0, nic=1.0, gemm_m_tile=1.0)  # no row tile on a CPU
+    src = {k: "measured" for k in ("gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit")}
+    return HardwareProfile(name, f"{facts['cpu']} ({facts['threads']} torch thread)", gpu, node, eff, src)
+
+
+def fits(out: Path, facts: dict, name: str) -> dict:
+    import pandas as pd
+
+    from pdsim.calibrate.fit_compute import fit_attention, fit_gemm
+
+    hw = _hw(facts, name)
+    g = pd.read_csv(out / "gemm.csv")
+    g["use"] = True
+    a = pd.read_csv(out / "attention.csv")
+    a["use"] = True
+    g["hardware"], a["hardware"] = name, name  # the rows' own device (fit_compute keys profiles by row)
+    cal = {"gemm_bf16": fit_gemm(g, {name: hw}, "bf16")}
+    cal.update(fit_attention(a, {name: hw}))
+    for k, v in cal.items():
+        v["data"] = f"{out}/{'gemm' if k.startswith('gemm') else 'attention'}.csv"
+    return cal
+
+
+def profile(args) -> None:
+    import dataclasses
+
+    from pdsim.calibrate.profile_io import calibration_yaml
+    from pdsim.costs.calibrated import CalibratedStepCost
+    from pdsim.specs.catalog import load_hardware_ref, load_model_ref
+    from pdsim.specs.errors import SpecError
+    from pdsim.specs.scenario import EngineSpec, GroupSpec
+
+    out = Path(args.out)
+    facts = json.loads((out / "machine.json").read_text())
+    # the kernel constants: the profile's calibration block as `pdsim calibrate fit` wrote it from
+    # calibration/data (where the rows of `measure` belong); a first run fits this folder's rows
+    try:
+        if getattr(args, "fresh", False):
+            raise SpecError("fit this folder's rows")
+        cal = load_hardware_ref(args.name).calibration
+    except SpecError:
+        cal = fits(out, facts, args.name)
+    ov = json.loads((out / "overhead.json").read_text())
+    model = load_model_ref(args.model, Path("."), args.model)
+    hw0 = dataclasses.replace(_hw(facts, args.name), calibration=cal)
+    group = GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0))
+    cost = CalibratedStepCost(hw0, model, group, "colocated")
+    # host overhead = measured ITL - priced compute (the fitted kernels) at each (B, context):
+    # a + b B + c B context by least squares
+    import numpy as np
+
+    rows = [r for r in ov["itl_by_batch"] if r["median_itl_us"] is not None]  # None: every repeat coalesced
+    xs, ys = [], []
+    for r in rows:
+        b, ctx = r["batch"], r["mean_context"]
+        parts = cost.breakdown(0, 0.0, 0, b, float(b * ctx))
+        compute_us = (sum(parts.values()) - parts["overhead"]) * 1e6
+        xs.append([1.0, b, b * ctx])
+        ys.append(r["median_itl_us"] - compute_us)
+        r["priced_compute_us"] = round(compute_us, 1)
+    # host work cannot be negative: non-negative least squares (a term the rows cannot support comes
+    # out 0, and the rows' fit errors below say how well the rest holds)
+    from scipy.optimize import nnls
+
+    xa, ya = np.asarray(xs), np.asarray(ys)
+    scale = np.abs(xa).max(axis=0)
+    coef = nnls(xa / scale, ya)[0] / scale
+    step_overhead_us, seq_overhead_us, ctx_overhead_ns = float(coef[0]), float(coef[1]), float(coef[2]) * 1e3
+    for r, x, y in zip(rows, xs, ys):
+        r["fit_error"] = round(float((np.dot(coef, x) - y) / r["median_itl_us"]), 4)
+    # the request path outside the engine: idle TTFT minus one priced prefill step of the prompt
+    p = ov["idle_ttft_prompt_tokens"]
+    parts = cost.breakdown(p, p * p / 2.0, 1, 0, 0.0)
+    prefill_us = (sum(parts.values()) - parts["overhead"]) * 1e6 + step_overhead_us + seq_overhead_us
+    path_ms = max(0.0, (ov["idle_ttft_us"] - prefill_us) / 1e3)
+    fit_lines = "; ".join(f"B={r['batch']} ctx {r['mean_context']}: ITL {r['median_itl_us']:.0f} us, compute "
+                          f"{r['priced_compute_us']:.0f} us, fit {r['fit_error']:+.0%}" for r in rows)
+    gb = facts["copy_bytes_per_s"] / 1e9
+    doc = {
+        "name": args.name,
+        "description": f"{facts['cpu']}, {facts['threads']} torch thread (vLLM CPU worker), measured {facts['date']}",
+        "gpu": {"name": facts["cpu"], "bf16_tflops": round(facts["peak_bf16_flops"] / 1e12, 5), "fp8_tflops": 0,
+                "hbm_gib": round(facts["mem_gib"], 2), "hbm_gbps": round(gb, 3), "nvlink_gbps": round(gb, 3),
+                "pcie_gen": 4, "pcie_gbps": round(gb, 3), "arch": "cpu"},
+        "node": {"gpus_per_node": 1, "nics_per_node": 1, "nic_gbit": round(facts["loopback_gbit"], 3),
+                 "host_dram_gib": round(facts["mem_gib"], 2)},
+        "efficiency": {"layer_launch_us": 0.0, "graph_launch_us": 0.0, "nic": 1.0, "gemm_m_tile": 1.0,
+                       "step_overhead_us": round(step_overhead_us, 2), "seq_overhead_us": round(seq_overhead_us, 2),
+                       "ctx_overhead_ns": round(ctx_overhead_ns, 2)},
+        "sources": {
+            "gpu.name": f"/proc/cpuinfo model name; the 'device' is {facts['threads']} core(s) of this CPU",
+            "gpu.bf16_tflops": f"measured: {facts['peak_gemm']} ({facts['torch']}, {facts['threads']} thread)",
+            "gpu.fp8_tflops": "no FP8 matmul units on this CPU (torch CPU FP8 GEMM is emulated): 0",
+            "gpu.hbm_gib": "measured: /proc/meminfo MemTotal (the KV pool itself is capped per scenario by "
+                           "max_total_tokens = vLLM's VLLM_CPU_KVCACHE_SPACE)",
+            "gpu.hbm_gbps": f"measured: {facts['copy']}",
+            "gpu.nvlink_gbps": "no NVLink on a CPU: the measured memory copy bandwidth (what a tp>1 what-if's "
+                               "shared-memory all-reduce would move at); unused at tp=1",
+            "gpu.pcie_gen": "no host-device link on a CPU; the schema needs a generation, unused",
+            "gpu.arch": "a CPU: its kernels are its own, measured; no GPU constants are borrowed",
+            "gpu.pcie_gbps": "no host-device link: host<->'device' copies are memory copies, the measured copy bandwidth",
+            "node.nic_gbit": "measured: one TCP stream over 127.0.0.1, 64 MiB (loopback: the proxy and KV connectors "
+                             "on this host)",
+            "node.host_dram_gib": "measured: /proc/meminfo MemTotal",
+            "efficiency.layer_launch_us": "a CPU launches no kernels and replays no graphs: 0 (fixed costs are in "
+                                          "step_overhead_us)",
+            "efficiency.graph_launch_us": "no CUDA graphs on CPU: 0",
+            "efficiency.nic": "loopback figure is already achieved bandwidth: 1.0",
+            "efficiency.gemm_m_tile": "measured: CPU GEMMs (oneDNN / torch) have no tensor-core row tile; the "
+                                      "fitted GEMM form runs per row: 1",
+            "efficiency.step_overhead_us": (
+                f"measured: a of the non-negative least-squares fit ITL - priced compute = a + b B + c B context over "
+                f"dedicated "
+                f"runs against vLLM {ov.get('server_version')} at {ov['endpoint']} (worker, engine core, HTTP server and "
+                f"client sharing the cores; "
+                f"{fit_lines}; {ov['date']}); never fitted to the validation runs"),
+            "efficiency.seq_overhead_us": (
+                "measured: b of the same fit (per-sequence host work: input preparation, sampling, output "
+                "processing and streaming)"),
+            "efficiency.ctx_overhead_ns": (
+                "measured: c of the same fit (per context token of the decode batch, per step: the decode step grows "
+                "with the sequences' length far beyond the attention kernel measured alone)"),
+            **{f"efficiency.{f}": "unused: no price of a single CPU device at tp=1 reads it (no tensor cores, "
+                                  "FP8, MLA, NVLink, collectives or two-batch overlap); default kept"
+               for f in ("gemm", "fp8_m_tile", "attention", "mla_decode", "mla_decode_hbm", "hbm", "nvlink", "pcie",
+                         "mem_latency_us", "p2p_latency_us", "allreduce_base_us", "allreduce_hop_us",
+                         "deepep_normal_sm_share")},
+            "calibration": f"pdsim.calibrate.fit_compute on the rows in {out} (gemm.csv, attention.csv: "
+                           "vLLM's CPU attention kernel)",
+            "provenance": f"{facts['cpu']}; {facts['torch']}; Python {facts['python']}; {facts['date']}; "
+                          f"command: {facts['command']}",
+        },
+    }
+    # the machine block: where it was measured and how to measure it again (pdsim.specs.machine)
+    from pdsim.specs.machine import cores
+
+    machine = dict(facts.get("machine") or {"cpu_model": facts["cpu"]})
+    machine["measured"] = facts["date"]
+    # the kernels may have been timed pinned to one core (remeasure: taskset); the machine's cores
+    # are what this (unpinned) process may run on
+    machine["cores"] = cores()
+    # the overhead runs' busy processes on these cores: vLLM's API server, engine core, worker, and
+    # the replay client (pdsim/costs/host.py scales host work by a deployment's share of the cores)
+    machine["host_processes"] = 4
+    machine["remeasure"] = (f"PYTHONPATH=. python calibration/microbench/cpu_profile.py remeasure --out {out} "
+                            f"--name {args.name} --yaml {args.yaml} (kernels, then a server with the validation "
+                            "engine's arguments and its host overheads, then this profile; a few minutes)")
+    doc["machine"] = machine
+    uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.25, "efficiency.seq_overhead_us": 0.25,
+                                   "efficiency.ctx_overhead_ns": 0.2}}
+    (out / "host_overheads.json").write_text(json.dumps(
+        {"step_overhead_us": step_overhead_us, "seq_overhead_us": seq_overhead_us, "ctx_overhead_ns": ctx_overhead_ns,
+         "request_path_ms": path_ms,
+         "rows": rows, "idle_ttft_us": ov["idle_ttft_us"], "priced_idle_prefill_us": prefill_us}, indent=2) + "\n")
+    Path(args.yaml).write_text(f"# Hardware profile of this machine's CPU, written by calibration/microbench/"
+                               f"cpu_profile.py ({dt.date.today().isoformat()}).\n# Units as in every profile: "
+                               "*_tflops 1e12 FLOP/s, *_gbps 1e9 B/s, nic_gbit 1e9 bit/s, *_gib 2^30 B, *_us "
+                               "microseconds.\n" + yaml.safe_dump(doc, sort_keys=False, width=110)
+                               + calibration_yaml(cal) + yaml.safe_dump(uncertainty, sort_keys=False))
+    load_hardware_ref(str(Path(args.yaml).resolve()))  # the written profile must load
+    print(f"wrote {args.yaml}: step_overhead_us {step_overhead_us:.1f}, seq_overhead_us {seq_overhead_us:.1f}, "
+          f"ctx_overhead_ns {ctx_overhead_ns:.1f}, "
+          f"request path {path_ms:.2f} ms ({fit_lines})")
