@@ -83,6 +83,9 @@ def _worker_init(parent: int | None = None) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the CLI turns SIGTERM into an exit (cli._exit_on_sigterm); a forked worker takes the
+    # default back, so the pool's own terminate() stops it at once, as before
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if parent is not None:
         _die_with_parent(parent)
 

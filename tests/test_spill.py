@@ -5,6 +5,7 @@ verdicts are built from, the report's figures."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
 
 import numpy as np
@@ -115,3 +116,37 @@ def test_chunked_facts_and_figures_equal_unchunked(pair):
         for ta, tb in zip(a.data, b.data):
             np.testing.assert_array_equal(np.asarray(ta.x), np.asarray(tb.x))
             np.testing.assert_allclose(np.asarray(ta.y, dtype=float), np.asarray(tb.y, dtype=float), rtol=1e-12)
+
+
+def test_a_terminated_run_leaves_no_spill_folder(tmp_path):
+    """SIGTERM ends the CLI as an exit, so a log that spilled mid-run takes its folder with it
+    (before, a killed run left /tmp/pdsim-log-* behind)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import time, numpy as np\n"
+        "from pdsim.cli import _exit_on_sigterm\n"
+        "from pdsim.sim.columns import ColumnLog\n"
+        "_exit_on_sigterm()\n"
+        "log = ColumnLog(('a',), (np.float64,), spill_rows=10)\n"
+        "log.lists[0].extend(range(100)); log.flush()\n"
+        "print('spilled', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = dict(os.environ, PDSIM_SPILL_DIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "spilled"
+        assert len(list(tmp_path.glob("pdsim-log-*"))) == 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 5
+    while list(tmp_path.glob("pdsim-log-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not list(tmp_path.glob("pdsim-log-*"))

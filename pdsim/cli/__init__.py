@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 from ..specs.errors import SpecError
 
@@ -28,7 +30,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _exit_on_sigterm() -> None:
+    """SIGTERM (a scheduler's kill, ``timeout``) ends the CLI as an exit rather than an abrupt
+    death, so finalizers run: spilled logs' temporary folders are removed (sim/columns.py). Only
+    from the main thread and only over the default handler (a caller's own handler is kept)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum, _frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _exit_on_sigterm()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -95,7 +95,7 @@ class ColumnLog:
     """``lists``: one staging list per column (``names`` order, ``dtypes`` in the chunks)."""
 
     __slots__ = ("names", "dtypes", "lists", "_chunks", "_rows", "_last", "_folder", "_files", "_spilled",
-                 "spill_rows")
+                 "spill_rows", "_cleanup", "__weakref__")
 
     def __init__(self, names: tuple[str, ...], dtypes: tuple, spill_rows: int | None = None) -> None:
         self.names = names
@@ -125,6 +125,9 @@ class ColumnLog:
         """Move the chunks in memory to the end of the column files (opened on first use)."""
         if self._files is None:
             self._folder = tempfile.mkdtemp(prefix="pdsim-log-", dir=spill_dir())
+            # the folder goes with the log until a SpilledColumns mapping takes it over (columns()):
+            # a run that ends by an exception or a signal the CLI turns into an exit leaves nothing
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self._folder, True)
             self._files = [open(os.path.join(self._folder, c + ".bin"), "wb") for c in self.names]
         for j, f in enumerate(self._files):
             for chunk in self._chunks[j]:
@@ -152,6 +155,7 @@ class ColumnLog:
                 for f in self._files:
                     f.close()
                 self._spilled = SpilledColumns(self._folder, self.names, self.dtypes, self._rows)
+                self._cleanup.detach()  # the mapping owns the folder now
             return self._spilled
         out = {}
         for j, (c, dt) in enumerate(zip(self.names, self.dtypes)):
