@@ -51,3 +51,18 @@ def test_unknown_transport_parameter_is_refused():
         assert "transfer.params.write_gbs" in str(err) and "did you mean 'write_gbps'" in str(err)
     else:
         raise AssertionError("accepted an unknown parameter")
+
+
+def test_a_one_token_output_finishes_at_its_first_token_not_before():
+    """Fuzz find (tests/test_fuzz.py): with one output token, D's own tail compute puts the first
+    token after admission, and the request finished on admission, before its only token."""
+    d = scenario_dict("disagg")
+    d["transfer"] = {"backend": "shared_storage"}
+    d["workload"].update(num_requests=20, rate=4.0, input={"dist": "uniform", "min": 1, "max": 64},
+                         output={"dist": "uniform", "min": 1, "max": 1})
+    for group in ("prefill", "decode"):
+        d["cluster"][group][0]["engine"]["page_size"] = 1
+    df = pdsim.simulate(resolve(d)).requests
+    assert df["finished"].all()
+    assert (df["finish_s"] >= df["first_token_s"]).all()
+    assert (df["first_token_s"] > df["decode_admit_s"]).all()  # D computed the tail before its token

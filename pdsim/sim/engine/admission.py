@@ -162,7 +162,10 @@ class Admission:
         return self.batch.leave(req, last_step, req.shared_pages)
 
     def _finish(self, req: Request) -> None:
-        req.finish = self.env.now
+        # a one-token output on a D that computes the prompt's tail itself (shared storage) has its
+        # first token ``lag`` after admission (_admit_ready): it cannot finish before that token
+        now, first = self.env.now, req.first_token
+        req.finish = first if first > now else now
         self.pool.release(req.d_pages)
         req.d_pages = 0
         self.kv.unref(req)
