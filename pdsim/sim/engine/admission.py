@@ -106,7 +106,7 @@ class Admission:
                 req.d_pages = need
                 # a D that samples the first token itself computes the prompt's tail first (shared
                 # storage, transports/shared_storage.py): its first token comes after the load and that
-                tail = self.buffer.d_tail_s(req) if hasattr(self.buffer, "d_tail_s") else 0.0
+                tail = self.buffer.d_tail_s(req)
                 load = self.buffer.take(req.transfer_bytes, req.buffer_where) + tail
                 if tail:
                     lag = load

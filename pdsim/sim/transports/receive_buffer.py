@@ -38,6 +38,10 @@ class ReceiveBuffer:
         self.read[where] += nbytes
         return pcie_floor_s(nbytes, self.pcie_bps) if where == "host" else 0.0
 
+    def d_tail_s(self, req) -> float:
+        """D's own compute before the first token: none, P sampled it (seconds; FileStore's differs)."""
+        return 0.0
+
     def cancel(self, nbytes: float, where: str) -> None:
         """Give back a waiting request's reservation (the request failed elsewhere)."""
         self.used[where] -= nbytes
