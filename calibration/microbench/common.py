@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-from pdsim.calibrate.data import columns
+from pdsim.calibrate.schemas import columns  # stdlib only: the GPU machine has torch, not pandas/scipy
 
 PROFILE_KEYS = {"H100": "h100", "H200": "h200", "H800": "h800", "H20": "h20", "A800": "a800"}
 
@@ -81,8 +81,9 @@ def time_us(fn, args, warmup: int = 3) -> float:
     return samples[len(samples) // 2]
 
 
-def write_rows(args, name: str, rows: list[dict]) -> Path:
-    """Append ``rows`` (+ provenance) to ``<out>/<name>.csv`` in that file's column order."""
+def write_rows(args, name: str, rows: list[dict], prov: dict | None = None) -> Path:
+    """Append ``rows`` (+ provenance, ``provenance(args)`` unless given) to ``<out>/<name>.csv``
+    in that file's column order."""
     path = Path(args.out) / f"{name}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     new = not path.exists() or os.path.getsize(path) == 0
@@ -91,7 +92,7 @@ def write_rows(args, name: str, rows: list[dict]) -> Path:
     else:
         with open(path, newline="") as f:
             fields = next(csv.reader(f))
-    prov = provenance(args)
+    prov = prov or provenance(args)
     with open(path, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         if new:
