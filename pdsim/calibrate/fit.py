@@ -33,13 +33,15 @@ from ..specs.catalog import hardware_dir, hardware_keys, load_hardware_ref
 from . import data
 from .fit_comm import fit_allreduce, fit_deepep_ll, fit_deepep_normal, fit_mooncake, mooncake_per_chunk_us
 from .fit_compute import fit_attention, fit_gemm, fit_mha_prefill, fit_mla, fit_moe
+from .fit_system import fit_host, fit_memcopy
 from .profile_io import FORMULAS, calibration_yaml, clean, summary_table  # noqa: F401 (re-exported)
 from .profile_io import write_profile as _write_profile
 
 COMPUTE = ("gemm_bf16", "gemm_fp8", "gemm_fp8_block", "moe_bf16", "moe_fp8_block", "attention_prefill",
            "attention_decode", "mla_prefill", "mla_decode")
 DEEPEP = ("deepep_ll_dispatch", "deepep_ll_combine", "deepep_normal_dispatch", "deepep_normal_combine")
-MODELS = COMPUTE + DEEPEP + ("allreduce", "mooncake")
+SYSTEM = ("memcopy", "host")  # measured on the GPU itself (fit_system.py): never derived for another
+MODELS = COMPUTE + DEEPEP + ("allreduce", "mooncake") + SYSTEM
 ARCH_DONORS = {"hopper": ("hopper",), "ampere": ("ampere",), "ada": ("ampere", "hopper"), "blackwell": ("hopper",),
                "cpu": ()}  # a CPU 'device' borrows no GPU's constants
 DERIVED_MIN_UNCERTAINTY = 0.25
@@ -47,8 +49,11 @@ FILE_OF = {"gemm": "gemm", "moe": "moe", "attention": "attention", "mla": "mla"}
 
 
 def _load() -> dict:
-    return {n: data.load(n) for n in ("gemm", "moe", "attention", "mla", "deepep_low_latency", "deepep_normal",
-                                      "nccl_collectives", "mooncake_transfer", "kv_transfer_chunks")}
+    d = {n: data.load(n) for n in ("gemm", "moe", "attention", "mla", "deepep_low_latency", "deepep_normal",
+                                   "nccl_collectives", "mooncake_transfer", "kv_transfer_chunks")}
+    for n in ("memcopy", "launch"):  # written only where a GPU session ran (gpu_session.py)
+        d[n] = data.load(n) if (data.data_dir() / f"{n}.csv").is_file() else None
+    return d
 
 
 def _compute_fit(model: str, d: dict, keys: list[str], hws: dict) -> dict | None:
@@ -91,6 +96,10 @@ def _measured(key: str, hws: dict, d: dict, ll_base: dict, nm_base: dict) -> dic
     pc = mooncake_per_chunk_us(d["mooncake_transfer"], d["kv_transfer_chunks"])
     if (p := fit_mooncake(rows("mooncake_transfer"), rows("kv_transfer_chunks"), pc)) is not None:
         out["mooncake"] = p
+    if d["memcopy"] is not None and (p := fit_memcopy(rows("memcopy"), hws[key])) is not None:
+        out["memcopy"] = p
+    if d["launch"] is not None and (p := fit_host(rows("launch"))) is not None:
+        out["host"] = p
     return out
 
 
@@ -331,10 +340,13 @@ def _system(k: str, hws: dict, d: dict, measured: dict) -> dict:
     own_ar = measured[k].get("allreduce") or {}
     if ar is not None and not _has(own_ar, ("internode_gbps",)):
         _derive_internode(ar, k, hws, measured)
+    for model in SYSTEM:  # the GPU's own copies and launches, or nothing
+        if model in measured[k]:
+            out[model] = measured[k][model]
     if hw.gpu.fp8_tflops == 0:  # no FP8 tensor cores (Ampere): no FP8 kernels
         out = {m: v for m, v in out.items() if "fp8" not in m}
     if hw.gpu.arch == "cpu":  # no collectives or RDMA engines: only its own measured kernels
-        out = {m: v for m, v in out.items() if m in measured[k] and m in COMPUTE}
+        out = {m: v for m, v in out.items() if m in measured[k] and m in COMPUTE + SYSTEM}
     if hw.gpu.arch != "hopper":  # DeepEP runs on Hopper (SM90) NVLink + RDMA only
         out = {m: v for m, v in out.items() if not m.startswith("deepep")}
     for p in out.values():

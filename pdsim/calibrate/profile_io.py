@@ -21,6 +21,11 @@ FORMULAS = {
     "allreduce": "t = base + 2 (n-1) latency + 2 (n-1)/n bytes / busbw  [costs/comm.py]",
     "mooncake": "t = setup + chunks x per_chunk_us (queued per sending GPU) + bytes / (eff x senders' NIC share x "
                 "line rate); per-page path: per_page_us per chunk [costs/transfer.py, docs/mechanisms/kv-transfer.md]",
+    "memcopy": "measured copies: t = latency + traffic bytes / <kind>_gbps; hbm_eff = d2d / datasheet HBM; "
+               "host_copy_gbps = slower pinned direction (offload tiers)  [calibrate/fit_system.py, costs/measured.py]",
+    "host": "measured launches: kernel_launch_us per kernel (host); eager_exposed_us = (eager - graph decode step) / "
+            "layers at the smallest batch, added to graph_launch_us for eager steps  [calibrate/fit_system.py, "
+            "costs/measured.py]",
 }
 ORDER = ("eff", "m_tile", "hbm_eff", "latency_us", "sharp", "base_us", "nvl_gbps", "rdma_gbps", "intranode_gbps",
          "internode_gbps", "setup_ms", "per_chunk_us", "per_page_us", "rel_uncertainty", "fit_mape", "heldout_mape",

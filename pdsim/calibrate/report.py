@@ -191,10 +191,11 @@ def comparison() -> pd.DataFrame:
 
 
 def report(out_html: str | None = None,
-           sections: tuple[str, ...] = ("kernels", "steps", "mixed", "constants")) -> str:
+           sections: tuple[str, ...] = ("kernels", "steps", "forward", "mixed", "constants")) -> str:
     """Text report: measured vs predicted per kernel data file (and a plotly figure at
     ``out_html``), whole steps against published per-step figures (step_report.py), and the kind,
-    uncertainty and source of every profile constant."""
+    uncertainty and source of every profile constant; whole forwards measured on a GPU against
+    the step price (forward_report.py)."""
     from .step_report import constants_report, step_report
 
     df = comparison()
@@ -234,6 +235,10 @@ def report(out_html: str | None = None,
         lines.append(f"wrote {out_html}")
     if "steps" in sections:
         lines.append(step_report())
+    if "forward" in sections:
+        from .forward_report import forward_report
+
+        lines.append(forward_report())
     if "mixed" in sections:
         from .mixed_report import mixed_report
 

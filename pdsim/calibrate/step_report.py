@@ -122,8 +122,8 @@ def step_report() -> str:
 
 
 def _calibration_kind(p: dict) -> str:
-    if p.get("label") == "borrowed":
-        return "borrowed"
+    if p.get("label") in ("borrowed", "measured"):
+        return str(p["label"])
     if "derived_from" in p:
         return "derived"
     if "partly_from" in p:

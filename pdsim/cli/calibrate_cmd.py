@@ -21,9 +21,10 @@ def register(sub) -> None:
     ca.add_argument("--system", action="append", metavar="KEY", help="hardware profile key (repeatable); default all")
     ca.add_argument("--dry-run", action="store_true", help="fit without writing hardware_profiles/")
     ca.add_argument("--html", metavar="FILE", help="report: write the measured-vs-predicted figure here")
-    ca.add_argument("--section", action="append", choices=["kernels", "steps", "mixed", "constants"],
-                    help="report: only these sections (repeatable; default all: kernel rows, whole steps, mixed "
-                         "prefill+decode steps of the real CPU engine, constants)")
+    ca.add_argument("--section", action="append", choices=["kernels", "steps", "forward", "mixed", "constants"],
+                    help="report: only these sections (repeatable; default all: kernel rows, whole steps, whole "
+                         "forwards measured on a GPU (forward.csv), mixed prefill+decode steps of the real CPU "
+                         "engine, constants)")
     ca.add_argument("--scenario", help="from-runs: scenario YAML path or key describing the runs' deployment")
     ca.add_argument("--set", action="append", metavar="FIELD=VALUE", help="from-runs: override a scenario field")
     ca.add_argument("--holdout", action="append", metavar="RUN",
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "report":
         from ..calibrate.report import report
 
-        print(report(args.html, tuple(args.section or ("kernels", "steps", "mixed", "constants"))))
+        print(report(args.html, tuple(args.section or ("kernels", "steps", "forward", "mixed", "constants"))))
         return 0
     return _from_runs(args)
 

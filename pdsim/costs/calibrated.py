@@ -28,7 +28,9 @@ derived from its architecture's measured GPUs at fractions of *its own* peaks) i
 - TP all-reduce: ``allreduce`` (comm.allreduce_s: launch, per-rank latency, bus bandwidth inside
   a node and across nodes; nccl_collectives.csv).
 
-A constant the profile lacks keeps its roofline prior. Launch and per-step CPU overheads have no
+A constant the profile lacks keeps its roofline prior. The HBM efficiency of the small memory-bound
+kernels and the eager per-layer launch cost come from ``calibration.memcopy`` / ``calibration.host``
+where a GPU session measured them (costs/measured.py); per-step CPU overheads have no
 microbenchmark data and stay on the profile's ``efficiency`` values (labelled assumptions).
 """
 from __future__ import annotations
@@ -37,6 +39,7 @@ from types import SimpleNamespace
 
 from .compute import effective_sharp
 from .deepep import ELEM_BYTES, linear_coeffs
+from .measured import with_measured_system
 from .moe_kernels import expert_gemm
 from .roofline import RooflineStepCost
 
@@ -58,6 +61,10 @@ GEMM_ORDER = {
 
 class CalibratedStepCost(RooflineStepCost):
     name = "calibrated"
+
+    def __init__(self, hw, *args, **kwargs):
+        # measured HBM copy efficiency and eager launch cost, where a GPU session measured them
+        super().__init__(with_measured_system(hw), *args, **kwargs)
 
     def _kernels(self) -> SimpleNamespace:
         k = super()._kernels()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..costs import build_step_cost
+from ..costs.measured import host_copy_bps
 from ..costs.offload import tier_link_scale
 from ..costs.pipeline import PipelineRound, PipelineStepCost
 from ..costs.registry import resolve_cost_kind
@@ -283,7 +284,7 @@ class Builder:
         # one rank's PCIe link carries them; GQA shards travel over every rank's link at once
         block_bytes, links = kv_bytes_moved(plan.model, block, plan.attn_tp, plan.kv_cache_dtype)
         links = min(links, inst.gpus)
-        pcie_bps = links * hw.gpu.pcie_gbps * 1e9 * hw.efficiency.pcie
+        pcie_bps = links * host_copy_bps(hw)  # measured pinned copies where the profile has them
         tiers = []
         for t in off.tiers:
             dev = devices[t.device]

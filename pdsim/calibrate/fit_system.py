@@ -1,0 +1,87 @@
+"""Fits of the system constants a GPU session measures (calibration/microbench/gpu_session.py):
+copies (memcopy.csv) and host launch costs (launch.csv). Both are measured, not derived: a
+profile gets them only from its own rows, never from another GPU's.
+
+- ``memcopy``: per copy kind (d2d, h2d/d2h from pinned or pageable host memory) the line
+  t = latency + traffic_bytes / bandwidth, least squares on relative error over the sizes.
+  ``hbm_eff`` = device-to-device bandwidth (bytes read + written) / the datasheet HBM
+  bandwidth: the achievable fraction the small memory-bound kernels are priced at; the pinned
+  host-copy bandwidth is what offload tiers and host buffers move KV at (``host_copy_gbps``:
+  the slower direction).
+- ``host``: ``kernel_launch_us`` (host time to issue one kernel), ``launch_gpu_us`` (GPU time
+  per back-to-back tiny kernel), and per batch the eager and CUDA-graph time of a decode step;
+  ``eager_exposed_us`` = (eager - graph) / layers at the smallest batch (the GPU is fastest
+  there, so the host's launches show the most), which is what an eager step pays per layer on
+  top of a graph replay (costs/host.py: ``layer_launch_us`` = ``graph_launch_us`` + it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+COPY_KINDS = ("d2d", "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")
+
+
+def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """(intercept, slope, mean |relative error|) of y = a + b x, least squares on y-relative residuals."""
+    A = np.stack([np.ones_like(x), x], axis=1) / y[:, None]
+    (a, b), *_ = np.linalg.lstsq(A, np.ones_like(y), rcond=None)
+    if a < 0:  # a negative fixed cost has no meaning: the bandwidth alone through the origin
+        a, b = 0.0, float(np.sum(x * y / y**2) / np.sum(x * x / y**2))
+    return float(a), float(b), float(np.mean(np.abs((a + b * x - y) / y)))
+
+
+def fit_memcopy(rows, hw) -> dict | None:
+    """Copy bandwidths (GB/s = 1e9 B/s) and fixed costs of one GPU's memcopy.csv rows."""
+    rows = rows[rows["use"]] if "use" in rows else rows
+    if rows.empty:
+        return None
+    out: dict = {}
+    errs, lats, n = [], [], 0
+    for kind in COPY_KINDS:
+        r = rows[rows["kind"] == kind]
+        if len(r) < 2:
+            continue
+        a, b, err = _line(r["traffic_bytes"].to_numpy(float), r["us"].to_numpy(float))
+        out[f"{kind}_gbps"] = 1.0 / b / 1e3  # bytes per us -> 1e9 B/s
+        lats.append(a)
+        errs.append(err * len(r))
+        n += len(r)
+    if "d2d_gbps" not in out:
+        return None
+    out["hbm_eff"] = out["d2d_gbps"] / hw.gpu.hbm_gbps
+    pinned = [out[k] for k in ("h2d_pinned_gbps", "d2h_pinned_gbps") if k in out]
+    if pinned:
+        out["host_copy_gbps"] = min(pinned)
+    out["latency_us"] = float(np.mean(lats))
+    out["fit_mape"] = sum(errs) / n
+    out["points"] = float(n)
+    out["label"] = "measured"
+    out["data"] = "calibration/data/memcopy.csv"
+    return out
+
+
+def fit_host(rows) -> dict | None:
+    """Launch costs (us) of one GPU's launch.csv rows."""
+    rows = rows[rows["use"]] if "use" in rows else rows
+    if rows.empty:
+        return None
+    out: dict = {}
+    for kind, key in (("launch_host", "kernel_launch_us"), ("launch_gpu", "launch_gpu_us")):
+        r = rows[rows["kind"] == kind]
+        if len(r):
+            out[key] = float(r["us"].median())
+    eager = rows[rows["kind"] == "decode_step_eager"].set_index("batch")
+    graph = rows[rows["kind"] == "decode_step_graph"].set_index("batch")
+    both = sorted(set(eager.index) & set(graph.index))
+    for b in both:
+        layers = float(eager.loc[b, "layers"])
+        out[f"eager_exposed_us_b{int(b)}"] = (float(eager.loc[b, "us"]) - float(graph.loc[b, "us"])) / layers
+    if both:
+        out["eager_exposed_us"] = max(0.0, out[f"eager_exposed_us_b{int(both[0])}"])
+        out["batch"] = float(both[0])
+    if "eager_exposed_us" not in out and "kernel_launch_us" not in out:
+        return None
+    out["points"] = float(len(rows))
+    out["label"] = "measured"
+    out["data"] = "calibration/data/launch.csv"
+    return out

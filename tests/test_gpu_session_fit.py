@@ -1,0 +1,97 @@
+"""What a GPU session's rows feed (issue 28): the measured copy and launch constants (fit_system.py
+-> calibration.memcopy / calibration.host -> the calibrated step model and the offload tiers), and
+the whole-forward section of `pdsim calibrate report` (forward_report.py)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import pytest
+
+from pdsim.calibrate.fit_system import fit_host, fit_memcopy
+from pdsim.calibrate.forward_report import forward_comparison, forward_report
+from pdsim.costs import build_step_cost
+from pdsim.costs.measured import host_copy_bps, with_measured_system
+from pdsim.specs.catalog import load_hardware_ref, load_model_ref
+from pdsim.specs.scenario import EngineSpec, GroupSpec
+
+
+def _copies(kinds: dict[str, tuple[float, float]], factor: dict[str, int]) -> pd.DataFrame:
+    rows = []
+    for kind, (lat_us, gbps) in kinds.items():
+        for mb in (4, 16, 64, 256, 1024):
+            n = mb * 2**20
+            t = factor[kind] * n
+            rows.append({"hardware": "h100", "kind": kind, "bytes": n, "traffic_bytes": t, "us": lat_us + t / gbps / 1e3})
+    return pd.DataFrame(rows).assign(use=True)
+
+
+def test_memcopy_fit_recovers_bandwidths_and_the_hbm_fraction():
+    hw = load_hardware_ref("h100")
+    truth = {"d2d": (5.0, 2800.0), "h2d_pinned": (8.0, 53.0), "d2h_pinned": (8.0, 50.0), "h2d_pageable": (20.0, 20.0)}
+    p = fit_memcopy(_copies(truth, {"d2d": 2, "h2d_pinned": 1, "d2h_pinned": 1, "h2d_pageable": 1}), hw)
+    assert p["d2d_gbps"] == pytest.approx(2800.0, rel=1e-6) and p["h2d_pageable_gbps"] == pytest.approx(20.0, rel=1e-6)
+    assert p["hbm_eff"] == pytest.approx(2800.0 / hw.gpu.hbm_gbps, rel=1e-6)
+    assert p["host_copy_gbps"] == pytest.approx(50.0, rel=1e-6)  # the slower pinned direction
+    assert p["fit_mape"] < 1e-9 and p["label"] == "measured" and "d2h_pageable_gbps" not in p
+
+
+def test_host_fit_takes_the_eager_cost_per_layer_from_eager_minus_graph():
+    rows = pd.DataFrame([
+        {"kind": "launch_host", "batch": 1, "layers": None, "us": 4.0},
+        {"kind": "launch_gpu", "batch": 1, "layers": None, "us": 2.5},
+        {"kind": "decode_step_eager", "batch": 1, "layers": 32, "us": 32 * 150.0},
+        {"kind": "decode_step_graph", "batch": 1, "layers": 32, "us": 32 * 50.0},
+        {"kind": "decode_step_eager", "batch": 64, "layers": 32, "us": 32 * 200.0},
+        {"kind": "decode_step_graph", "batch": 64, "layers": 32, "us": 32 * 170.0}]).assign(use=True)
+    p = fit_host(rows)
+    assert p["kernel_launch_us"] == 4.0 and p["launch_gpu_us"] == 2.5
+    assert p["eager_exposed_us"] == pytest.approx(100.0) and p["eager_exposed_us_b64"] == pytest.approx(30.0)
+    assert fit_host(rows.iloc[0:0]) is None
+
+
+def test_measured_constants_enter_the_calibrated_model_only():
+    hw = load_hardware_ref("h100")
+    cal = {**hw.calibration, "memcopy": {"hbm_eff": 0.9, "host_copy_gbps": 52.0},
+           "host": {"eager_exposed_us": 100.0}}
+    mhw = dataclasses.replace(hw, calibration=cal)
+    eff = with_measured_system(mhw).efficiency
+    assert eff.hbm == 0.9 and eff.layer_launch_us == hw.efficiency.graph_launch_us + 100.0
+    assert host_copy_bps(mhw) == 52e9
+    model, group = load_model_ref("llama-3.1-8b"), GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0))
+    roof = build_step_cost("roofline", hw, model, group, "decode").step_time(0, 0.0, 0, 1, 512.0)
+    roof_m = build_step_cost("roofline", mhw, model, group, "decode").step_time(0, 0.0, 0, 1, 512.0)
+    assert roof == roof_m  # the prior keeps the profile's priors
+    base = dataclasses.replace(hw, calibration={k: v for k, v in hw.calibration.items() if k not in ("memcopy", "host")})
+    plain = build_step_cost("calibrated", base, model, group, "decode").step_time(0, 0.0, 0, 1, 512.0)
+    measured = build_step_cost("calibrated", mhw, model, group, "decode").step_time(0, 0.0, 0, 1, 512.0)
+    # eager: 32 layers each pay (5 + 100) us instead of the prior's 25 us; a little less for HBM 0.9 vs 0.8
+    assert measured - plain == pytest.approx(32 * (hw.efficiency.graph_launch_us + 100.0 - hw.efficiency.layer_launch_us) * 1e-6,
+                                             rel=0.2)
+
+
+def _forward_rows() -> pd.DataFrame:
+    """Rows shaped as gpu_session.py --dry-run writes them, on the h100 profile."""
+    rows = [{"hardware": "h100", "model": "llama-3.1-8b", "phase": "prefill", "batch": 1, "tokens": n, "context": n,
+             "layers": 32, "us": 60.0 * n, "note": "random weights; transformers 5.17.0 LlamaForCausalLM, eager",
+             "source": "dry-run (not a measurement)"} for n in (128, 2048)]
+    rows += [{"hardware": "h100", "model": "llama-3.1-8b", "phase": "decode", "batch": b, "tokens": b, "context": c,
+              "layers": 32, "us": 25000.0, "note": "random weights; repo TorchLlama (gpu_forward.py), eager",
+              "source": "measured"} for b, c in ((1, 512), (32, 2048))]
+    rows.append({"hardware": "cpu (dry run)", "model": "llama-3.1-8b", "phase": "decode", "batch": 1, "tokens": 1,
+                 "context": 32, "layers": 2, "us": 1.0, "note": "", "source": "dry-run (not a measurement)"})
+    return pd.DataFrame(rows)
+
+
+def test_forward_section_prints_every_row_with_roofline_and_calibrated_side_by_side():
+    df = _forward_rows()
+    c = forward_comparison(df)
+    assert len(c) == 4  # the row on no hardware profile is left out
+    assert (c["roofline_ms"] > 0).all() and (c["calibrated_ms"] > 0).all()
+    text = forward_report(df)
+    body = [ln for ln in text.splitlines() if "measured " in ln]
+    assert len(body) == 4 and all("roofline" in ln and "calibrated" in ln for ln in body)
+    assert sum("dry run: not a measurement" in ln for ln in body) == 2
+    assert "prefill 2048 tokens" in text and "decode batch 32 x 2048 ctx" in text
+    assert "h100   llama-3.1-8b  all 4: roofline" in text and "decode 2:" in text and "prefill 2:" in text
+    assert "no forward.csv rows" in forward_report(df.iloc[0:0])
