@@ -95,3 +95,32 @@ def test_forward_section_prints_every_row_with_roofline_and_calibrated_side_by_s
     assert "prefill 2048 tokens" in text and "decode batch 32 x 2048 ctx" in text
     assert "h100   llama-3.1-8b  all 4: roofline" in text and "decode 2:" in text and "prefill 2:" in text
     assert "no forward.csv rows" in forward_report(df.iloc[0:0])
+
+
+def test_ingest_appends_measured_rows_once_and_refuses_dry_runs(tmp_path):
+    import importlib.util
+
+    from pdsim.calibrate import data
+    from pdsim.specs import catalog
+
+    path = catalog.calibration_dir() / "ingest_session.py"
+    spec = importlib.util.spec_from_file_location("ingest_session", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    session, out = tmp_path / "session", tmp_path / "data"
+    session.mkdir()
+    out.mkdir()
+    att = pd.DataFrame([{"hardware": "h100", "phase": "decode", "batch": 1, "new_tokens": 1, "context": 1024, "heads": 32,
+                         "kv_heads": 8, "head_dim": 128, "us": 12.0, "fit": None,
+                         "note": "llama-3.1-8b TP1, torch SDPA backend flash; command: x", "source": "measured",
+                         "software": "torch 2.11.0", "date": "2026-11-26"}])[data.columns("attention")]
+    att.to_csv(session / "attention.csv", index=False)
+    (out / "attention.csv").write_text(",".join(data.columns("attention")) + "\n")
+    assert "1 rows (1 not fitted)" in mod.ingest(session, out)[0]
+    got = pd.read_csv(out / "attention.csv")
+    assert len(got) == 1 and got["fit"].iloc[0] == "no" and got["note"].iloc[0].startswith("not fitted: torch SDPA")
+    with pytest.raises(SystemExit, match="already"):
+        mod.ingest(session, out)
+    att.assign(source="dry-run (not a measurement)").to_csv(session / "attention.csv", index=False)
+    with pytest.raises(SystemExit, match="only measured rows"):
+        mod.ingest(session, out)

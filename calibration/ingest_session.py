@@ -1,0 +1,88 @@
+"""Append a GPU session's rows (calibration/microbench/gpu_session.py --out FOLDER) to
+calibration/data, provenance intact, then `pdsim calibrate fit` refits.
+
+    python calibration/ingest_session.py FOLDER [--data calibration/data] [--check]
+
+Each FOLDER/<name>.csv of a known schema (pdsim.calibrate.data.SCHEMAS) must have that schema's
+columns, only ``source: measured`` rows (never a dry run), hardware keys of hardware_profiles/,
+and not be in the data already (same point, value, software and date). Rows keep their own ``fit`` and
+``note`` (the session marks skewed MoE rows ``fit: no``); ``KERNEL_RULES`` keeps a row out of a
+fit whose kernel it did not run, with the reason in its note. ``--check`` validates only.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from pdsim.calibrate import data
+from pdsim.specs.catalog import hardware_keys
+
+
+def _sdpa_not_fa3(df: pd.DataFrame) -> pd.Series:
+    """attention.csv: torch SDPA rows (FlashAttention-2 / cuDNN / memory-efficient backends) are
+    not the FlashAttention-3 kernels SGLang runs on Hopper, which the ``attention_prefill`` and
+    ``attention_decode`` fits describe (AIConfigurator's SGLang rows)."""
+    return df["note"].astype(str).str.contains("torch SDPA")
+
+
+# file -> [(rows to keep out of the fit, the reason put before their note)]
+KERNEL_RULES = {
+    "attention": [(_sdpa_not_fa3, "not fitted: torch SDPA is not the FA3 kernel the attention fits price")],
+}
+
+
+def ingest(folder: Path, out: Path, check: bool = False) -> list[str]:
+    """Lines saying what was (or would be) appended; raises SystemExit with one line on bad input."""
+    keys = set(hardware_keys())
+    said = []
+    for name in data.SCHEMAS:
+        src = folder / f"{name}.csv"
+        if not src.is_file():
+            continue
+        df = pd.read_csv(src)
+        cols = data.columns(name)
+        if list(df.columns) != cols:
+            raise SystemExit(f"error: {src}: columns {list(df.columns)}; expected {cols}")
+        bad = df[df["source"].astype(str) != "measured"]
+        if len(bad):
+            raise SystemExit(f"error: {src}: line {bad.index[0] + 2}: source {bad['source'].iloc[0]!r}: only measured "
+                             "rows go into calibration/data (dry runs never do)")
+        unknown = sorted(set(df["hardware"].astype(str)) - keys)
+        if unknown:
+            raise SystemExit(f"error: {src}: hardware {unknown} is not a key of hardware_profiles/")
+        dst = out / f"{name}.csv"
+        old = pd.read_csv(dst) if dst.is_file() else pd.DataFrame(columns=cols)
+        key = list(data.SCHEMAS[name]) + ["software", "date"]  # the same point, value and provenance
+        seen = set(map(tuple, old[key].astype(str).to_numpy())) if all(k in old for k in key) else set()
+        if seen & set(map(tuple, df[key].astype(str).to_numpy())):
+            raise SystemExit(f"error: {src}: these rows are in {dst} already (same point, value, software and date)")
+        df["note"] = df["note"].astype(object).fillna("").astype(str)
+        df["fit"] = df["fit"].astype(object)
+        for rule, why in KERNEL_RULES.get(name, []):
+            m = rule(df)
+            df.loc[m, "fit"] = "no"
+            df.loc[m, "note"] = why + "; " + df.loc[m, "note"]
+        said.append(f"{name}.csv: {len(df)} rows ({int((df['fit'].astype(str) == 'no').sum())} not fitted) -> {dst}")
+        if not check:
+            merged = pd.concat([old, df], ignore_index=True)
+            merged[[c for c in (list(old.columns) or cols) if c in merged]].to_csv(dst, index=False)
+    if not said:
+        raise SystemExit(f"error: {folder}: no CSV of a known schema ({', '.join(data.SCHEMAS)})")
+    return said
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--data", type=Path, default=data.data_dir())
+    ap.add_argument("--check", action="store_true", help="validate only, append nothing")
+    a = ap.parse_args()
+    for line in ingest(a.folder, a.data, a.check):
+        print(line)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
