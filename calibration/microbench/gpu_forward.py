@@ -29,19 +29,24 @@ class TorchLlama:
     (native GQA), O, SwiGLU MLP, residuals; decode steps write K/V at a fixed position, so a
     step is capturable in a CUDA graph."""
 
-    def __init__(self, torch, dev, c: dict, batch: int, max_ctx: int, layers: int | None = None):
+    def __init__(self, torch, dev, c: dict, batch: int, max_ctx: int, layers: int | None = None,
+                 weights: "TorchLlama | None" = None):
+        """Random weights, or those of ``weights`` (another TorchLlama: only the KV cache is new)."""
         self.torch, self.c = torch, c
         h, d, hd = c["hidden"], c["head_dim"], c["heads"] * c["head_dim"]
         kvd = c["kv_heads"] * d
         dt = torch.bfloat16
-        self.n = layers or c["layers"]
+        self.n = weights.n if weights is not None else (layers or c["layers"])
 
         def w(*s):
             return torch.randn(*s, device=dev, dtype=dt) * 0.02
-        self.L = [dict(n1=torch.ones(h, device=dev, dtype=dt), qkv=w(h, hd + 2 * kvd), o=w(hd, h),
-                       n2=torch.ones(h, device=dev, dtype=dt), up=w(h, 2 * c["ffn"]), down=w(c["ffn"], h))
-                  for _ in range(self.n)]
-        self.head = w(h, c["vocab"])
+        if weights is not None:
+            self.L, self.head = weights.L, weights.head
+        else:
+            self.L = [dict(n1=torch.ones(h, device=dev, dtype=dt), qkv=w(h, hd + 2 * kvd), o=w(hd, h),
+                           n2=torch.ones(h, device=dev, dtype=dt), up=w(h, 2 * c["ffn"]), down=w(c["ffn"], h))
+                      for _ in range(self.n)]
+            self.head = w(h, c["vocab"])
         self.k = [torch.randn(batch, c["kv_heads"], max_ctx, d, device=dev, dtype=dt) for _ in range(self.n)]
         self.v = [torch.randn(batch, c["kv_heads"], max_ctx, d, device=dev, dtype=dt) for _ in range(self.n)]
         inv = 1.0 / (500000.0 ** (torch.arange(0, d, 2, device=dev, dtype=torch.float32) / d))

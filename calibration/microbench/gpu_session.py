@@ -10,6 +10,8 @@ failure logs one line and the next family runs), each family's rows appended to 
 4. system    HBM and host<->device copies -> memcopy.csv; kernel launch, eager vs CUDA graph of one
              decoder layer and of a 32-layer decode step -> launch.csv
 5. forward   whole Llama-3.1-8B-shaped forward steps (transformers, random weights) -> forward.csv
+6. graphs_forward  the same steps in the repo's torch decoder, eager and as CUDA-graph replays
+             (as serving engines run decode) -> forward.csv
 
 The budget (``--budget-s``) is shared out among the families still to run; a family past its
 share skips its remaining (largest) points and says how many. Every row carries source
@@ -32,19 +34,21 @@ import time
 from common import provenance, write_rows
 
 # (family, share of the budget): the shares are rough cost estimates on an H100
-FAMILIES = (("gemm", 0.25), ("moe", 0.10), ("attention", 0.15), ("system", 0.15), ("forward", 0.35))
+FAMILIES = (("gemm", 0.20), ("moe", 0.08), ("attention", 0.12), ("system", 0.12), ("forward", 0.28),
+            ("graphs_forward", 0.20))
 
 
 class Budget:
-    """Wall-clock budget shared out among the families still to run."""
+    """Wall-clock budget shared out among the (selected) families still to run."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float, families: tuple[str, ...] = tuple(f for f, _ in FAMILIES)):
         self.end = time.monotonic() + seconds
         self.family_end = self.end
+        self.families = [(f, sh) for f, sh in FAMILIES if f in families]
 
     def start(self, family: str) -> None:
-        names = [f for f, _ in FAMILIES]
-        rest = FAMILIES[names.index(family):]
+        names = [f for f, _ in self.families]
+        rest = self.families[names.index(family):]
         share = rest[0][1] / sum(s for _, s in rest)
         self.family_end = time.monotonic() + max(0.0, self.end - time.monotonic()) * share
 
@@ -160,16 +164,18 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated families to run (default: all)")
     args = ap.parse_args()
     import gpu_forward
+    import gpu_graph_forward
     import gpu_kernels
     import gpu_system
 
     run = {"gemm": gpu_kernels.gemm, "moe": gpu_kernels.moe, "attention": gpu_kernels.attention,
-           "system": gpu_system.system, "forward": gpu_forward.forward}
+           "system": gpu_system.system, "forward": gpu_forward.forward,
+           "graphs_forward": gpu_graph_forward.graphs_forward}
     only = set(args.only.split(",")) if args.only else set(run)
     unknown = only - set(run)
     if unknown:
         raise SystemExit(f"error: --only: unknown families {sorted(unknown)}; expected some of {list(run)}")
-    budget = Budget(args.budget_s)
+    budget = Budget(args.budget_s, tuple(only))
     s = Session(args, budget)
     log(f"session on {s.prov['hardware']} ({s.prov['software']}), budget {args.budget_s:.0f} s, out {args.out}")
     failed = []
