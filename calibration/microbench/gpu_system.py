@@ -114,7 +114,7 @@ def graphs(s, rows: list) -> None:
         with torch.no_grad():
             for unit, layers, fn in (("layer", 1, lambda: model.layer(x, 0, pos, ctx + 1)),
                                      ("decode_step", c["layers"], lambda: model.step(x, pos, ctx + 1))):
-                eager = s.time_us(lambda _i: fn())
+                eager = s.time_us(lambda _i: fn(), warmup=3)  # a first eager call at a new shape can be 10x slower
                 rows.append({**common, "kind": f"{unit}_eager", "layers": layers, "us": eager,
                              "note": f"{base}, eager"})
                 if s.dry:
