@@ -71,16 +71,16 @@ def gemm(s, out: dict) -> None:
         x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
         est = 2 * m * k * n / 600e12 * 1e6 + k * n * 2 / 3e12 * 1e6 + 3
         cold = f"weights cold ({len(ws)} copies rotated, >= 2x L2)" if len(ws) > 1 else "weights cold (one copy > 2x L2)"
-        us = s.time_us(lambda i: x @ ws[i % len(ws)], calls=_calls(est, s.dry))
+        us, how = s.time_kernel_us(lambda i: x @ ws[i % len(ws)], calls=_calls(est, s.dry))
         rows.append({"dtype": "bf16", "m": m, "n": n, "k": k, "us": us, "groups": 1,
-                     "note": f"{model} {g}, torch.matmul, {cold}"})
+                     "note": f"{model} {g}, torch.matmul, {cold}, {how}"})
         if fp8:
             try:
                 x8 = x.to(torch.float8_e4m3fn)
-                us = s.time_us(lambda i: torch._scaled_mm(x8, w8[i % len(w8)], scale_a=one, scale_b=one,
-                                                          out_dtype=torch.bfloat16), calls=_calls(est / 2, s.dry))
+                us, how = s.time_kernel_us(lambda i: torch._scaled_mm(x8, w8[i % len(w8)], scale_a=one, scale_b=one,
+                                                                      out_dtype=torch.bfloat16), calls=_calls(est / 2, s.dry))
                 rows.append({"dtype": "fp8", "m": m, "n": n, "k": k, "us": us, "groups": 1,
-                             "note": f"{model} {g}, torch._scaled_mm per-tensor e4m3 (cuBLASLt), {cold}"})
+                             "note": f"{model} {g}, torch._scaled_mm per-tensor e4m3 (cuBLASLt), {cold}, {how}"})
             except Exception as e:  # this FP8 point refused: BF16 rows go on, the log says why (3 times at most)
                 fp8_errors += 1
                 if fp8_errors <= 3:
@@ -185,7 +185,8 @@ def _first_backend(s, run, calls: int = 1) -> tuple[float, str]:
     for name, backend in _sdpa_backends(s.torch):
         try:
             with sdpa_kernel([backend]):
-                return s.time_us(run, calls=calls), name
+                us, how = s.time_kernel_us(run, calls=calls)
+                return us, f"{name}, {how}"
         except RuntimeError as ex:  # this backend refuses the shape/mask: try the next one
             errors.append(f"{name}: {str(ex)[:80]}")
     raise RuntimeError("no SDPA backend ran: " + "; ".join(errors))
@@ -216,7 +217,8 @@ def attention(s, out: dict) -> None:
                 run = lambda _i: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)  # noqa: E731
             else:
                 run = lambda _i: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # noqa: E731
-            timed = _point(s, run, f"prefill n={n} prefix={prefix}")
+            est = 4 * heads * d * n * (prefix + n / 2) / 4e14 * 1e6 + 5
+            timed = _point(s, run, f"prefill n={n} prefix={prefix}", calls=_calls(est, s.dry))
             del q, k, v
             if timed is None:
                 continue

@@ -66,12 +66,13 @@ def fit_host(rows) -> dict | None:
     if rows.empty:
         return None
     out: dict = {}
-    for kind, key in (("launch_host", "kernel_launch_us"), ("launch_gpu", "launch_gpu_us")):
+    for kind, key in (("launch_host", "kernel_launch_us"), ("launch_gpu", "launch_gpu_us")):  # median over sessions
         r = rows[rows["kind"] == kind]
         if len(r):
             out[key] = float(r["us"].median())
-    eager = rows[rows["kind"] == "decode_step_eager"].set_index("batch")
-    graph = rows[rows["kind"] == "decode_step_graph"].set_index("batch")
+    # repeated sessions: the median per batch (host-bound eager steps move tens of % between runs)
+    eager = rows[rows["kind"] == "decode_step_eager"].groupby("batch")[["us", "layers"]].median()
+    graph = rows[rows["kind"] == "decode_step_graph"].groupby("batch")[["us", "layers"]].median()
     both = sorted(set(eager.index) & set(graph.index))
     for b in both:
         layers = float(eager.loc[b, "layers"])
