@@ -28,9 +28,31 @@ def _sdpa_not_fa3(df: pd.DataFrame) -> pd.Series:
     return df["note"].astype(str).str.contains("torch SDPA")
 
 
+HOST_BOUND_US = 50.0
+
+
+def _host_bound(df: pd.DataFrame) -> pd.Series:
+    """gemm.csv: kernels timed as back-to-back launches (not CUDA-graph replays) shorter than
+    HOST_BOUND_US. On the first H100 host one launch cost 10.7 us of host time (launch.csv,
+    launch_host) and a torch.matmul / torch._scaled_mm call ~18-23 us (the floor of those rows at
+    small M), so below ~2x that the host's issue rate, not the kernel, sets the time."""
+    return ~df["note"].astype(str).str.contains("CUDA graph") & (df["us"].astype(float) < HOST_BOUND_US)
+
+
+def _not_fused_moe(df: pd.DataFrame) -> pd.Series:
+    """moe.csv: the session's grouped GEMM (torch._grouped_mm, CUTLASS; or a per-expert matmul
+    loop) is not SGLang's fused Triton MoE kernel, which ``moe_bf16`` prices (AIConfigurator's
+    rows); on the first H100 it ran up to 2.1x faster than that fit at 32768 assignments."""
+    note = df["note"].astype(str)
+    return (note.str.contains("_grouped_mm") | note.str.contains("per-expert")) & (df["fit"].astype(str) != "no")
+
+
 # file -> [(rows to keep out of the fit, the reason put before their note)]
 KERNEL_RULES = {
     "attention": [(_sdpa_not_fa3, "not fitted: torch SDPA is not the FA3 kernel the attention fits price")],
+    "moe": [(_not_fused_moe, "not fitted: a CUTLASS grouped GEMM, not the fused Triton MoE kernel moe_bf16 prices")],
+    "gemm": [(_host_bound, f"not fitted: back-to-back launches under {HOST_BOUND_US:g} us time the host's issue "
+                           "rate (10.7 us per launch on this host), not the kernel")],
 }
 
 

@@ -151,8 +151,6 @@ def test_write_profile_keeps_everything_but_the_calibration_block(tmp_path, monk
 
 def test_every_data_row_has_provenance_and_its_schema(tmp_path, monkeypatch):
     for name, cols in data.SCHEMAS.items():
-        if name in ("forward", "memcopy", "launch"):  # written by gpu_session.py on a GPU; none measured yet
-            continue
         df = data.load(name)
         assert len(df) > 0 and set(cols) <= set(df.columns), name
         assert df[list(data.PROVENANCE)].notna().all().all(), name

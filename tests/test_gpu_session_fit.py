@@ -30,23 +30,25 @@ def test_memcopy_fit_recovers_bandwidths_and_the_hbm_fraction():
     hw = load_hardware_ref("h100")
     truth = {"d2d": (5.0, 2800.0), "h2d_pinned": (8.0, 53.0), "d2h_pinned": (8.0, 50.0), "h2d_pageable": (20.0, 20.0)}
     p = fit_memcopy(_copies(truth, {"d2d": 2, "h2d_pinned": 1, "d2h_pinned": 1, "h2d_pageable": 1}), hw)
-    assert p["d2d_gbps"] == pytest.approx(2800.0, rel=1e-6) and p["h2d_pageable_gbps"] == pytest.approx(20.0, rel=1e-6)
-    assert p["hbm_eff"] == pytest.approx(2800.0 / hw.gpu.hbm_gbps, rel=1e-6)
-    assert p["host_copy_gbps"] == pytest.approx(50.0, rel=1e-6)  # the slower pinned direction
-    assert p["fit_mape"] < 1e-9 and p["label"] == "measured" and "d2h_pageable_gbps" not in p
+    # bandwidth from the largest copies (their fixed cost is < 1% of the time), latency from the smallest
+    assert p["d2d_gbps"] == pytest.approx(2800.0, rel=0.01) and p["h2d_pageable_gbps"] == pytest.approx(20.0, rel=0.01)
+    assert p["hbm_eff"] == pytest.approx(2800.0 / hw.gpu.hbm_gbps, rel=0.01)
+    assert p["host_copy_gbps"] == pytest.approx(50.0, rel=0.01)  # the slower pinned direction
+    assert p["fit_mape"] < 0.01 and p["label"] == "measured" and "d2h_pageable_gbps" not in p
 
 
 def test_host_fit_takes_the_eager_cost_per_layer_from_eager_minus_graph():
     rows = pd.DataFrame([
         {"kind": "launch_host", "batch": 1, "layers": None, "us": 4.0},
         {"kind": "launch_gpu", "batch": 1, "layers": None, "us": 2.5},
-        {"kind": "decode_step_eager", "batch": 1, "layers": 32, "us": 32 * 150.0},
+        {"kind": "decode_step_eager", "batch": 1, "layers": 32, "kernels": 32 * 40, "us": 32 * 150.0},
         {"kind": "decode_step_graph", "batch": 1, "layers": 32, "us": 32 * 50.0},
         {"kind": "decode_step_eager", "batch": 64, "layers": 32, "us": 32 * 200.0},
         {"kind": "decode_step_graph", "batch": 64, "layers": 32, "us": 32 * 170.0}]).assign(use=True)
     p = fit_host(rows)
     assert p["kernel_launch_us"] == 4.0 and p["launch_gpu_us"] == 2.5
     assert p["eager_exposed_us"] == pytest.approx(100.0) and p["eager_exposed_us_b64"] == pytest.approx(30.0)
+    assert p["kernels_per_layer"] == 40 and p["eager_us_per_kernel"] == pytest.approx(2.5)
     assert fit_host(rows.iloc[0:0]) is None
 
 
@@ -56,7 +58,11 @@ def test_measured_constants_enter_the_calibrated_model_only():
            "host": {"eager_exposed_us": 100.0}}
     mhw = dataclasses.replace(hw, calibration=cal)
     eff = with_measured_system(mhw).efficiency
-    assert eff.hbm == 0.9 and eff.layer_launch_us == hw.efficiency.graph_launch_us + 100.0
+    assert eff.layer_launch_us == hw.efficiency.graph_launch_us + 100.0  # no kernel count: flat
+    assert eff.hbm == hw.efficiency.hbm  # a copy bounds the small kernels' efficiency, it does not measure it
+    per_kernel = dataclasses.replace(hw, calibration={**cal, "host": {"eager_exposed_us": 100.0, "eager_us_per_kernel": 2.5}})
+    e2 = with_measured_system(per_kernel).efficiency
+    assert e2.kernel_launch_us == 2.5 and e2.layer_launch_us == hw.efficiency.layer_launch_us  # structural form
     assert host_copy_bps(mhw) == 52e9
     model, group = load_model_ref("llama-3.1-8b"), GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0))
     roof = build_step_cost("roofline", hw, model, group, "decode").step_time(0, 0.0, 0, 1, 512.0)
@@ -65,9 +71,9 @@ def test_measured_constants_enter_the_calibrated_model_only():
     base = dataclasses.replace(hw, calibration={k: v for k, v in hw.calibration.items() if k not in ("memcopy", "host")})
     plain = build_step_cost("calibrated", base, model, group, "decode").step_time(0, 0.0, 0, 1, 512.0)
     measured = build_step_cost("calibrated", mhw, model, group, "decode").step_time(0, 0.0, 0, 1, 512.0)
-    # eager: 32 layers each pay (5 + 100) us instead of the prior's 25 us; a little less for HBM 0.9 vs 0.8
+    # eager: 32 layers each pay (5 + 100) us instead of the prior's 25 us
     assert measured - plain == pytest.approx(32 * (hw.efficiency.graph_launch_us + 100.0 - hw.efficiency.layer_launch_us) * 1e-6,
-                                             rel=0.2)
+                                             rel=0.02)
 
 
 def _forward_rows() -> pd.DataFrame:
@@ -93,7 +99,10 @@ def test_forward_section_prints_every_row_with_roofline_and_calibrated_side_by_s
     assert len(body) == 4 and all("roofline" in ln and "calibrated" in ln for ln in body)
     assert sum("dry run: not a measurement" in ln for ln in body) == 2
     assert "prefill 2048 tokens" in text and "decode batch 32 x 2048 ctx" in text
-    assert "h100   llama-3.1-8b  all 4: roofline" in text and "decode 2:" in text and "prefill 2:" in text
+    assert "transformers eager" in text and "torch eager" in text and "prefill 2:" in text and "decode 2:" in text
+    graph = df.iloc[[2]].assign(us=10000.0, note="repo TorchLlama (gpu_forward.py), CUDA graph replay")
+    both = forward_report(pd.concat([df, graph], ignore_index=True))
+    assert "torch graph" in both and "host ~15.0 ms (60%: measured - graph 10.00)" in both
     assert "no forward.csv rows" in forward_report(df.iloc[0:0])
 
 

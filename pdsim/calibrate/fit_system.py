@@ -3,7 +3,8 @@ copies (memcopy.csv) and host launch costs (launch.csv). Both are measured, not 
 profile gets them only from its own rows, never from another GPU's.
 
 - ``memcopy``: per copy kind (d2d, h2d/d2h from pinned or pageable host memory) the line
-  t = latency + traffic_bytes / bandwidth, least squares on relative error over the sizes.
+  t = latency + traffic_bytes / bandwidth: bandwidth from the largest copies, latency from the
+  smallest (``_line``).
   ``hbm_eff`` = device-to-device bandwidth (bytes read + written) / the datasheet HBM
   bandwidth: the achievable fraction the small memory-bound kernels are priced at; the pinned
   host-copy bandwidth is what offload tiers and host buffers move KV at (``host_copy_gbps``:
@@ -12,7 +13,9 @@ profile gets them only from its own rows, never from another GPU's.
   per back-to-back tiny kernel), and per batch the eager and CUDA-graph time of a decode step;
   ``eager_exposed_us`` = (eager - graph) / layers at the smallest batch (the GPU is fastest
   there, so the host's launches show the most), which is what an eager step pays per layer on
-  top of a graph replay (costs/host.py: ``layer_launch_us`` = ``graph_launch_us`` + it).
+  top of a graph replay, and ``eager_us_per_kernel`` = that / the kernels the measured layer
+  launches (torch.profiler count): the per-kernel price of costs/host.py's structural eager form
+  (``kernel_launch_us`` x the kernels of the priced model's layer).
 """
 from __future__ import annotations
 
@@ -22,12 +25,14 @@ COPY_KINDS = ("d2d", "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """(intercept, slope, mean |relative error|) of y = a + b x, least squares on y-relative residuals."""
-    A = np.stack([np.ones_like(x), x], axis=1) / y[:, None]
-    (a, b), *_ = np.linalg.lstsq(A, np.ones_like(y), rcond=None)
-    if a < 0:  # a negative fixed cost has no meaning: the bandwidth alone through the origin
-        a, b = 0.0, float(np.sum(x * y / y**2) / np.sum(x * x / y**2))
-    return float(a), float(b), float(np.mean(np.abs((a + b * x - y) / y)))
+    """(intercept, slope, mean |relative error|) of y = a + b x: the slope (1 / bandwidth) from the
+    largest copies (median over sessions: there the fixed cost is < 1%), the intercept from the
+    smallest (median of what the bandwidth leaves, >= 0). A joint least-squares line is not used:
+    the small copies' run-to-run spread (up to 2x) drags it to a bandwidth above the HBM's."""
+    big, small = x == x.max(), x == x.min()
+    b = float(np.median(y[big] / x[big]))
+    a = max(0.0, float(np.median(y[small] - b * x[small])))
+    return a, b, float(np.mean(np.abs((a + b * x - y) / y)))
 
 
 def fit_memcopy(rows, hw) -> dict | None:
@@ -80,6 +85,11 @@ def fit_host(rows) -> dict | None:
     if both:
         out["eager_exposed_us"] = max(0.0, out[f"eager_exposed_us_b{int(both[0])}"])
         out["batch"] = float(both[0])
+        steps = rows[(rows["kind"] == "decode_step_eager") & (rows["batch"] == both[0])]
+        per_layer = (steps["kernels"].astype(float) / steps["layers"].astype(float)).dropna() if "kernels" in steps else []
+        if len(per_layer):  # the profiler's kernel count: the exposed eager cost per kernel launched
+            out["kernels_per_layer"] = float(per_layer.median())
+            out["eager_us_per_kernel"] = out["eager_exposed_us"] / out["kernels_per_layer"]
     if "eager_exposed_us" not in out and "kernel_launch_us" not in out:
         return None
     out["points"] = float(len(rows))

@@ -5,9 +5,11 @@ Each row is one forward of a dense model with random weights on one GPU: a prefi
 new tokens (batch 1, no cached prefix) or a decode step of ``batch`` sequences over ``context``
 cached tokens each. It is priced by the same step models the simulator uses, roofline prior and
 calibrated side by side, for that hardware profile and model at TP1, with CUDA graphs off (the
-measured forward runs eager: transformers or the repo's torch decoder) and without the per-step
-scheduler overhead (a bare forward has no scheduler). No fit reads this file: every row is held
-out, as the step.csv rows are.
+measured forward runs eager: transformers or the repo's torch decoder), or on for a decode row
+replayed as a CUDA graph (gpu_graph_forward.py), and without the per-step scheduler overhead (a
+bare forward has no scheduler). Where the same shape was also replayed as a graph, an eager row's
+host time is shown as measured - graph. No fit reads this file: every row is held out, as the
+step.csv rows are.
 """
 from __future__ import annotations
 
@@ -21,16 +23,29 @@ from ..specs.scenario import EngineSpec, GroupSpec
 from . import data
 
 FORWARD_COLUMNS = ["hardware", "model", "phase", "config", "measured_ms", "roofline_ms", "calibrated_ms",
-                   "roofline_error", "error", "source", "note"]
+                   "roofline_error", "error", "source", "engine", "graph_ms"]
+
+
+def _graph(r) -> bool:
+    """The row timed a CUDA-graph replay (gpu_graph_forward.py), not eager launches."""
+    return "CUDA graph replay" in str(getattr(r, "note", "") or "")  # not "no CUDA graphs"
+
+
+def _engine(r) -> str:
+    note = str(getattr(r, "note", "") or "")
+    impl = "transformers" if "transformers" in note else "torch"
+    return f"{impl} {'graph' if _graph(r) else 'eager'}"
 
 
 def predict_forward_ms(r, kind: str) -> float:
-    """Predicted ms of the forward a forward.csv row describes (``kind``: roofline | calibrated)."""
+    """Predicted ms of the forward a forward.csv row describes (``kind``: roofline | calibrated),
+    with CUDA graphs on for a graph-replayed decode row (pdsim prices every prefill eager)."""
     hw = load_hardware_ref(str(r.hardware))
     model = load_model_ref(str(r.model))
     if int(r.layers) != model.num_layers:  # forward.py --layers N times the first N layers
         model = dataclasses.replace(model, num_layers=int(r.layers))
-    group = GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0))
+    graph_bs = int(r.batch) if (_graph(r) and r.phase == "decode") else 0
+    group = GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=graph_bs))
     cost = build_step_cost(kind, hw, model, group, str(r.phase), with_overhead=False)
     if r.phase == "decode":
         b = int(r.batch)
@@ -45,6 +60,13 @@ def forward_comparison(df: pd.DataFrame | None = None) -> pd.DataFrame:
         path = data.data_dir() / "forward.csv"
         df = data.load("forward") if path.is_file() else pd.DataFrame(columns=data.columns("forward"))
     keys = set(hardware_keys())
+    shape = ["hardware", "model", "phase", "batch", "tokens", "context", "layers"]
+    # the same shape replayed as a CUDA graph (median over sessions): the GPU time of the step, so
+    # an eager row's host time is measured - graph
+    graphs = {}
+    for r in df.itertuples():
+        if _graph(r):
+            graphs.setdefault(tuple(str(getattr(r, c)) for c in shape), []).append(float(r.us) / 1e3)
     out = []
     for r in df.itertuples():
         if str(r.hardware) not in keys:
@@ -53,15 +75,16 @@ def forward_comparison(df: pd.DataFrame | None = None) -> pd.DataFrame:
         ms = float(r.us) / 1e3
         cfg = (f"decode batch {r.batch} x {r.context} ctx" if r.phase == "decode" else f"prefill {r.tokens} tokens") + \
             f", {r.layers} layers"
-        note = str(getattr(r, "note", "") or "")
-        engine = "transformers" if "transformers" in note else ("torch" if note else "")
+        g = sorted(graphs.get(tuple(str(getattr(r, c)) for c in shape), []))
         out.append((str(r.hardware), str(r.model), str(r.phase), cfg, ms, roof, cal, (roof - ms) / ms, (cal - ms) / ms,
-                    str(r.source), engine))
+                    str(r.source), _engine(r), g[len(g) // 2] if g else float("nan")))
     return pd.DataFrame(out, columns=FORWARD_COLUMNS)
 
 
 def forward_report(df: pd.DataFrame | None = None) -> str:
-    """Text: every row measured / roofline / calibrated, then mean |error| per hardware, model and phase."""
+    """Text: every row measured / roofline / calibrated (and its host time where a graph replay of the
+    shape exists), then mean |error| per hardware, model, engine (implementation, eager or graph)
+    and phase."""
     c = forward_comparison(df)
     lines = ["== whole forward steps (calibration/data/forward.csv; TP1, eager, no scheduler overhead; held out)"]
     if c.empty:
@@ -69,14 +92,17 @@ def forward_report(df: pd.DataFrame | None = None) -> str:
         return "\n".join(lines)
     for r in c.itertuples():
         mark = "  (dry run: not a measurement)" if r.source.startswith("dry-run") else ""
-        lines.append(f"  {r.hardware:<5} {r.model:<13} {r.config:<36} measured {r.measured_ms:>8.2f} ms  roofline "
-                     f"{r.roofline_ms:>8.2f} ({r.roofline_error:+.0%})  calibrated {r.calibrated_ms:>8.2f} ({r.error:+.0%})"
-                     f"  {r.note}{mark}")
-    lines.append("  mean |error|:")
-    for (hwk, model), g in c.groupby(["hardware", "model"]):
-        parts = [f"all {len(g)}: roofline {g['roofline_error'].abs().mean():.1%}, calibrated {g['error'].abs().mean():.1%}"]
+        host = ""
+        if r.engine.endswith("eager") and r.graph_ms == r.graph_ms:  # a graph replay of the same shape exists
+            h = r.measured_ms - r.graph_ms
+            host = f"  host ~{h:.1f} ms ({h / r.measured_ms:.0%}: measured - graph {r.graph_ms:.2f})"
+        lines.append(f"  {r.hardware:<5} {r.model:<13} {r.engine:<18} {r.config:<38} measured {r.measured_ms:>8.2f} ms  "
+                     f"roofline {r.roofline_ms:>8.2f} ({r.roofline_error:+.0%})  calibrated {r.calibrated_ms:>8.2f} "
+                     f"({r.error:+.0%}){host}{mark}")
+    lines.append("  mean |error| (roofline, calibrated):")
+    for (hwk, model, engine), g in c.groupby(["hardware", "model", "engine"]):
+        parts = [f"all {len(g)}: {g['roofline_error'].abs().mean():.1%}, {g['error'].abs().mean():.1%}"]
         for phase, gp in g.groupby("phase"):
-            parts.append(f"{phase} {len(gp)}: roofline {gp['roofline_error'].abs().mean():.1%}, "
-                         f"calibrated {gp['error'].abs().mean():.1%}")
-        lines.append(f"    {hwk:<6} {model:<13} " + "; ".join(parts))
+            parts.append(f"{phase} {len(gp)}: {gp['roofline_error'].abs().mean():.1%}, {gp['error'].abs().mean():.1%}")
+        lines.append(f"    {hwk:<6} {model:<13} {engine:<18} " + "; ".join(parts))
     return "\n".join(lines)

@@ -24,8 +24,8 @@ FORMULAS = {
     "memcopy": "measured copies: t = latency + traffic bytes / <kind>_gbps; hbm_eff = d2d / datasheet HBM; "
                "host_copy_gbps = slower pinned direction (offload tiers)  [calibrate/fit_system.py, costs/measured.py]",
     "host": "measured launches: kernel_launch_us per kernel (host); eager_exposed_us = (eager - graph decode step) / "
-            "layers at the smallest batch, added to graph_launch_us for eager steps  [calibrate/fit_system.py, "
-            "costs/measured.py]",
+            "layers at the smallest batch; eager_us_per_kernel = that / kernels_per_layer, the eager price per kernel "
+            "of costs/host.py  [calibrate/fit_system.py, costs/measured.py]",
 }
 ORDER = ("eff", "m_tile", "hbm_eff", "latency_us", "sharp", "base_us", "nvl_gbps", "rdma_gbps", "intranode_gbps",
          "internode_gbps", "setup_ms", "per_chunk_us", "per_page_us", "rel_uncertainty", "fit_mape", "heldout_mape",

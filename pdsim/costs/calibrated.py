@@ -28,10 +28,11 @@ derived from its architecture's measured GPUs at fractions of *its own* peaks) i
 - TP all-reduce: ``allreduce`` (comm.allreduce_s: launch, per-rank latency, bus bandwidth inside
   a node and across nodes; nccl_collectives.csv).
 
-A constant the profile lacks keeps its roofline prior. The HBM efficiency of the small memory-bound
-kernels and the eager per-layer launch cost come from ``calibration.memcopy`` / ``calibration.host``
-where a GPU session measured them (costs/measured.py); per-step CPU overheads have no
-microbenchmark data and stay on the profile's ``efficiency`` values (labelled assumptions).
+A constant the profile lacks keeps its roofline prior. The eager launch cost per kernel comes from
+``calibration.host`` where a GPU session measured it (costs/measured.py, which also says why the
+measured copy bandwidth does not replace the small kernels' HBM efficiency); per-step CPU
+overheads have no microbenchmark data and stay on the profile's ``efficiency`` values (labelled
+assumptions).
 """
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ class CalibratedStepCost(RooflineStepCost):
     name = "calibrated"
 
     def __init__(self, hw, *args, **kwargs):
-        # measured HBM copy efficiency and eager launch cost, where a GPU session measured them
+        # the measured eager launch cost, where a GPU session measured it
         super().__init__(with_measured_system(hw), *args, **kwargs)
 
     def _kernels(self) -> SimpleNamespace:

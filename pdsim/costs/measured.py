@@ -1,20 +1,25 @@
 """A profile's own measured system constants (``calibration.memcopy`` and ``calibration.host``,
 written by ``pdsim calibrate fit`` from a GPU session's memcopy.csv / launch.csv rows:
-calibrate/fit_system.py) in place of the ``efficiency`` priors they measure.
+calibrate/fit_system.py) in place of the priors they measure.
 
-- ``efficiency.hbm`` <- ``memcopy.hbm_eff``: the achieved device-to-device copy bandwidth
-  (bytes read + written) over the datasheet HBM bandwidth; it prices the small memory-bound
-  kernels between GEMMs (costs/elementwise.py).
-- ``efficiency.layer_launch_us`` <- ``graph_launch_us + host.eager_exposed_us``: what an eager
-  step pays per layer beyond a CUDA-graph replay, measured as (eager - graph) / layers of a whole
-  decode step (costs/host.py's flat eager form, used while ``kernel_launch_us`` and
-  ``module_call_us`` are 0).
+- ``efficiency.hbm`` is NOT replaced by ``memcopy.hbm_eff`` (the device-to-device copy's
+  bandwidth, bytes read + written, over the datasheet's): a streaming copy is the upper bound of
+  the memory-bound kernels it would price (RMSNorm, SiLU x gate, quantisation: costs/
+  elementwise.py), not a measurement of them, and at the sizes those kernels move in a prefill
+  layer (~100-500 MB) the copy itself reaches 0.82-0.86 on the first H100 (0.88 only from 1 GB).
+  The prior (0.8, borrowed) stays, with the measured copy beside it in the constants report.
+- ``efficiency.kernel_launch_us`` <- ``host.eager_us_per_kernel``: what an eager step pays per
+  kernel launched beyond a CUDA-graph replay, measured as (eager - graph) / (layers x kernels per
+  layer) of a whole torch decode step; costs/host.py then prices an eager layer from the priced
+  model's own structure (kernels x it; ``module_call_us`` stays 0: the measured per-kernel cost
+  already holds the Python dispatch of each op). Without a kernel count: ``layer_launch_us`` <-
+  ``graph_launch_us + host.eager_exposed_us`` (the flat form).
 - host copies (offload tiers): ``memcopy.host_copy_gbps``, the slower pinned direction, in place
   of ``gpu.pcie_gbps x efficiency.pcie`` (``host_copy_bps``).
 
-The calibrated step model uses the first two (CalibratedStepCost); the roofline prior keeps the
-profile's priors, so the step report compares the two honestly. A profile without these
-entries is returned unchanged.
+The calibrated step model uses the eager launch cost (CalibratedStepCost); the roofline prior
+keeps the profile's priors, so the step report compares the two honestly. A profile without
+these entries is returned unchanged.
 """
 from __future__ import annotations
 
@@ -22,13 +27,13 @@ import dataclasses
 
 
 def with_measured_system(hw):
-    """``hw`` with its measured HBM efficiency and eager launch cost in ``efficiency``."""
+    """``hw`` with its measured eager launch cost in ``efficiency``."""
     cal = hw.calibration
-    mc, host = cal.get("memcopy") or {}, cal.get("host") or {}
+    host = cal.get("host") or {}
     repl = {}
-    if "hbm_eff" in mc:
-        repl["hbm"] = min(1.0, float(mc["hbm_eff"]))
-    if "eager_exposed_us" in host:
+    if "eager_us_per_kernel" in host:  # the structural eager form: per kernel x the priced layer's kernels
+        repl["kernel_launch_us"] = float(host["eager_us_per_kernel"])
+    elif "eager_exposed_us" in host:  # no kernel count: the flat per-layer form
         repl["layer_launch_us"] = hw.efficiency.graph_launch_us + float(host["eager_exposed_us"])
     if not repl:
         return hw
