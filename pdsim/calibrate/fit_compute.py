@@ -81,7 +81,9 @@ def fit_gemm(rows, hws: dict, dtype: str) -> dict | None:
     y = rows["us"].to_numpy(float) * 1e-6
     peak, hbm = hw_arrays(rows, hws, dtype)
     tile = m_tile_of(rows, hws, dtype)
-    ok = _physical(y, fl, nb, peak, hbm) & rows["use"].to_numpy()
+    use = rows["use"].to_numpy()
+    ok = _physical(y, fl, nb, peak, hbm) & use
+    bad = int((~ok & use).sum())  # rows kept out by their `fit: no` are not "faster than peak"
     m, fl, nb, y, peak, hbm = m[ok], fl[ok], nb[ok], y[ok], peak[ok], hbm[ok]
     held = heldout_mask(list(zip(rows["n"][ok], rows["k"][ok])))
 
@@ -89,8 +91,7 @@ def fit_gemm(rows, hws: dict, dtype: str) -> dict | None:
         return gemm_s(m[s], fl[s], nb[s], peak[s], hbm[s], p[0], tile, p[1], p[2] * 1e-6, p[3])
 
     p, st = evaluate(lambda t: fit_log(lambda q: model(q, t), y[t], GEMM_STARTS, GEMM_LO, GEMM_HI), model, y, held)
-    return _finish({"eff": p[0], "m_tile": tile, "hbm_eff": p[1], "latency_us": p[2], "sharp": p[3]}, st, "gemm",
-                   int((~ok).sum()))
+    return _finish({"eff": p[0], "m_tile": tile, "hbm_eff": p[1], "latency_us": p[2], "sharp": p[3]}, st, "gemm", bad)
 
 
 def moe_table(rows):
