@@ -3,7 +3,7 @@ process, within a time budget (issue 28). Families, in order, each in its own tr
 failure logs one line and the next family runs), each family's rows appended to its CSV in
 ``--out`` as soon as it finishes, so a timeout still leaves the finished families:
 
-1. gemm      BF16 (torch.matmul) and FP8 per-tensor (torch._scaled_mm) GEMMs, M 1..16384, on
+1. gemm      BF16 (F.linear) and FP8 per-tensor (torch._scaled_mm) GEMMs, M 1..16384, on
              DeepSeek-V3 MLA / dense MLP / expert, Llama-3.1-8B and Llama-3.1-70B TP8 shapes -> gemm.csv
 2. moe       grouped MoE GEMM (DeepSeek-V3 experts at EP8: 32 local), balanced and Zipf tokens -> moe.csv
 3. attention SDPA prefill (causal, with and without a cached prefix) and decode reads -> attention.csv
