@@ -45,7 +45,8 @@ import math
 
 from .compute import soft_max_scalar
 from .comm import FP8_DISPATCH_BYTES, deepep_legs
-from .tbo import attention_core_share, copy_hbm_share, decode_forward, prefill_forward, sm_stretch
+from .tbo import (attention_core_share, copy_hbm_share, decode_forward, ll_recv_bytes, ll_stream_legs, prefill_forward,
+                  sm_stretch)
 
 NO_COMM = (0.0,) * 6
 PARTS = ("attn_proj", "attn_core", "mlp", "moe", "comm", "lm_head", "launch", "overhead")
@@ -101,6 +102,13 @@ def make_coeffs(c):
         if tbo and ep and deepep and a2a_nm[0][2] > 0.0:
             link = sum(deepep_legs(1.0, c.hidden, k, W, c.gpn, FP8_DISPATCH_BYTES, True))
             hbm_share = copy_hbm_share(link / a2a_nm[0][2], c.hbm_peak * c.hw.efficiency.hbm)
+        # under TBO each kernel as (stream fixed, flight fixed, stream/token, flight/token) (tbo.py):
+        # a low-latency kernel's launches, polling and receive copy run on the stream; a normal
+        # kernel runs on its own comm stream and SMs, all of it off the compute stream
+        tbo_ll = ll_stream_legs(a2a_ll, (ll_recv_bytes(c.hidden, k, FP8_DISPATCH_BYTES, False),
+                                         ll_recv_bytes(c.hidden, k, 2.0, True)),
+                                c.hbm_peak * c.hw.efficiency.hbm) if tbo else None
+        tbo_nm = tuple((0.0, b, sm, fl) for b, sm, fl in a2a_nm)
 
     ew_a0, ew_a1, ew_m0, ew_d1, ew_m1, ew_asg = c.c_ew
 
@@ -129,12 +137,17 @@ def make_coeffs(c):
                 t_gpu = t_hot
             m_exp = a_gpu / (t_gpu if t_gpu > 1e-9 else 1e-9)
             if deepep:
-                (db, dsm, dfl), (cb, csm, cfl) = a2a_ll if (ll_pf if prefill else ll_dec) else a2a_nm
+                ll = ll_pf if prefill else ll_dec
                 mean_rank = n_tok / W
                 send = m / c.attn_tp
                 hot = mean_rank * imb
                 x = send if send > hot else hot
-                comm = (dsm * x, db, dfl * x, csm * x, cb, cfl * x) if tbo else db + cb + (dsm + dfl + csm + cfl) * x
+                if tbo:
+                    (ds0, df0, ds1, df1), (cs0, cf0, cs1, cf1) = tbo_ll if ll else tbo_nm
+                    comm = (ds0 + ds1 * x, df0, df1 * x, cs0 + cs1 * x, cf0, cf1 * x)
+                else:
+                    (db, dsm, dfl), (cb, csm, cfl) = a2a_ll if ll else a2a_nm
+                    comm = db + cb + (dsm + dfl + csm + cfl) * x
             else:  # no a2a backend: the partial outputs of every rank's experts are summed (NCCL, on the SMs)
                 comm = ar_w0 + ar_w1 * n_tok * h2
                 if tbo:
