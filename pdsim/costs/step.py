@@ -28,7 +28,8 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   micro-batch's attention hides the other's dispatch, its experts the other's dispatch and
   combine; decode: only the attention stages (and a micro-batch's own shared experts) hide the
   DeepEP legs, the routed experts hide nothing. DeepEP's normal kernels hold SMs while they
-  overlap compute (``deepep_normal_sm_share``). No loss constant. The attention core enters the
+  overlap compute (``deepep_normal_sm_share``) and run slower beside it; a low-latency kernel's
+  launches, polling and receive copy stay on the stream (tbo.py). No loss constant. The attention core enters the
   schedule at the shape's least work in prefill (equal prompts, no cached prefix: the step stays
   linear); in decode at the step's own context (``decode_ctx`` given: the decode TBO cost is not
   linear, roofline.py sets ``linear`` False) or, in the coefficient triple, at its kernel latency
@@ -45,6 +46,7 @@ import math
 
 from .compute import soft_max_scalar
 from .comm import FP8_DISPATCH_BYTES, deepep_legs
+from . import tbo as tbo_mod
 from .tbo import (attention_core_share, copy_hbm_share, decode_forward, ll_recv_bytes, ll_stream_legs, prefill_forward,
                   sm_stretch)
 
@@ -108,7 +110,8 @@ def make_coeffs(c):
         tbo_ll = ll_stream_legs(a2a_ll, (ll_recv_bytes(c.hidden, k, FP8_DISPATCH_BYTES, False),
                                          ll_recv_bytes(c.hidden, k, 2.0, True)),
                                 c.hbm_peak * c.hw.efficiency.hbm) if tbo else None
-        tbo_nm = tuple((0.0, b, sm, fl) for b, sm, fl in a2a_nm)
+        # normal kernels under TBO run slower beside the compute (tbo.NORMAL_OVERLAP_SLOWDOWN)
+        tbo_nm = tuple((0.0, b * f, sm * f, fl * f) for (b, sm, fl), f in zip(a2a_nm, tbo_mod.NORMAL_OVERLAP_SLOWDOWN))
 
     ew_a0, ew_a1, ew_m0, ew_d1, ew_m1, ew_asg = c.c_ew
 

@@ -45,6 +45,11 @@ DeepEP's normal kernels hold a fixed SM partition (24 of 132 SMs in DeepEP's ben
 communication kernel runs beside them (``sm_stretch``). LMSYS: "no-TBO 8k outperforms TBO 16k in
 per-kernel speed ... reduced SMs with TBO".
 
+Under TBO a low-latency kernel keeps part of its time on the stream (``ll_stream_legs``: its
+launches and count polling, ``LL_STREAM_SHARE`` of the fitted base, and its receive copy), and a
+normal kernel runs ``NORMAL_OVERLAP_SLOWDOWN`` slower than alone (DeepSeek's own prefill profile
+against DeepEP's unit test); both keep the no-TBO price of the kernel unchanged.
+
 ``tbo_forward`` runs the stage schedule for a few layers and extrapolates its steady period to
 ``n`` layers, so fill, drain and every dependency wait are priced; there is no loss constant.
 ``decode_forward`` / ``prefill_forward`` are the same schedules written out (the step model's
@@ -68,6 +73,17 @@ COPY_HBM_PASSES = 4.0
 # 0.80 / 0.84 of the fitted internode bases 16.6 / 17.1 us (calibration/data/deepep_low_latency.csv,
 # AIConfigurator's SGLang tables). Assumption 0.8, range 0.5-1.0 (``pdsim sensitivity``).
 LL_STREAM_SHARE = 0.8
+# How much slower a DeepEP normal kernel runs while compute kernels run beside it than alone
+# (dispatch, combine): its copies share HBM and L2 with the compute on the other SMs. Measured on
+# DeepSeek's own H800 prefill profile (EP32, 16K tokens per GPU, balanced routing, two
+# micro-batches) against DeepEP's unit test of the same shapes, as LMSYS broke both down
+# (blog 2025-05-05, "Prefill Time Breakdown" figure, ms per layer): dispatch core 9.4 vs 7.2,
+# combine core 17.2 vs 14.2. LMSYS: "Both DeepSeek and SGLang have a communication time slower
+# than unit test results, while the latter is achievable when disabling TBO". SGLang's own
+# kernels in the same figure (simulated perfect EPLB, H100): 1.50 / 1.05. Range 1.0-1.5
+# (``pdsim sensitivity``). The cross-rank barriers beside these kernels (DeepSeek: ~1 ms per
+# call) are not priced: see docs/mechanisms/two-batch-overlap.md.
+NORMAL_OVERLAP_SLOWDOWN = (9.4 / 7.2, 17.2 / 14.2)
 
 
 def attention_core_share(model) -> float:
