@@ -11,6 +11,11 @@ blog/2025-05-05-large-scale-ep.md), section "Ablation Study: Two-batch Overlap":
   layers) with DeepEP communication";
 - prefill (EP32, 4 nodes): "TBO achieves a 27% to 35% throughput increase compared to the
   vanilla setup, even when processing the same token count per device".
+Sources of the kernel-level parts: LMSYS's "Prefill Time Breakdown" and "Decode Time Breakdown"
+figures in the same blog (DeepSeek's H800 profile against DeepEP's unit test, scaled ms per
+layer); AIConfigurator-core 0.12.0's H100 SGLang DeepEP low-latency table
+(calibration/data/deepep_low_latency.csv); DeepEP csrc/kernels/legacy/internode_ll.cu (send and
+receive phases).
 Source of the schedule: SGLang python/sglang/srt/operations_strategy.py
 (``_compute_moe_deepseek_blog_prefill`` / ``_decode``, ``tbo_delta_stages`` 0 / 2) and
 operations.py (``execute_overlapped_operations``).
@@ -162,13 +167,13 @@ def test_low_latency_kernels_keep_their_launch_and_copy_on_the_stream():
     (DeepEP legacy internode_ll.cu): the launches, the count polling (``LL_STREAM_SHARE`` of the
     fitted base, from H100's intranode one-token times 13.2 / 14.4 us over the fitted 16.6 /
     17.1 us) and the receive copy cannot hide. At LMSYS's decode (EP72, 256 per GPU: 128 per
-    micro-batch) that stream time is ~45 us (dispatch) and ~65 us (combine) per layer, the size
+    micro-batch) that stream time is ~48 us (dispatch) and ~60 us (combine) per layer, the size
     of the DeepEP unit test's "potential of 0.06 ms occupying SMs" for dispatch and ~0.075 ms for
     combine in LMSYS's decode breakdown. It makes small batches lose more (LMSYS -27% at 32) and
     leaves large ones alone, where a late receive waits anyway (+25.5% at 256); 64 gains little
     and 128 much (LMSYS: "a threshold between 64 and 128")."""
     c = cost("calibrated", H100, DSV3, ep_group(9, True, tbo=True), "decode")
-    x = 128.0 * 1.22  # the hottest receiver's tokens (moe_load: ~1.22 at this batch)
+    x = 128.0 * c.expert_load.imbalance(256 * 72 * 8)  # the hottest receiver's tokens per micro-batch
     legs = tbo_mod.ll_stream_legs(c.a2a_ll, (tbo_mod.ll_recv_bytes(7168, 8, 1 + 4 / 128, False),
                                              tbo_mod.ll_recv_bytes(7168, 8, 2.0, True)), 3352e9 * 0.8)
     (ds0, _, ds1, _), (cs0, _, cs1, _) = legs
