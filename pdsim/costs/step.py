@@ -91,7 +91,8 @@ def make_coeffs(c):
         k, epg, ep = c.k, c.experts_per_gpu, c.ep > 1
         deepep = c.a2a_deepep
         load, distinct = c.expert_load, c.distinct
-        imbalance = load.imbalance  # expected busiest rank / mean at A assignments (moe_load.py)
+        # expected busiest rank / mean at A assignments (moe_load.py), prefill and decode batches
+        imb_pf, imb_dec = load.imbalance, c.expert_load_decode.imbalance
         E = c.E
         m_cf, m_tile, m_wb, m_lat, m_sharp = c.c_moe
         m_hard = m_sharp >= 1e6
@@ -115,12 +116,12 @@ def make_coeffs(c):
 
     ew_a0, ew_a1, ew_m0, ew_d1, ew_m1, ew_asg = c.c_ew
 
-    def layer_costs(n_tok: float, m: float, prefill: bool):
+    def layer_costs(n_tok: float, m: float, prefill: bool, dec_share: float = 0.0):
         """(attention-projection, dense-MLP, MoE-compute, MoE-comm, attention-TP all-reduce,
         and the GEMM kernels' part of the attention projections and of the MoE compute)
-        seconds of one layer of each kind for ``n_tok`` tokens (``m`` on the busiest rank); the
-        MoE comm in seconds, under TBO as (SM, fixed, bandwidth) seconds of the dispatch, then
-        of the combine (tbo.py's transfers)."""
+        seconds of one layer of each kind for ``n_tok`` tokens (``m`` on the busiest rank, a
+        ``dec_share`` of them decode tokens); the MoE comm in seconds, under TBO as (SM, fixed,
+        bandwidth) seconds of the dispatch, then of the combine (tbo.py's transfers)."""
         ap_g = attn_proj(m)
         ap = ap_g + ew_a0 + ew_a1 * m
         ar = ar_a0 + ar_a1 * m * h2 if has_ar_attn else 0.0
@@ -130,7 +131,14 @@ def make_coeffs(c):
         assign = n_tok * k
         touched = distinct(n_tok)
         if ep:  # experts split over the GPUs: the busiest GPU sets the pace
-            imb = imbalance(assign)
+            # a mixed batch: the two imbalances weighted by the tokens of each kind (an
+            # interpolation between the prefill and the decode drift)
+            if dec_share <= 0.0:
+                imb = imb_pf(assign)
+            elif dec_share >= 1.0:
+                imb = imb_dec(assign)
+            else:
+                imb = dec_share * imb_dec(assign) + (1.0 - dec_share) * imb_pf(assign)
             a_gpu = assign / W * imb
             # weights read on the busiest GPU: the experts its own assignments touch (its a_gpu
             # assignments over its epg experts), at least the average GPU's share of the batch's
@@ -180,6 +188,7 @@ def make_coeffs(c):
             return (0.0,) * 8, 0.0, 0.0
         m = rank_tokens if rank_tokens is not None else n_tok / D
         prefill = prefill_tokens > 0
+        ds = decode_batch * q / n_tok  # decode tokens' share (their batch drift, moe_load.py)
         split = 2.0 if tbo else 1.0
         # SGLang runs TBO over the MoE layers only: the dense layers before them run the whole
         # batch (DeepseekV2Model.forward: TBO starts at first_k_dense_replace)
@@ -197,12 +206,12 @@ def make_coeffs(c):
         if tbo:
             proj = mlp = moe = comm = 0.0
             if n_dense:
-                ap, dm, _, _, ar, _, _ = layer_costs(n_tok, m, prefill)
+                ap, dm, _, _, ar, _, _ = layer_costs(n_tok, m, prefill, ds)
                 proj, mlp = n_dense * ap, n_dense * dm
                 comm = n_dense * 2.0 * ar if has_ar_attn else 0.0  # after attention and after the MLP
             if n_moe:  # the stage schedule of SGLang's TBO (tbo.py), micro-batches of n/2
                 mh = m / 2.0
-                ap, _, mo, cm, ar, ap_g, mo_g = layer_costs(n_tok / 2.0, mh, prefill)
+                ap, _, mo, cm, ar, ap_g, mo_g = layer_costs(n_tok / 2.0, mh, prefill, ds)
                 proj += n_moe * 2.0 * ap
                 moe += n_moe * 2.0 * mo
                 # attention core of one micro-batch at the shape's least work (see the docstring)
@@ -232,7 +241,7 @@ def make_coeffs(c):
                     layers = decode_forward(prep, attn - prep, sh, ex, d, cmb, n_moe, normal)
                 comm += layers - n_moe * 2.0 * (ap + core_mb + mo)
         else:
-            ap, dm, mo, cm, ar, _, _ = layer_costs(n_tok, m, prefill)
+            ap, dm, mo, cm, ar, _, _ = layer_costs(n_tok, m, prefill, ds)
             proj, mlp, moe = L * ap, n_dense * dm, n_moe * mo
             comm = L * ar + n_moe * cm + (n_dense * ar if n_dense else 0.0)
         if D > 1:
