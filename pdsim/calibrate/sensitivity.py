@@ -164,6 +164,8 @@ ASSUMPTIONS = (
     Assumption("pdsim.specs.features", "DEEPSEEK_MTP_ACCEPT", 0.1, _mtp_default, cap=1.0),
     Assumption("pdsim.specs.features", "DEFAULT_SKEW", 1.0, lambda r: _load(r, "skew")),
     Assumption("pdsim.specs.features", "DEFAULT_DRIFT", 1.0, lambda r: _load(r, "drift")),
+    # measured (LMSYS decode balancedness 0.78-0.91: drift 0.06-0.20 around 0.100)
+    Assumption("pdsim.specs.features", "DEFAULT_DECODE_DRIFT", 1.0, lambda r: _load(r, "decode_drift")),
     Assumption("pdsim.specs.memory", "CUDA_GRAPH_GIB_MOE", 0.6, lambda r: _graphs(r) and _moe(r)),
     Assumption("pdsim.specs.memory", "CUDA_GRAPH_GIB_DENSE", 0.6, lambda r: _graphs(r) and not _moe(r)),
     Assumption("pdsim.specs.memory", "DEEPEP_NORMAL_GIB", 1.0, lambda r: _moe(r) and any(g.ep > 1 for g in _groups(r))),

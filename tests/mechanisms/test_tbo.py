@@ -89,7 +89,10 @@ def test_decode_gain_grows_with_attention_time():
     mtp = off / on - 1.0
     assert mtp > decode_gain(256) + 0.05, (mtp, decode_gain(256))
     assert 0.25 < mtp < 0.50, mtp
-    assert decode_gain(128, 500.0) < decode_gain(128, 4000.0) - 0.1
+    # +13% at 500 tokens, +21% at 4,000 (no published figure sizes this step: the direction is
+    # the phenomenon; the margin was 0.1 when the decode imbalance was priced at 1.38x, larger
+    # DeepEP legs that only the longer attention hid)
+    assert decode_gain(128, 500.0) < decode_gain(128, 4000.0) - 0.05
 
 
 def test_decode_tbo_step_follows_its_own_context():
