@@ -102,7 +102,8 @@ def fit(skew: float = 0.565, drift: float = 0.28, rounds: int = 3) -> tuple[floa
         res = minimize(loss, [skew, drift], method="Nelder-Mead", options=dict(xatol=2e-3, fatol=1e-6, maxiter=120))
         skew, drift = (float(v) for v in res.x)
         new_dd = decode_drift_for(skew)
-        print(f"skew {skew:.4f}  prefill drift {drift:.4f}  decode drift {new_dd:.4f}  log-squared error {res.fun:.5f}  "
+        print(f"skew {skew:.4f}  prefill drift {drift:.4f}  decode drift {new_dd:.4f}  "
+              f"log-squared error {res.fun:.5f}  "
               f"figures {tuple(round(f, 3) for f in eplb_figures(skew, drift, new_dd))}")
         if abs(new_dd - dd) < 1e-3:
             return skew, drift, new_dd
@@ -111,6 +112,7 @@ def fit(skew: float = 0.565, drift: float = 0.28, rounds: int = 3) -> tuple[floa
 
 
 if __name__ == "__main__":
-    print(f"measured decode imbalance (mean 1/balancedness over {len(BALANCEDNESS)} steps): {measured_decode_imbalance():.4f}")
+    print(f"measured decode imbalance (mean 1/balancedness over {len(BALANCEDNESS)} steps): "
+          f"{measured_decode_imbalance():.4f}")
     s, d, dd = fit()
     print(f"DEFAULT_SKEW = {s:.3f}  DEFAULT_DRIFT = {d:.3f}  DEFAULT_DECODE_DRIFT = {dd:.3f}")

@@ -54,11 +54,12 @@ DEFAULT_DECODE_DRIFT = 0.100  # the same in a decode batch (measured, see above)
 class ExpertLoadSpec:
     """Expert popularity of a workload (costs/moe_load.py): a Zipf law of exponent ``skew``
     over the routed experts (0 = uniform routing, the "simulated perfect EPLB" of LMSYS's
-    profile table; None = ``DEFAULT_SKEW``, a measured default). ``drift``: how far one batch's
+    profile table; None = ``DEFAULT_SKEW``, the fitted default). ``drift``: how far one batch's
     expert loads stray from the long-run statistics EPLB placed the experts by (relative
     standard deviation per expert; None = ``DEFAULT_DRIFT`` for skewed traffic, 0 for uniform
     routing) in a prefill batch, ``decode_drift`` the same in a decode batch (None =
-    ``DEFAULT_DECODE_DRIFT`` for skewed traffic, 0 for uniform routing). ``eplb``: EPLB rebalancing of the expert placement, None = on when the engine has
+    ``DEFAULT_DECODE_DRIFT`` for skewed traffic, 0 for uniform routing). ``eplb``: EPLB
+    rebalancing of the expert placement, None = on when the engine has
     redundant experts (SGLang ``--ep-num-redundant-experts`` with ``--enable-eplb``). ``seed``
     fixes the random placement used without EPLB."""
 
