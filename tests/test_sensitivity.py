@@ -62,7 +62,7 @@ def test_module_assumptions_are_perturbed_and_restored():
 
     names = {a.constant for a in ASSUMPTIONS}
     for want in ("pd_overheads.ROUTER_MS", "pd_overheads.CONNECT_MS", "restart.PROCESS_S", "features.DEEPSEEK_MTP_ACCEPT",
-                 "features.DEFAULT_SKEW", "memory.CUDA_GRAPH_GIB_MOE", "transfer.NVLINK_PER_CHUNK_US",
+                 "features.DEFAULT_SKEW", "features.DEFAULT_DECODE_DRIFT", "memory.CUDA_GRAPH_GIB_MOE", "transfer.NVLINK_PER_CHUNK_US",
                  "roofline.W4A16_DEQUANT", "elementwise.ATTN_KERNELS"):
         assert want in names, want
     mtp = next(a for a in ASSUMPTIONS if a.attr == "DEEPSEEK_MTP_ACCEPT")

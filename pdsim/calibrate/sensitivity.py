@@ -164,6 +164,8 @@ ASSUMPTIONS = (
     Assumption("pdsim.specs.features", "DEEPSEEK_MTP_ACCEPT", 0.1, _mtp_default, cap=1.0),
     Assumption("pdsim.specs.features", "DEFAULT_SKEW", 1.0, lambda r: _load(r, "skew")),
     Assumption("pdsim.specs.features", "DEFAULT_DRIFT", 1.0, lambda r: _load(r, "drift")),
+    # measured (LMSYS decode balancedness 0.78-0.91: drift 0.06-0.20 around 0.100)
+    Assumption("pdsim.specs.features", "DEFAULT_DECODE_DRIFT", 1.0, lambda r: _load(r, "decode_drift")),
     Assumption("pdsim.specs.memory", "CUDA_GRAPH_GIB_MOE", 0.6, lambda r: _graphs(r) and _moe(r)),
     Assumption("pdsim.specs.memory", "CUDA_GRAPH_GIB_DENSE", 0.6, lambda r: _graphs(r) and not _moe(r)),
     Assumption("pdsim.specs.memory", "DEEPEP_NORMAL_GIB", 1.0, lambda r: _moe(r) and any(g.ep > 1 for g in _groups(r))),
@@ -175,6 +177,12 @@ ASSUMPTIONS = (
     Assumption("pdsim.costs.roofline", "W4A16_DEQUANT", 1.0,
                lambda r: r.model.quant is not None and bool(r.model.quant.weight_only)),
     Assumption("pdsim.costs.tbo", "COPY_HBM_PASSES", 0.5, lambda r: _moe(r) and any(
+        g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r))),
+    # 0.8 from H100's intranode 1-token floor over the fitted bases; range 0.5-1.0
+    Assumption("pdsim.costs.tbo", "LL_STREAM_SHARE", 0.35, lambda r: _moe(r) and any(
+        g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r)), cap=1.0),
+    # DeepSeek's H800 profile vs DeepEP's unit test 1.31 / 1.21; SGLang's kernels 1.50 / 1.05
+    Assumption("pdsim.costs.tbo", "NORMAL_OVERLAP_SLOWDOWN", 0.2, lambda r: _moe(r) and any(
         g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r))),
     Assumption("pdsim.costs.elementwise", "ATTN_KERNELS", 0.5, _always),
     Assumption("pdsim.costs.elementwise", "MLP_KERNELS", 0.5, _always),

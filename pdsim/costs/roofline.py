@@ -114,9 +114,15 @@ class RooflineStepCost:
             self.g_shared = SimpleNamespace(f=moe.num_shared_experts * 2.0 * model.expert_params / A,
                                             w=moe.num_shared_experts * model.expert_params * wb / A)
             spec = expert_load or ExpertLoadSpec()
+            red = eng.ep_num_redundant_experts if group.ep > 1 else 0
             self.expert_load = expert_load_model = build_expert_load(
-                moe.num_experts, moe.top_k, W, spec.zipf, eng.ep_num_redundant_experts if group.ep > 1 else 0,
-                spec.eplb, expert_parallel=group.ep > 1, seed=spec.seed, drift=spec.batch_drift)
+                moe.num_experts, moe.top_k, W, spec.zipf, red, spec.eplb, expert_parallel=group.ep > 1,
+                seed=spec.seed, drift=spec.batch_drift)
+            # a decode batch's loads stray less from EPLB's statistics than a prefill batch's
+            # (one token per sequence: specs/features.py DEFAULT_DECODE_DRIFT)
+            self.expert_load_decode = expert_load_model if spec.decode_batch_drift == spec.batch_drift else \
+                build_expert_load(moe.num_experts, moe.top_k, W, spec.zipf, red, spec.eplb,
+                                  expert_parallel=group.ep > 1, seed=spec.seed, drift=spec.decode_batch_drift)
             self.distinct = DistinctTable(expert_load_model)
         self.tbo = eng.enable_two_batch_overlap
         # decode TBO hides communication behind the attention core (tbo.py), so the step is not

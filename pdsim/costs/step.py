@@ -28,7 +28,8 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   micro-batch's attention hides the other's dispatch, its experts the other's dispatch and
   combine; decode: only the attention stages (and a micro-batch's own shared experts) hide the
   DeepEP legs, the routed experts hide nothing. DeepEP's normal kernels hold SMs while they
-  overlap compute (``deepep_normal_sm_share``). No loss constant. The attention core enters the
+  overlap compute (``deepep_normal_sm_share``) and run slower beside it; a low-latency kernel's
+  launches, polling and receive copy stay on the stream (tbo.py). No loss constant. The attention core enters the
   schedule at the shape's least work in prefill (equal prompts, no cached prefix: the step stays
   linear); in decode at the step's own context (``decode_ctx`` given: the decode TBO cost is not
   linear, roofline.py sets ``linear`` False) or, in the coefficient triple, at its kernel latency
@@ -45,7 +46,9 @@ import math
 
 from .compute import soft_max_scalar
 from .comm import FP8_DISPATCH_BYTES, deepep_legs
-from .tbo import attention_core_share, copy_hbm_share, decode_forward, prefill_forward, sm_stretch
+from . import tbo as tbo_mod
+from .tbo import (attention_core_share, copy_hbm_share, decode_forward, ll_recv_bytes, ll_stream_legs, prefill_forward,
+                  sm_stretch)
 
 NO_COMM = (0.0,) * 6
 PARTS = ("attn_proj", "attn_core", "mlp", "moe", "comm", "lm_head", "launch", "overhead")
@@ -88,7 +91,8 @@ def make_coeffs(c):
         k, epg, ep = c.k, c.experts_per_gpu, c.ep > 1
         deepep = c.a2a_deepep
         load, distinct = c.expert_load, c.distinct
-        imbalance = load.imbalance  # expected busiest rank / mean at A assignments (moe_load.py)
+        # expected busiest rank / mean at A assignments (moe_load.py), prefill and decode batches
+        imb_pf, imb_dec = load.imbalance, c.expert_load_decode.imbalance
         E = c.E
         m_cf, m_tile, m_wb, m_lat, m_sharp = c.c_moe
         m_hard = m_sharp >= 1e6
@@ -101,15 +105,23 @@ def make_coeffs(c):
         if tbo and ep and deepep and a2a_nm[0][2] > 0.0:
             link = sum(deepep_legs(1.0, c.hidden, k, W, c.gpn, FP8_DISPATCH_BYTES, True))
             hbm_share = copy_hbm_share(link / a2a_nm[0][2], c.hbm_peak * c.hw.efficiency.hbm)
+        # under TBO each kernel as (stream fixed, flight fixed, stream/token, flight/token) (tbo.py):
+        # a low-latency kernel's launches, polling and receive copy run on the stream; a normal
+        # kernel runs on its own comm stream and SMs, all of it off the compute stream
+        tbo_ll = ll_stream_legs(a2a_ll, (ll_recv_bytes(c.hidden, k, FP8_DISPATCH_BYTES, False),
+                                         ll_recv_bytes(c.hidden, k, 2.0, True)),
+                                c.hbm_peak * c.hw.efficiency.hbm) if tbo else None
+        # normal kernels under TBO run slower beside the compute (tbo.NORMAL_OVERLAP_SLOWDOWN)
+        tbo_nm = tuple((0.0, b * f, sm * f, fl * f) for (b, sm, fl), f in zip(a2a_nm, tbo_mod.NORMAL_OVERLAP_SLOWDOWN))
 
     ew_a0, ew_a1, ew_m0, ew_d1, ew_m1, ew_asg = c.c_ew
 
-    def layer_costs(n_tok: float, m: float, prefill: bool):
+    def layer_costs(n_tok: float, m: float, prefill: bool, dec_share: float = 0.0):
         """(attention-projection, dense-MLP, MoE-compute, MoE-comm, attention-TP all-reduce,
         and the GEMM kernels' part of the attention projections and of the MoE compute)
-        seconds of one layer of each kind for ``n_tok`` tokens (``m`` on the busiest rank); the
-        MoE comm in seconds, under TBO as (SM, fixed, bandwidth) seconds of the dispatch, then
-        of the combine (tbo.py's transfers)."""
+        seconds of one layer of each kind for ``n_tok`` tokens (``m`` on the busiest rank, a
+        ``dec_share`` of them decode tokens); the MoE comm in seconds, under TBO as (SM, fixed,
+        bandwidth) seconds of the dispatch, then of the combine (tbo.py's transfers)."""
         ap_g = attn_proj(m)
         ap = ap_g + ew_a0 + ew_a1 * m
         ar = ar_a0 + ar_a1 * m * h2 if has_ar_attn else 0.0
@@ -119,7 +131,14 @@ def make_coeffs(c):
         assign = n_tok * k
         touched = distinct(n_tok)
         if ep:  # experts split over the GPUs: the busiest GPU sets the pace
-            imb = imbalance(assign)
+            # a mixed batch: the two imbalances weighted by the tokens of each kind (an
+            # interpolation between the prefill and the decode drift)
+            if dec_share <= 0.0:
+                imb = imb_pf(assign)
+            elif dec_share >= 1.0:
+                imb = imb_dec(assign)
+            else:
+                imb = dec_share * imb_dec(assign) + (1.0 - dec_share) * imb_pf(assign)
             a_gpu = assign / W * imb
             # weights read on the busiest GPU: the experts its own assignments touch (its a_gpu
             # assignments over its epg experts), at least the average GPU's share of the batch's
@@ -129,12 +148,17 @@ def make_coeffs(c):
                 t_gpu = t_hot
             m_exp = a_gpu / (t_gpu if t_gpu > 1e-9 else 1e-9)
             if deepep:
-                (db, dsm, dfl), (cb, csm, cfl) = a2a_ll if (ll_pf if prefill else ll_dec) else a2a_nm
+                ll = ll_pf if prefill else ll_dec
                 mean_rank = n_tok / W
                 send = m / c.attn_tp
                 hot = mean_rank * imb
                 x = send if send > hot else hot
-                comm = (dsm * x, db, dfl * x, csm * x, cb, cfl * x) if tbo else db + cb + (dsm + dfl + csm + cfl) * x
+                if tbo:
+                    (ds0, df0, ds1, df1), (cs0, cf0, cs1, cf1) = tbo_ll if ll else tbo_nm
+                    comm = (ds0 + ds1 * x, df0, df1 * x, cs0 + cs1 * x, cf0, cf1 * x)
+                else:
+                    (db, dsm, dfl), (cb, csm, cfl) = a2a_ll if ll else a2a_nm
+                    comm = db + cb + (dsm + dfl + csm + cfl) * x
             else:  # no a2a backend: the partial outputs of every rank's experts are summed (NCCL, on the SMs)
                 comm = ar_w0 + ar_w1 * n_tok * h2
                 if tbo:
@@ -164,6 +188,7 @@ def make_coeffs(c):
             return (0.0,) * 8, 0.0, 0.0
         m = rank_tokens if rank_tokens is not None else n_tok / D
         prefill = prefill_tokens > 0
+        ds = decode_batch * q / n_tok  # decode tokens' share (their batch drift, moe_load.py)
         split = 2.0 if tbo else 1.0
         # SGLang runs TBO over the MoE layers only: the dense layers before them run the whole
         # batch (DeepseekV2Model.forward: TBO starts at first_k_dense_replace)
@@ -181,12 +206,12 @@ def make_coeffs(c):
         if tbo:
             proj = mlp = moe = comm = 0.0
             if n_dense:
-                ap, dm, _, _, ar, _, _ = layer_costs(n_tok, m, prefill)
+                ap, dm, _, _, ar, _, _ = layer_costs(n_tok, m, prefill, ds)
                 proj, mlp = n_dense * ap, n_dense * dm
                 comm = n_dense * 2.0 * ar if has_ar_attn else 0.0  # after attention and after the MLP
             if n_moe:  # the stage schedule of SGLang's TBO (tbo.py), micro-batches of n/2
                 mh = m / 2.0
-                ap, _, mo, cm, ar, ap_g, mo_g = layer_costs(n_tok / 2.0, mh, prefill)
+                ap, _, mo, cm, ar, ap_g, mo_g = layer_costs(n_tok / 2.0, mh, prefill, ds)
                 proj += n_moe * 2.0 * ap
                 moe += n_moe * 2.0 * mo
                 # attention core of one micro-batch at the shape's least work (see the docstring)
@@ -216,7 +241,7 @@ def make_coeffs(c):
                     layers = decode_forward(prep, attn - prep, sh, ex, d, cmb, n_moe, normal)
                 comm += layers - n_moe * 2.0 * (ap + core_mb + mo)
         else:
-            ap, dm, mo, cm, ar, _, _ = layer_costs(n_tok, m, prefill)
+            ap, dm, mo, cm, ar, _, _ = layer_costs(n_tok, m, prefill, ds)
             proj, mlp, moe = L * ap, n_dense * dm, n_moe * mo
             comm = L * ar + n_moe * cm + (n_dense * ar if n_dense else 0.0)
         if D > 1:

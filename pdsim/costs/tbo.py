@@ -45,6 +45,11 @@ DeepEP's normal kernels hold a fixed SM partition (24 of 132 SMs in DeepEP's ben
 communication kernel runs beside them (``sm_stretch``). LMSYS: "no-TBO 8k outperforms TBO 16k in
 per-kernel speed ... reduced SMs with TBO".
 
+Under TBO a low-latency kernel keeps part of its time on the stream (``ll_stream_legs``: its
+launches and count polling, ``LL_STREAM_SHARE`` of the fitted base, and its receive copy), and a
+normal kernel runs ``NORMAL_OVERLAP_SLOWDOWN`` slower than alone (DeepSeek's own prefill profile
+against DeepEP's unit test); both keep the no-TBO price of the kernel unchanged.
+
 ``tbo_forward`` runs the stage schedule for a few layers and extrapolates its steady period to
 ``n`` layers, so fill, drain and every dependency wait are priced; there is no loss constant.
 ``decode_forward`` / ``prefill_forward`` are the same schedules written out (the step model's
@@ -59,6 +64,26 @@ SIM_LAYERS = 5  # layers simulated before the steady period is extrapolated
 # receiver's copy into the expert layout (a reading of DeepEP's internode path). Assumption 4,
 # range 2-6 (``pdsim sensitivity`` perturbs it).
 COPY_HBM_PASSES = 4.0
+# Share of a low-latency DeepEP kernel's fixed latency that is kernel time on the compute stream
+# (launching the send and the receive kernel, issuing the sends, polling each source rank's
+# count), not time in flight. With the receive hook SGLang runs both kernels on its one stream
+# (DeepEP legacy internode_ll.cu: a send phase and a receive phase), so that part cannot hide
+# behind the other micro-batch. Derived: H100's intranode times at one token per rank (no NIC on
+# the path, in-flight NVLink latency ~1 us) are 13.2 us (dispatch) and 14.4 us (combine),
+# 0.80 / 0.84 of the fitted internode bases 16.6 / 17.1 us (calibration/data/deepep_low_latency.csv,
+# AIConfigurator's SGLang tables). Assumption 0.8, range 0.5-1.0 (``pdsim sensitivity``).
+LL_STREAM_SHARE = 0.8
+# How much slower a DeepEP normal kernel runs while compute kernels run beside it than alone
+# (dispatch, combine): its copies share HBM and L2 with the compute on the other SMs. Measured on
+# DeepSeek's own H800 prefill profile (EP32, 16K tokens per GPU, balanced routing, two
+# micro-batches) against DeepEP's unit test of the same shapes, as LMSYS broke both down
+# (blog 2025-05-05, "Prefill Time Breakdown" figure, ms per layer): dispatch core 9.4 vs 7.2,
+# combine core 17.2 vs 14.2. LMSYS: "Both DeepSeek and SGLang have a communication time slower
+# than unit test results, while the latter is achievable when disabling TBO". SGLang's own
+# kernels in the same figure (simulated perfect EPLB, H100): 1.50 / 1.05. Range 1.0-1.5
+# (``pdsim sensitivity``). The cross-rank barriers beside these kernels (DeepSeek: ~1 ms per
+# call) are not priced: see docs/mechanisms/two-batch-overlap.md.
+NORMAL_OVERLAP_SLOWDOWN = (9.4 / 7.2, 17.2 / 14.2)
 
 
 def attention_core_share(model) -> float:
@@ -100,6 +125,31 @@ def copy_hbm_share(link_bytes_per_s: float, hbm_bytes_per_s: float) -> float:
         return 0.0
     share = COPY_HBM_PASSES * link_bytes_per_s / hbm_bytes_per_s
     return share if share < 0.9 else 0.9
+
+
+def ll_recv_bytes(hidden: int, top_k: int, elem_bytes: float, combine: bool) -> float:
+    """HBM bytes a low-latency receive kernel moves per token of its rank's batch: the dispatch
+    receive reads each of the ``top_k`` messages a token sends on average and writes it into the
+    packed expert layout (DeepEP legacy internode_ll.cu, "Copy tokens"); the combine receive reads
+    the ``top_k`` expert outputs of each token and writes their weighted sum."""
+    msg = hidden * elem_bytes
+    return (top_k + 1) * msg if combine else 2.0 * top_k * msg
+
+
+def ll_stream_legs(legs: tuple, recv_bytes: tuple, hbm_bytes_per_s: float) -> tuple:
+    """Low-latency DeepEP kernels under TBO as (stream fixed s, flight fixed s, stream s per
+    token, flight s per token), dispatch then combine, from their fitted (base s, SM s per token,
+    flight s per token) ``legs`` (deepep.linear_coeffs). ``LL_STREAM_SHARE`` of the base and the
+    receive kernel's copy (``recv_bytes`` per token at ``hbm_bytes_per_s``, taken out of the
+    flight: the fitted time already holds it) move onto the stream; the totals stay the fitted
+    kernel times. The receive's copy is charged with the send (the stream time is the same)."""
+    out = []
+    for (base, sm, fl), rb in zip(legs, recv_bytes):
+        copy = rb / hbm_bytes_per_s if hbm_bytes_per_s > 0.0 else 0.0
+        if copy > fl:
+            copy = fl  # one node: no flight leg, the fitted NVLink time holds the copy
+        out.append((LL_STREAM_SHARE * base, (1.0 - LL_STREAM_SHARE) * base, sm + copy, fl - copy))
+    return tuple(out)
 
 
 def prefill_layer(attn: float, shared: float, experts: float, d: tuple, c: tuple, normal: bool = True) -> list:

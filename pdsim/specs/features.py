@@ -25,25 +25,41 @@ DEEPSEEK_MTP_ACCEPT = (0.85, 0.82, 0.79)
 # public; LMSYS's large-scale EP blog (2025-05-05) publishes three effects of them on H100
 # (DeepSeek-V3, EP32 prefill 16K tokens/GPU, EP72 decode 256 sequences/GPU): EPLB speeds prefill
 # up 1.49x and decode 2.54x, and SGLang with EPLB on its default (real) expert distribution is
-# 1.18x slower than with uniform random routing (50,302 vs 59,337 tok/s per node). The two
-# constants below are one least-squares fit (in log, Nelder-Mead) of the step model to those three
-# figures (tests/mechanisms/test_expert_load.py shows all three and the residuals), refitted
-# 2026-11-26 after the busiest-GPU statistic became the expected maximum (moe_load.py) and MLA
-# prefill attention got its FA3 MHA fit: 1.60x / 2.41x / 1.10x (was 0.55 / 0.2: 1.56 / 2.42 /
-# 1.07 under the same model). One popularity law cannot give all three: the residual of the
-# EPLB-vs-uniform figure is the largest (-7%). ``pdsim sensitivity`` perturbs both by +-100%.
-DEFAULT_SKEW = 0.565  # Zipf exponent over the 256 routed experts
-DEFAULT_DRIFT = 0.28  # a batch's per-expert load deviation from EPLB's statistics (relative s.d.)
+# 1.18x slower than with uniform random routing (50,302 vs 59,337 tok/s per node), and one
+# measurement of the imbalance itself (below). A batch's per-expert loads stray from the long-run
+# statistics EPLB placed the experts by (``drift``), and a decode batch strays far less than a
+# prefill batch: it holds one token from each of its thousands of sequences, each an independent
+# draw of the traffic mix, while a prefill batch holds a few long prompts whose tokens route alike
+# (LMSYS: "larger batches reduce random fluctuations in expert usage"); what stays in decode is
+# EPLB's statistics ageing against the live decode mix.
+# DEFAULT_DECODE_DRIFT is measured: LMSYS's "EPLB Case Study: Throughput vs Balancedness" figure
+# (H100 decode, 256 sequences per GPU, 1800-token inputs, EPLB; balancedness = mean / max tokens
+# per GPU of a MoE layer, SGLang's compute_utilization_rate) reads 0.78-0.91 over decode steps
+# 13-88, mean of 1 / balancedness 1.1445 (steps 25-88 alone: 1.13); it is the drift with which
+# the expected-maximum statistic gives 1.1445 at that shape (EP72, 32 redundant experts, the whole
+# step's assignments); the figure's range 1.10-1.28 is drift 0.06-0.20.
+# DEFAULT_SKEW and DEFAULT_DRIFT (the prefill batch's) are then one least-squares fit (in log,
+# Nelder-Mead) of the calibrated step model to the three EPLB figures, repeated with the decode
+# drift re-derived at each skew until both stop moving (calibration/fit_expert_load.py
+# reproduces all three constants; tests/mechanisms/test_expert_load.py shows the figures):
+# 1.57x / 2.45x / 1.19x. Refitted 2026-11-26 when the decode drift was split off (before: one
+# drift 0.28 for both, skew 0.565; 1.69 / 2.41 / 1.15 under today's TBO model, and the EP72
+# decode imbalance 1.38 against the measured 1.14). ``pdsim sensitivity`` perturbs all three.
+DEFAULT_SKEW = 0.531  # Zipf exponent over the 256 routed experts
+DEFAULT_DRIFT = 0.365  # a prefill batch's per-expert load deviation from EPLB's statistics (relative s.d.)
+DEFAULT_DECODE_DRIFT = 0.100  # the same in a decode batch (measured, see above)
 
 
 @dataclass(frozen=True)
 class ExpertLoadSpec:
     """Expert popularity of a workload (costs/moe_load.py): a Zipf law of exponent ``skew``
     over the routed experts (0 = uniform routing, the "simulated perfect EPLB" of LMSYS's
-    profile table; None = ``DEFAULT_SKEW``, a measured default). ``drift``: how far one batch's
+    profile table; None = ``DEFAULT_SKEW``, the fitted default). ``drift``: how far one batch's
     expert loads stray from the long-run statistics EPLB placed the experts by (relative
     standard deviation per expert; None = ``DEFAULT_DRIFT`` for skewed traffic, 0 for uniform
-    routing). ``eplb``: EPLB rebalancing of the expert placement, None = on when the engine has
+    routing) in a prefill batch, ``decode_drift`` the same in a decode batch (None =
+    ``DEFAULT_DECODE_DRIFT`` for skewed traffic, 0 for uniform routing). ``eplb``: EPLB
+    rebalancing of the expert placement, None = on when the engine has
     redundant experts (SGLang ``--ep-num-redundant-experts`` with ``--enable-eplb``). ``seed``
     fixes the random placement used without EPLB."""
 
@@ -51,12 +67,15 @@ class ExpertLoadSpec:
     eplb: bool | None = None
     seed: int = 0
     drift: float | None = None
+    decode_drift: float | None = None
 
     def __post_init__(self) -> None:
         check(self.skew is None or 0.0 <= self.skew <= 3.0, f"must be in [0, 3] (a Zipf exponent), got {self.skew}",
               "skew")
         check(self.drift is None or 0.0 <= self.drift <= 3.0,
               f"must be in [0, 3] (a relative standard deviation), got {self.drift}", "drift")
+        check(self.decode_drift is None or 0.0 <= self.decode_drift <= 3.0,
+              f"must be in [0, 3] (a relative standard deviation), got {self.decode_drift}", "decode_drift")
 
     @property
     def zipf(self) -> float:
@@ -67,6 +86,12 @@ class ExpertLoadSpec:
         if self.drift is not None:
             return float(self.drift)
         return DEFAULT_DRIFT if self.zipf > 0 else 0.0
+
+    @property
+    def decode_batch_drift(self) -> float:
+        if self.decode_drift is not None:
+            return float(self.decode_drift)
+        return DEFAULT_DECODE_DRIFT if self.zipf > 0 else 0.0
 
 
 @dataclass(frozen=True)

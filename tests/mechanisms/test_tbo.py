@@ -11,6 +11,11 @@ blog/2025-05-05-large-scale-ep.md), section "Ablation Study: Two-batch Overlap":
   layers) with DeepEP communication";
 - prefill (EP32, 4 nodes): "TBO achieves a 27% to 35% throughput increase compared to the
   vanilla setup, even when processing the same token count per device".
+Sources of the kernel-level parts: LMSYS's "Prefill Time Breakdown" and "Decode Time Breakdown"
+figures in the same blog (DeepSeek's H800 profile against DeepEP's unit test, scaled ms per
+layer); AIConfigurator-core 0.12.0's H100 SGLang DeepEP low-latency table
+(calibration/data/deepep_low_latency.csv); DeepEP csrc/kernels/legacy/internode_ll.cu (send and
+receive phases).
 Source of the schedule: SGLang python/sglang/srt/operations_strategy.py
 (``_compute_moe_deepseek_blog_prefill`` / ``_decode``, ``tbo_delta_stages`` 0 / 2) and
 operations.py (``execute_overlapped_operations``).
@@ -84,7 +89,10 @@ def test_decode_gain_grows_with_attention_time():
     mtp = off / on - 1.0
     assert mtp > decode_gain(256) + 0.05, (mtp, decode_gain(256))
     assert 0.25 < mtp < 0.50, mtp
-    assert decode_gain(128, 500.0) < decode_gain(128, 4000.0) - 0.1
+    # +13% at 500 tokens, +21% at 4,000 (no published figure sizes this step: the direction is
+    # the phenomenon; the margin was 0.1 when the decode imbalance was priced at 1.38x, larger
+    # DeepEP legs that only the longer attention hid)
+    assert decode_gain(128, 500.0) < decode_gain(128, 4000.0) - 0.05
 
 
 def test_decode_tbo_step_follows_its_own_context():
@@ -122,13 +130,65 @@ def test_prefill_tbo_gains():
     assert prefill_gain() > 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: SGLang's prefill stage order (source-faithful) overlaps "
-                   "nearly all communication, +52% at 8K tokens per GPU with DeepEP's 24-of-132 SM partition and its copies' HBM share; "
-                   "LMSYS measured +27-35% and names communication kernels slower under overlap than alone and "
-                   "compute kernels slower per kernel, a contention no public figure sizes. The same model puts "
-                   "DeepSeek's own H800 prefill profile within 4% (step report)")
+@pytest.mark.xfail(strict=True, reason="known gap: +39.9% at 8K tokens per GPU (LMSYS +27-35%) with the SM "
+                   "partition, the copies' HBM share and DeepEP normal kernels 1.31x / 1.21x slower beside compute "
+                   "(DeepSeek's profile). Not priced: the cross-rank barrier beside each normal kernel (~1 ms per "
+                   "call in DeepSeek's profile and in SGLang's TBO-8K breakdown) and compute kernels slower under "
+                   "TBO than their SM share gives (LMSYS TBO-8K vs no-TBO-8K breakdown: non-MoE GEMMs 10.7 vs 6.0 "
+                   "scaled ms per layer, pdsim x1.22)")
 def test_prefill_tbo_gain_in_lmsys_range():
-    assert 0.20 <= prefill_gain() <= 0.40
+    assert 0.27 <= prefill_gain() <= 0.35
+
+
+def _with(attr: str, value, fn):
+    old = getattr(tbo_mod, attr)
+    setattr(tbo_mod, attr, value)
+    try:
+        _clear_costs()
+        return fn()
+    finally:
+        setattr(tbo_mod, attr, old)
+        _clear_costs()
+
+
+def test_normal_kernels_run_slower_beside_compute():
+    """DeepEP's normal kernels share HBM and L2 with the compute on the other SMs: DeepSeek's own
+    H800 prefill profile (EP32, 16K tokens per GPU, balanced routing) against DeepEP's unit test,
+    as LMSYS's "Prefill Time Breakdown" figure (blog 2025-05-05, scaled ms per layer) shows them:
+    dispatch core 9.4 vs 7.2, combine core 17.2 vs 14.2. With the kernels at unit-test speed the
+    prefill TBO gain is ~9 points higher: the communication of a micro-batch nearly fills the
+    other's compute, so its slowdown comes out of the overlap."""
+    assert tbo_mod.NORMAL_OVERLAP_SLOWDOWN == pytest.approx((9.4 / 7.2, 17.2 / 14.2))
+    slowed = prefill_gain()
+    unit = _with("NORMAL_OVERLAP_SLOWDOWN", (1.0, 1.0), prefill_gain)
+    assert unit > slowed + 0.05, (unit, slowed)
+    assert 0.30 < slowed < 0.45, slowed
+
+
+def test_low_latency_kernels_keep_their_launch_and_copy_on_the_stream():
+    """With the receive hook, SGLang runs a low-latency kernel's send and receive on its one stream
+    (DeepEP legacy internode_ll.cu): the launches, the count polling (``LL_STREAM_SHARE`` of the
+    fitted base, from H100's intranode one-token times 13.2 / 14.4 us over the fitted 16.6 /
+    17.1 us) and the receive copy cannot hide. At LMSYS's decode (EP72, 256 per GPU: 128 per
+    micro-batch) that stream time is ~48 us (dispatch) and ~60 us (combine) per layer, the size
+    of the DeepEP unit test's "potential of 0.06 ms occupying SMs" for dispatch and ~0.075 ms for
+    combine in LMSYS's decode breakdown. It makes small batches lose more (LMSYS -27% at 32) and
+    leaves large ones alone, where a late receive waits anyway (+25.5% at 256); 64 gains little
+    and 128 much (LMSYS: "a threshold between 64 and 128")."""
+    c = cost("calibrated", H100, DSV3, ep_group(9, True, tbo=True), "decode")
+    x = 128.0 * c.expert_load.imbalance(256 * 72 * 8)  # the hottest receiver's tokens per micro-batch
+    legs = tbo_mod.ll_stream_legs(c.a2a_ll, (tbo_mod.ll_recv_bytes(7168, 8, 1 + 4 / 128, False),
+                                             tbo_mod.ll_recv_bytes(7168, 8, 2.0, True)), 3352e9 * 0.8)
+    (ds0, _, ds1, _), (cs0, _, cs1, _) = legs
+    assert 25e-6 < 2 * (ds0 + ds1 * x) < 90e-6  # LMSYS unit test: 60 us per layer
+    assert 35e-6 < 2 * (cs0 + cs1 * x) < 110e-6  # ~75 us
+    for (s0, f0, s1, f1), (b, sm, fl) in zip(legs, c.a2a_ll):  # the fitted kernel time is kept
+        assert s0 + f0 == pytest.approx(b) and s1 + f1 == pytest.approx(sm + fl)
+    small = decode_gain(32)
+    assert _with("LL_STREAM_SHARE", 0.0, lambda: decode_gain(32)) > small + 0.03
+    assert _with("LL_STREAM_SHARE", 0.0, lambda: decode_gain(256)) == pytest.approx(decode_gain(256), abs=0.01)
+    assert small < -0.15, small
+    assert decode_gain(64) < 0.10 < 0.15 < decode_gain(128)
 
 
 def test_no_loss_constant_and_the_sm_partition_matters():
