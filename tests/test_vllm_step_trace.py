@@ -1,0 +1,106 @@
+"""The vLLM step tracer (calibration/microbench/vllm_step_trace.py) without the engine: a fake
+``vllm`` package with the same module paths and method names, loaded in a fresh interpreter
+through the ``sitecustomize.py`` that ``trace_env`` writes."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
+import vllm_step_trace as vst  # noqa: E402
+
+FAKE_SCHEDULER = """
+from types import SimpleNamespace
+
+class Scheduler:
+    # as vLLM's: schedule() advances num_computed_tokens by the scheduled tokens before returning
+    def __init__(self):
+        self.requests = {"a": SimpleNamespace(num_computed_tokens=700, num_prompt_tokens=600),
+                         "b": SimpleNamespace(num_computed_tokens=0, num_prompt_tokens=900)}
+        self.running, self.waiting = list(self.requests.values()), []
+
+    def schedule(self):
+        sched = {"a": 1, "b": 511}
+        for rid, n in sched.items():
+            self.requests[rid].num_computed_tokens += n
+        return SimpleNamespace(num_scheduled_tokens=sched, total_num_scheduled_tokens=512,
+                               preempted_req_ids=set(), finished_req_ids={"z"})
+
+    def update_from_output(self, out, model_output):
+        return {"done": model_output}
+"""
+
+FAKE_RUNNER = """
+class GPUModelRunner:
+    def execute_model(self, out):
+        return None
+
+    def sample_tokens(self, grammar):
+        return "tokens"
+"""
+
+
+def _fake_vllm(root: Path) -> None:
+    for mod, src in (("vllm/v1/core/sched/scheduler.py", FAKE_SCHEDULER),
+                     ("vllm/v1/worker/gpu_model_runner.py", FAKE_RUNNER)):
+        path = root / mod
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(src))
+        for d in path.relative_to(root).parents:
+            if str(d) != ".":
+                (root / d / "__init__.py").touch()
+
+
+def test_describe_step_splits_decodes_from_prefill_chunks():
+    out = SimpleNamespace(num_scheduled_tokens={"d1": 1, "d2": 1, "p": 300, "q": 210},
+                          total_num_scheduled_tokens=512, preempted_req_ids={"x"}, finished_req_ids=set())
+    reqs = {"d1": SimpleNamespace(num_computed_tokens=801, num_prompt_tokens=600),    # decode at 800
+            "d2": SimpleNamespace(num_computed_tokens=401, num_prompt_tokens=400),    # first decode
+            "p": SimpleNamespace(num_computed_tokens=812, num_prompt_tokens=1000),    # middle chunk
+            "q": SimpleNamespace(num_computed_tokens=210, num_prompt_tokens=210)}     # whole prompt
+    row = vst.describe_step(out, reqs)
+    assert row["decodes"] == 2 and row["decode_ctx"] == 800 + 400
+    assert row["prefill_chunks"] == [{"tokens": 300, "computed": 512, "prompt": 1000},
+                                     {"tokens": 210, "computed": 0, "prompt": 210}]
+    assert row["prefill_tokens"] == 510 and row["total_tokens"] == 512 and row["preempted"] == 1
+
+
+def test_describe_step_names_an_unknown_request():
+    out = SimpleNamespace(num_scheduled_tokens={"gone": 1}, total_num_scheduled_tokens=1)
+    with pytest.raises(KeyError, match="gone"):
+        vst.describe_step(out, {})
+
+
+def test_trace_env_wraps_fake_vllm_in_a_fresh_interpreter(tmp_path):
+    _fake_vllm(tmp_path / "site")
+    env = vst.trace_env(tmp_path / "trace.jsonl")
+    env["PYTHONPATH"] += ":" + str(tmp_path / "site")
+    code = ("from vllm.v1.core.sched.scheduler import Scheduler\n"
+            "from vllm.v1.worker.gpu_model_runner import GPUModelRunner\n"
+            "s = Scheduler(); out = s.schedule(); assert s.update_from_output(out, 7) == {'done': 7}\n"
+            "r = GPUModelRunner(); r.execute_model(out); assert r.sample_tokens(None) == 'tokens'\n")
+    r = subprocess.run([sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin", **env},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    steps, calls = vst.read_trace(tmp_path / "trace.jsonl")
+    assert len(steps) == 1
+    s = steps[0]
+    assert s["decodes"] == 1 and s["decode_ctx"] == 700
+    assert s["prefill_chunks"] == [{"tokens": 511, "computed": 0, "prompt": 900}]
+    assert s["running"] == 2 and s["finished"] == 1
+    assert s["t_schedule"] <= s["t_scheduled"] <= s["t_model_done"] <= s["t_end"]
+    assert [c["call"] for c in calls] == ["execute_model", "sample_tokens"]
+
+
+def test_read_trace_refuses_a_missing_trace_and_a_bad_row(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no step-trace files"):
+        vst.read_trace(tmp_path / "t.jsonl")
+    (tmp_path / "t.jsonl.12").write_text('{"kind": "step", "t_schedule": 1}\nnot json\n')
+    with pytest.raises(ValueError, match=r"t.jsonl.12:2: not a JSON row"):
+        vst.read_trace(tmp_path / "t.jsonl")
