@@ -104,3 +104,21 @@ def test_read_trace_refuses_a_missing_trace_and_a_bad_row(tmp_path):
     (tmp_path / "t.jsonl.12").write_text('{"kind": "step", "t_schedule": 1}\nnot json\n')
     with pytest.raises(ValueError, match=r"t.jsonl.12:2: not a JSON row"):
         vst.read_trace(tmp_path / "t.jsonl")
+
+
+def test_host_share_reads_this_process_and_prices_the_stretch():
+    import os
+
+    import host_share
+
+    own = host_share.processes(os.getsid(0))
+    assert os.getpid() in own
+    a = host_share.snapshot({os.getpid(): "pytest"})
+    assert a["procs"][os.getpid()]["run_ns"] > 0 and a["busy_ticks"] > 0
+    before = {"procs": {7: {"name": "w", "run_ns": 1_000_000_000, "wait_ns": 0}}, "busy_ticks": 0, "steal_ticks": 0}
+    after = {"procs": {7: {"name": "w", "run_ns": 3_000_000_000, "wait_ns": 500_000_000}},
+             "busy_ticks": 3 * host_share.TICK, "steal_ticks": host_share.TICK // 10}
+    s = host_share.share(before, after, 4.0, 2)
+    # 2 s on a CPU and 0.5 s runnable but waiting: stretched 1.25x; 1 s of the machine's busy time was not ours
+    assert s["processes"]["w[7]"] == {"cpu_s": 2.0, "wait_s": 0.5, "stretch": 1.25}
+    assert s["engine_cpu_s"] == 2.0 and s["other_cpu_s"] == 1.0 and s["steal_s"] == 0.1

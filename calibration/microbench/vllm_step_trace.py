@@ -172,7 +172,7 @@ def trace_env(path: str | Path) -> dict:
 def read_trace(path: str | Path) -> tuple[list[dict], list[dict]]:
     """The merged (steps, worker calls) of every process's ``<path>.<pid>`` file, each sorted by time."""
     base = Path(path)
-    files = sorted(base.parent.glob(base.name + ".*"))
+    files = sorted(f for f in base.parent.glob(base.name + ".*") if f.suffix[1:].isdigit())
     if not files:
         raise FileNotFoundError(f"{path}: no step-trace files ({base.name}.<pid>) were written")
     steps, calls = [], []

@@ -105,6 +105,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     env, spans = None, {}
     if args.trace_steps:
         sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
+        import host_share
         import vllm_step_trace
 
         env = vllm_step_trace.trace_env(args.trace_steps)
@@ -136,12 +137,20 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                 t = open_loop(t, rate, 1.0, sc.scenario.seed, "poisson")
                 t.meta["request_rate"] = rate
                 name = f"{args.prefix}-{load}"
+                if args.trace_steps:  # the server's processes' run and run-queue wait times around it
+                    procs = host_share.processes(srv.proc.pid)
+                    snap0 = host_share.snapshot(procs)
                 spans[name] = [time.monotonic()]
                 rec = replay(t, ReplayConfig(srv.url, timeout_s=600, seed=3000 + k), name=name,
                              description=f"vLLM 0.32 CPU, tiny-llama, Poisson {rate:g} req/s ({load}) on this host",
                              hardware=f"{prof} (re-measured here)", model_label="tiny-llama",
                              workload_source=f"{SCENARIO} workload, seed {sc.scenario.seed}, Poisson {rate:g} req/s")
                 spans[name].append(time.monotonic())
+                if args.trace_steps:
+                    snap1 = host_share.snapshot(procs)
+                    spans[name + ".host"] = host_share.share(snap0, snap1, spans[name][1] - spans[name][0],
+                                                             os.cpu_count() or 1)
+                    spans[name + ".host"]["loadavg"] = os.getloadavg()
                 folder = cases_dir / name
                 write_case(rec, folder, name=name,
                            description=f"vLLM 0.32 CPU build serving the tiny Llama on the machine at hand, Poisson "
