@@ -122,3 +122,14 @@ def test_host_share_reads_this_process_and_prices_the_stretch():
     # 2 s on a CPU and 0.5 s runnable but waiting: stretched 1.25x; 1 s of the machine's busy time was not ours
     assert s["processes"]["w[7]"] == {"cpu_s": 2.0, "wait_s": 0.5, "stretch": 1.25}
     assert s["engine_cpu_s"] == 2.0 and s["other_cpu_s"] == 1.0 and s["steal_s"] == 0.1
+
+
+def test_read_trace_reads_gzipped_files_as_committed(tmp_path):
+    import gzip
+
+    row = '{"kind": "step", "t_schedule": 2.0}\n{"kind": "worker", "t0": 1.0, "t1": 1.5}\n'
+    (tmp_path / "t.jsonl.5.gz").write_bytes(gzip.compress(row.encode()))
+    (tmp_path / "t.jsonl.6").write_text('{"kind": "step", "t_schedule": 1.0}\n')
+    (tmp_path / "t.jsonl.loads.json").write_text("{}")  # not a process's file: left alone
+    steps, calls = vst.read_trace(tmp_path / "t.jsonl")
+    assert [s["t_schedule"] for s in steps] == [1.0, 2.0] and len(calls) == 1

@@ -29,8 +29,10 @@ so the engine core runs ``EngineCore.step``: schedule, ship the batch to the wor
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -172,12 +174,14 @@ def trace_env(path: str | Path) -> dict:
 def read_trace(path: str | Path) -> tuple[list[dict], list[dict]]:
     """The merged (steps, worker calls) of every process's ``<path>.<pid>`` file, each sorted by time."""
     base = Path(path)
-    files = sorted(f for f in base.parent.glob(base.name + ".*") if f.suffix[1:].isdigit())
+    own = re.compile(re.escape(base.name) + r"\.\d+(\.gz)?$")  # <path>.<pid>, or gzipped as committed
+    files = sorted(f for f in base.parent.glob(base.name + ".*") if own.match(f.name))
     if not files:
         raise FileNotFoundError(f"{path}: no step-trace files ({base.name}.<pid>) were written")
     steps, calls = [], []
     for f in files:
-        for i, line in enumerate(f.read_text().splitlines(), 1):
+        text = gzip.decompress(f.read_bytes()).decode() if f.suffix == ".gz" else f.read_text()
+        for i, line in enumerate(text.splitlines(), 1):
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:

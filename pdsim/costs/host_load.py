@@ -1,14 +1,16 @@
 """Processor sharing with other work on the host: a measured stretch of the engine's CPU work.
 
-When other processes share the cores an engine runs on, the kernel gives each runnable process
-a share of a core, and the engine's CPU work takes ``stretch`` times as long as on a core of its
-own; ``stretch = (run + run-queue wait) / run`` of the model worker over the run (the kernel's
-``/proc/<pid>/schedstat``), relative to the same figure while the profile was measured
-(specs/host.py). Measured on the CPU validation host (2026-11-26, vLLM 0.32, knee load, 60
-requests, steps traced): with two busy loops of another session on its 2 cores the worker's
-stretch was 1.19 and every part of the step stretched by about that (a pure-decode step's
-worker p90 23 -> 26 ms, a chunked prefill's mean 437 -> 464 ms), and near the knee the longer
-steps kept more requests decoding at once (4.5 -> 4.8 per step), which is where the ITL tail grows.
+When other processes share the cores an engine runs on, the kernel gives each runnable process a
+share of a core, and the engine's CPU work takes ``stretch`` times as long as on the quiet host
+its profile was measured on (specs/host.py says how to measure it: the same steps timed under the
+other load and without it). A what-if and a correction for a recording made on a loaded host; 1
+(nothing changes) unless a scenario sets it.
+
+Why it matters near a knee (CPU validation host, 2026-11-26, vLLM 0.32, 60 requests at 0.715
+req/s, cpu-vllm-here-trace-knee): stretching every step by 1.02 / 1.05 / 1.10 / 1.15 moves the
+simulated p90 ITL from 33 ms to 36 / 40 / 53 / 62 ms and the mean from 37 to 40 / 45 / 55 / 67 ms:
+longer steps keep more requests decoding at once, so each step carries more decodes and the ITL
+tail grows 4-6x faster than the step cost.
 
 Where the stretch applies:
 - device = the host's CPU (``gpu.arch: cpu``): the whole step (kernels, and the host work around

@@ -15,6 +15,7 @@ and the decode-weighted cycle histogram (< 40, 40-100, > 100 ms), which is the I
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -152,7 +153,8 @@ def main() -> None:
     args = ap.parse_args()
     span = None
     if args.span:
-        spans = json.loads(Path(args.trace + ".loads.json").read_text())
+        f = Path(args.trace + ".loads.json")
+        spans = json.loads(gzip.decompress(Path(str(f) + ".gz").read_bytes()) if not f.exists() else f.read_text())
         if args.span not in spans:
             raise SystemExit(f"{args.trace}.loads.json: no span {args.span!r} (has {', '.join(spans)})")
         span = tuple(spans[args.span])
