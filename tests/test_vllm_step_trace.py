@@ -133,3 +133,31 @@ def test_read_trace_reads_gzipped_files_as_committed(tmp_path):
     (tmp_path / "t.jsonl.loads.json").write_text("{}")  # not a process's file: left alone
     steps, calls = vst.read_trace(tmp_path / "t.jsonl")
     assert [s["t_schedule"] for s in steps] == [1.0, 2.0] and len(calls) == 1
+
+
+def test_step_compare_splits_each_cycle_into_host_hop_and_worker(tmp_path):
+    import json
+
+    sys.path.insert(0, str(ROOT / "validation" / "cpu-vllm"))
+    import step_compare
+
+    def step(t0, t1, t2, t3, dec, pf):
+        return {"kind": "step", "t_schedule": t0, "t_scheduled": t1, "t_model_done": t2, "t_end": t3,
+                "decodes": dec, "prefill_tokens": pf, "running": dec, "waiting": 0, "preempted": 0,
+                "prefill_chunks": [{"tokens": pf, "computed": 0, "prompt": pf}] if pf else []}
+    rows = [step(0.000, 0.001, 0.501, 0.502, 0, 500),   # a prefill alone
+            step(0.503, 0.504, 0.554, 0.555, 4, 0),     # a 53 ms decode cycle of 4 decoders (40-100 ms class)
+            step(0.556, 0.557, 0.567, 0.568, 4, 0)]     # a 13 ms one
+    calls = [{"kind": "worker", "call": "execute_model", "t0": 0.002, "t1": 0.499},
+             {"kind": "worker", "call": "execute_model", "t0": 0.505, "t1": 0.545},
+             {"kind": "worker", "call": "execute_model", "t0": 0.558, "t1": 0.565}]
+    (tmp_path / "s.jsonl.1").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "s.jsonl.2").write_text("".join(json.dumps(r) + "\n" for r in calls))
+    r = step_compare.real_steps(str(tmp_path / "s.jsonl"), None)
+    assert r["cycle"][1:] * 1e3 == pytest.approx([53.0, 13.0])
+    assert r["host"][1:] * 1e3 == pytest.approx([1.0, 1.0])
+    assert r["worker"] * 1e3 == pytest.approx([497.0, 40.0, 7.0])
+    assert r["hop"] * 1e3 == pytest.approx([3.0, 10.0, 3.0])
+    out = step_compare.summary(r, None)["real"]
+    assert out["decode_weighted_cycles"]["40-100"]["gaps"] == 4 and out["decode_weighted_cycles"]["<40"]["gaps"] == 4
+    assert out["steps_with_prefill"] == 1
