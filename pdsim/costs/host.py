@@ -112,15 +112,13 @@ def host_scale(resolved) -> float:
 
 
 def with_host_sharing(resolved):
-    """``resolved`` with every profile's per-step host constants scaled by ``host_scale``."""
-    f = host_scale(resolved)
-    if f == 1.0:
-        return resolved
+    """``resolved`` with every profile's per-step host constants scaled by ``host_scale`` (and, on
+    GPU profiles, by the scenario's measured host stretch: costs/host_load.py)."""
+    from .host_load import host_constants, stretch_of
 
-    def scaled(h):
-        e = h.efficiency
-        return dataclasses.replace(h, efficiency=dataclasses.replace(
-            e, step_overhead_us=e.step_overhead_us * f, seq_overhead_us=e.seq_overhead_us * f,
-            ctx_overhead_ns=e.ctx_overhead_ns * f))
-    return dataclasses.replace(resolved, hardware=scaled(resolved.hardware),
-                               group_hardware={k: scaled(h) for k, h in resolved.group_hardware.items()})
+    f = host_scale(resolved)
+    if f == 1.0 and stretch_of(resolved.scenario) == 1.0:
+        return resolved
+    sc = resolved.scenario
+    return dataclasses.replace(resolved, hardware=host_constants(resolved.hardware, sc, f),
+                               group_hardware={k: host_constants(h, sc, f) for k, h in resolved.group_hardware.items()})

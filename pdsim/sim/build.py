@@ -16,6 +16,7 @@ from ..costs import build_step_cost
 from ..costs.measured import host_copy_bps
 from ..costs.offload import tier_link_scale
 from ..costs.pipeline import PipelineRound, PipelineStepCost
+from ..costs.host_load import stretched
 from ..costs.registry import resolve_cost_kind
 from ..costs.speculative import SpeculativeStepCost, mtp_draft_model
 from ..costs.transfer import flow_cap, instance_nic_capacity, kv_bytes_moved, transfer_plan
@@ -128,11 +129,12 @@ def step_cost(resolved: ResolvedScenario, hw: HardwareProfile, g: GroupSpec, rol
     feats = {"expert_load": sc.workload.expert_load}
     nic = sc.transfer.nic_gbit
     if g.pp > 1:
-        return PipelineRound(PipelineStepCost(sc.cost_model, hw, model, g, role, g.pipeline, nic_gbit=nic, **feats))
+        return stretched(PipelineRound(PipelineStepCost(sc.cost_model, hw, model, g, role, g.pipeline, nic_gbit=nic,
+                                                        **feats)), hw, sc)
     cost = build_step_cost(sc.cost_model, hw, model, g, role, nic_gbit=nic, **feats)
     spec = g.engine.speculative if role != "prefill" else None
     if spec is None:
-        return cost
+        return stretched(cost, hw, sc)
     if spec.method == "mtp":
         draft_model = mtp_draft_model(model, spec)
     else:
@@ -140,7 +142,7 @@ def step_cost(resolved: ResolvedScenario, hw: HardwareProfile, g: GroupSpec, rol
         draft_model = load_model_ref(spec.draft_model, resolved.base_dir, resolved.source, resolved.trust,
                                      f"{where}.engine.speculative.draft_model")
     draft = build_step_cost(sc.cost_model, hw, draft_model, g, role, nic_gbit=nic, with_overhead=False, **feats)
-    return SpeculativeStepCost(cost, draft, spec)
+    return stretched(SpeculativeStepCost(cost, draft, spec), hw, sc)
 
 
 def group_plans(resolved: ResolvedScenario, transport) -> list[GroupPlan]:

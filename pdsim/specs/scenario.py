@@ -16,6 +16,7 @@ from .attention_backend import check_backend
 from .errors import SpecError
 from .faults import AutoscalerSpec, ExpertServiceSpec, FaultSpec
 from .features import PDOverheadSpec, PipelineSpec, SpeculativeSpec
+from .host import HostSpec
 from .limits import check_range, check_at_most, max_gpus, max_instances
 from .yamlio import excerpt, parse_yaml_text
 from .hardware import HardwareProfile
@@ -303,6 +304,7 @@ class Scenario:
     experts: ExpertServiceSpec | None = None  # expert-as-a-service (specs/faults.py)
     network: NetworkSpec = field(default_factory=lambda: NetworkSpec())
     replicas: ReplicaSpec | None = None  # identical independent copies of the cluster behind a front end
+    host: HostSpec | None = None  # other work sharing the engines' CPU cores during the run (specs/host.py)
 
     def __post_init__(self) -> None:
         check(self.seed >= 0, f"must be >= 0, got {self.seed}", "seed")

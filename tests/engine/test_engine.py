@@ -146,3 +146,34 @@ def test_remeasure_then_record_and_validate_here(tmp_path):
         case = yaml.safe_load((cases / name / "case.yaml").read_text())
         assert any(s.startswith("hardware=") for s in case["set"])  # validated against the fresh profile
         assert all(e == e for e in errs.values()), errs  # every gated metric compared (no NaN)
+
+
+def test_step_trace_of_a_real_server_adds_up(tmp_path):
+    """calibration/microbench/vllm_step_trace.py against vLLM itself: every prompt's chunks add up
+    to its length, every step's tokens are its chunks plus its decodes, and every output token
+    but the first (the last chunk samples it) is one decode of one step."""
+    import sys
+
+    import numpy as np
+
+    from pdsim.replay import ReplayConfig, replay
+    from pdsim.replay.local_server import VLLMServer
+    from pdsim.workload.table import RequestTable
+
+    sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
+    import vllm_step_trace as vst
+
+    inputs, outputs = np.array([700, 90, 300, 1500, 40, 520]), np.array([12, 30, 8, 5, 20, 16])
+    trace = tmp_path / "steps.jsonl"
+    with VLLMServer(PYTHON, MODEL, _port(), log=tmp_path / "vllm.log", env=vst.trace_env(trace)) as srv:
+        rec = replay(RequestTable(np.linspace(0, 1.0, 6), inputs, outputs, max_concurrency=6),
+                     ReplayConfig(srv.url, seed=5), name="trace-test")
+    assert (rec.requests["output_tokens"] == outputs).all()
+    steps, calls = vst.read_trace(trace)
+    chunks = [c for s in steps for c in s["prefill_chunks"]]
+    assert sorted(c["prompt"] for c in chunks if c["computed"] + c["tokens"] == c["prompt"]) == sorted(inputs)
+    assert sum(c["tokens"] for c in chunks) == inputs.sum()  # no prefix hits: fresh random prompts
+    assert all(s["total_tokens"] == s["prefill_tokens"] + s["decodes"] <= 512 for s in steps)
+    assert sum(s["decodes"] for s in steps) == (outputs - 1).sum()
+    assert all(s["t_schedule"] <= s["t_scheduled"] <= s["t_model_done"] <= s["t_end"] for s in steps)
+    assert {c["call"] for c in calls} == {"execute_model", "sample_tokens"}

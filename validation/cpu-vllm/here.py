@@ -71,6 +71,9 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     ap.add_argument("--loads", nargs="*", default=list(LOADS), help="which loads to record (default all)")
     ap.add_argument("--capacity-rps", type=float, help="the capacity the loads are fractions of (a repeat of an "
                                                          "earlier recording: its capacity; default priced)")
+    ap.add_argument("--trace-steps", metavar="FILE", help="record what vLLM's scheduler put in each step and when "
+                                                          "(calibration/microbench/vllm_step_trace.py): rows in "
+                                                          "FILE.<pid>, each load's time span in FILE.loads.json")
     ap.add_argument("--remeasure-args", default="--repeat 5 --batches 1 4 16 --prompts 32 512 --output-tokens 48 "
                                                 "--repeats 3", help="bounds of the re-measurement")
     args = ap.parse_args()
@@ -99,7 +102,14 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     results = []
     pdir.mkdir(parents=True, exist_ok=True)
     log = pdir / "validation-server.log"
-    with VLLMServer(args.python, args.model, args.port, log=log) as srv:
+    env, spans = None, {}
+    if args.trace_steps:
+        sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
+        import host_share
+        import vllm_step_trace
+
+        env = vllm_step_trace.trace_env(args.trace_steps)
+    with VLLMServer(args.python, args.model, args.port, log=log, env=env) as srv:
         if not args.skip_remeasure:  # kernels, then host overheads on this server, then the profile
             subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure",
                             "--out", str(pdir), "--name", "cpu-epyc-2c", "--yaml", str(prof), "--python", args.python,
@@ -127,10 +137,20 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                 t = open_loop(t, rate, 1.0, sc.scenario.seed, "poisson")
                 t.meta["request_rate"] = rate
                 name = f"{args.prefix}-{load}"
+                if args.trace_steps:  # the server's processes' run and run-queue wait times around it
+                    procs = host_share.processes(srv.proc.pid)
+                    snap0 = host_share.snapshot(procs)
+                spans[name] = [time.monotonic()]
                 rec = replay(t, ReplayConfig(srv.url, timeout_s=600, seed=3000 + k), name=name,
                              description=f"vLLM 0.32 CPU, tiny-llama, Poisson {rate:g} req/s ({load}) on this host",
                              hardware=f"{prof} (re-measured here)", model_label="tiny-llama",
                              workload_source=f"{SCENARIO} workload, seed {sc.scenario.seed}, Poisson {rate:g} req/s")
+                spans[name].append(time.monotonic())
+                if args.trace_steps:
+                    snap1 = host_share.snapshot(procs)
+                    spans[name + ".host"] = host_share.share(snap0, snap1, spans[name][1] - spans[name][0],
+                                                             os.cpu_count() or 1)
+                    spans[name + ".host"]["loadavg"] = os.getloadavg()
                 folder = cases_dir / name
                 write_case(rec, folder, name=name,
                            description=f"vLLM 0.32 CPU build serving the tiny Llama on the machine at hand, Poisson "
@@ -159,6 +179,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                 cms.write_rows(rows, args.mixed)
         finally:
             os.sched_setaffinity(0, own)
+            if args.trace_steps:  # time.monotonic() spans of each replay, to cut the trace by load
+                Path(args.trace_steps + ".loads.json").write_text(json.dumps(spans, indent=1) + "\n")
     for load in [x for x in LOADS if x in args.loads]:
         r = run_case(cases_dir / f"{args.prefix}-{load}")
         results.append(r)
