@@ -103,6 +103,9 @@ def test_forward_section_prints_every_row_with_roofline_and_calibrated_side_by_s
     graph = df.iloc[[2]].assign(us=10000.0, note="repo TorchLlama (gpu_forward.py), CUDA graph replay")
     both = forward_report(pd.concat([df, graph], ignore_index=True))
     assert "torch graph" in both and "host ~15.0 ms (60%: measured - graph 10.00)" in both
+    hf = pd.concat([df, df.iloc[[0]].assign(note="repo TorchLlama (gpu_forward.py), CUDA graph replay", us=5000.0)],
+                   ignore_index=True)
+    assert "beyond the torch graph 5.00: +2.7 ms (35%; host + transformers kernels)" in forward_report(hf)
     assert "no forward.csv rows" in forward_report(df.iloc[0:0])
 
 

@@ -41,14 +41,14 @@ def fit_memcopy(rows, hw) -> dict | None:
     if rows.empty:
         return None
     out: dict = {}
-    errs, lats, n = [], [], 0
+    errs, n = [], 0
     for kind in COPY_KINDS:
         r = rows[rows["kind"] == kind]
         if len(r) < 2:
             continue
         a, b, err = _line(r["traffic_bytes"].to_numpy(float), r["us"].to_numpy(float))
         out[f"{kind}_gbps"] = 1.0 / b / 1e3  # bytes per us -> 1e9 B/s
-        lats.append(a)
+        out[f"{kind}_latency_us"] = a
         errs.append(err * len(r))
         n += len(r)
     if "d2d_gbps" not in out:
@@ -57,7 +57,6 @@ def fit_memcopy(rows, hw) -> dict | None:
     pinned = [out[k] for k in ("h2d_pinned_gbps", "d2h_pinned_gbps") if k in out]
     if pinned:
         out["host_copy_gbps"] = min(pinned)
-    out["latency_us"] = float(np.mean(lats))
     out["fit_mape"] = sum(errs) / n
     out["points"] = float(n)
     out["label"] = "measured"

@@ -21,7 +21,7 @@ FORMULAS = {
     "allreduce": "t = base + 2 (n-1) latency + 2 (n-1)/n bytes / busbw  [costs/comm.py]",
     "mooncake": "t = setup + chunks x per_chunk_us (queued per sending GPU) + bytes / (eff x senders' NIC share x "
                 "line rate); per-page path: per_page_us per chunk [costs/transfer.py, docs/mechanisms/kv-transfer.md]",
-    "memcopy": "measured copies: t = latency + traffic bytes / <kind>_gbps; hbm_eff = d2d / datasheet HBM; "
+    "memcopy": "measured copies: t = <kind>_latency_us + traffic bytes / <kind>_gbps; hbm_eff = d2d / datasheet HBM; "
                "host_copy_gbps = slower pinned direction (offload tiers)  [calibrate/fit_system.py, costs/measured.py]",
     "host": "measured launches: kernel_launch_us per kernel (host); eager_exposed_us = (eager - graph decode step) / "
             "layers at the smallest batch; eager_us_per_kernel = that / kernels_per_layer, the eager price per kernel "
