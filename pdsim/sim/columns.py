@@ -1,17 +1,10 @@
-"""Columnar logs: rows appended to typed staging buffers (``array.array``, one per column, the
-column's own machine type) and moved into numpy chunks every ``CHUNK`` rows, so a long run keeps
-each value as 4 or 8 bytes instead of a boxed Python number (~32 bytes) in a list. Used for the
-engine's step log and the fabric's link-usage log.
+"""Columnar logs: rows appended to plain Python lists (the cheapest append there is) and moved
+into typed numpy chunks every ``CHUNK`` rows, so a long run keeps each value as 4 or 8 bytes
+instead of a boxed Python number (~32 bytes) in a list. Used for the engine's step log and the
+fabric's link-usage log.
 
-Why typed buffers rather than lists: a list keeps every float of a chunk alive as its own object,
-scattered through the heap by the time the chunk moves; converting them then costs a cache miss
-a value (~0.1-0.3 us in a full run, more than the appends). An ``array`` stores the value at
-the append, and the move is one memory copy. Values are the same bits (float64 as a C double,
-int32 as a C int); a value that does not fit its column's type (a float in an int column, an
-int beyond int32) raises at the append instead of being truncated at the move.
-
-The staging buffers are cleared in place, so a hot loop may bind them once; it calls ``flush``
-when ``len(lists[0]) >= CHUNK`` *before* appending, so the newest row always sits in the buffers
+The staging lists are cleared in place, so a hot loop may bind them once; it calls ``flush``
+when ``len(lists[0]) >= CHUNK`` *before* appending, so the newest row always sits in the lists
 (the engine may still correct the duration of the step in flight after a failure).
 
 A log longer than ``SPILL_ROWS`` rows spills: its chunks go to one raw file per column in a
@@ -23,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from array import array
 import tempfile
 import weakref
 from collections.abc import Mapping
@@ -34,15 +26,6 @@ import numpy as np
 CHUNK = 1 << 14  # 128 KiB a float64 column: a mapping of its own (memory.py)
 #: a log of more rows than this keeps its chunks on disk (36 MiB of step columns in memory)
 SPILL_ROWS = 1 << 20
-
-
-def _typecode(dt) -> str:
-    """The ``array`` type code holding numpy dtype ``dt`` bit for bit."""
-    dt = np.dtype(dt)
-    for code in ("d", "f", "i", "l", "q", "h", "b", "I", "L", "Q", "H", "B"):
-        if np.dtype(code) == dt and array(code).itemsize == dt.itemsize:
-            return code
-    raise ValueError(f"column type {dt}: no array type code holds it")
 
 
 def spill_dir() -> str:
@@ -109,8 +92,7 @@ def column_rows(cols, name: str = "time_s") -> int:
 
 
 class ColumnLog:
-    """``lists``: one staging buffer per column (``names`` order; an ``array.array`` of the
-    column's dtype, appended to and indexed as a list)."""
+    """``lists``: one staging list per column (``names`` order, ``dtypes`` in the chunks)."""
 
     __slots__ = ("names", "dtypes", "lists", "_chunks", "_rows", "_last", "_folder", "_files", "_spilled",
                  "spill_rows", "_cleanup", "__weakref__")
@@ -118,7 +100,7 @@ class ColumnLog:
     def __init__(self, names: tuple[str, ...], dtypes: tuple, spill_rows: int | None = None) -> None:
         self.names = names
         self.dtypes = dtypes
-        self.lists: tuple[array, ...] = tuple(array(_typecode(dt)) for dt in dtypes)
+        self.lists: tuple[list, ...] = tuple([] for _ in names)
         self._chunks: list[list[np.ndarray]] = [[] for _ in names]
         self._rows = 0
         self._last: tuple | None = None  # the newest flushed row (``last`` after a flush)
@@ -133,8 +115,8 @@ class ColumnLog:
             return
         self._last = tuple(col[-1] for col in self.lists)
         for chunks, col, dt in zip(self._chunks, self.lists, self.dtypes):
-            chunks.append(np.frombuffer(col, dtype=dt).copy())
-            del col[:]
+            chunks.append(np.fromiter(col, dtype=dt, count=n))
+            col.clear()
         self._rows += n
         if self._files is not None or self._rows > self.spill_rows:
             self._spill()

@@ -22,7 +22,7 @@ release), so results are those of tracking every block alone.
 """
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from functools import partial
 from typing import Hashable
 
@@ -77,10 +77,7 @@ class PrefixCache:
         self.write_through = write_through
         self.ref: dict[Hashable, _Span] = {}  # cached block -> the span it is in
         self.extra: dict[Hashable, int] = {}  # block -> references by requests that found it cached
-        # released spans with evictable blocks, oldest first. An OrderedDict, not a dict: eviction
-        # takes the oldest while spans leave from the front, and a dict's first item is found
-        # by skipping every deleted slot before it (O(deleted) until the dict resizes)
-        self.lru: OrderedDict[int, _Span] = OrderedDict()
+        self.lru: dict[int, _Span] = {}  # released spans with evictable blocks, oldest first
         self._sid = 0
         self.evictable_pages = 0
         self.lookup_tokens = 0
