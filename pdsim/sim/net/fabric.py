@@ -143,7 +143,7 @@ class Fabric:
     # -- internals ------------------------------------------------------------------------
     def _relink(self, link: str) -> None:
         """The flows on ``link`` changed (or its capacity): its cap sum and whether caps clash."""
-        load = self._load[link] = sum([f.cap for f in self._on[link]])  # no Python call a flow, as map(_cap) would make
+        load = self._load[link] = sum([f.cap for f in self._on[link]])  # no Python call per flow (map(_cap) made one)
         if load <= self.capacity[link] * _ROOM:
             self._over.discard(link)
         else:
