@@ -25,6 +25,12 @@ class Clock(simpy.Environment):
 
     def __init__(self, initial_time: float = 0.0, horizon: float = math.inf, inline: bool = True):
         super().__init__(initial_time)
+        # SimPy binds ``timeout``, ``event``, ``process``... to the instance only when they are
+        # in the instance's own class dict, not a base's: bind them here, or every
+        # ``env.timeout`` goes through BoundClass.__get__ (a Python call and a new method object)
+        for name, obj in vars(simpy.Environment).items():
+            if type(obj) is simpy.core.BoundClass:
+                setattr(self, name, getattr(self, name))
         self.horizon = horizon
         self.inline = inline
 

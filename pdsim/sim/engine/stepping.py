@@ -84,7 +84,7 @@ class Stepping:
                             continue  # the freed pages may admit queued work: form the batch again
                         n = b.n
                         need = b.bucket[(-b.step) % page]
-                    if n:
+                    if n and need:  # as in _quiet_decode: a step needing no page skips the call
                         self.pool.alloc(need)
                 if not pf_tokens and not n:
                     if self.decode_first and progress.decode_first_done(self):

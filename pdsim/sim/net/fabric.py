@@ -77,7 +77,7 @@ class Fabric:
         self._load: dict[str, float] = {}
         self._over: set[str] = set()
         self._capped = True  # every flow's rate is its cap (the last solve needed no filling)
-        self._res_at, self._res = -1.0, 1e-9  # _resolution at that time
+        self._res_lo, self._res_hi, self._res = 1.0, 0.0, 1e-9  # _resolution within [lo, hi)
         self._order: dict[str, None] | None = {}  # links in use in order of first use (None: to redo)
 
     def path(self, src: str, dst: str) -> tuple[str, ...]:
@@ -143,7 +143,7 @@ class Fabric:
     # -- internals ------------------------------------------------------------------------
     def _relink(self, link: str) -> None:
         """The flows on ``link`` changed (or its capacity): its cap sum and whether caps clash."""
-        load = self._load[link] = sum(map(_cap, self._on[link]))
+        load = self._load[link] = sum([f.cap for f in self._on[link]])  # no Python call per flow (map(_cap) made one)
         if load <= self.capacity[link] * _ROOM:
             self._over.discard(link)
         else:
@@ -164,8 +164,10 @@ class Fabric:
     def _resolution(self) -> float:
         """Smallest time step the simulated clock can represent around now (>= 1 ns)."""
         now = self.env._now
-        if now != self._res_at:
-            self._res_at = now
+        if not self._res_lo <= now < self._res_hi:
+            # ulp(now) is one value across a binade [2**(e-1), 2**e): computed once per binade
+            e = math.frexp(now)[1]
+            self._res_lo, self._res_hi = math.ldexp(0.5, e), math.ldexp(1.0, e)
             self._res = max(1e-9, 4.0 * math.ulp(now))
         return self._res
 
