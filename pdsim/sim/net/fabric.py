@@ -70,7 +70,9 @@ class Fabric:
         self.link_codes: dict[str, int] = {}  # link name -> code in the usage log (first use order)
         self._log = log_usage
         self.bytes_sent = 0.0
-        self._busy: set[str] = set()
+        # links logged busy at the last solve, in log order: a dict, not a set, so the rows of links
+        # that went idle come out in one order whatever PYTHONHASHSEED is (a set of str does not)
+        self._busy: dict[str, None] = {}
         # per link in use: its flows (oldest first) and the sum of their caps in that order;
         # the links whose caps sum above their capacity (with the _ROOM margin): where caps clash
         self._on: dict[str, list[Flow]] = {}
@@ -265,12 +267,14 @@ class Fabric:
             code.extend(map(codes.__getitem__, order))
             rate.extend(map(rates.__getitem__, order))
             nflows.extend(map(len, map(on.__getitem__, order)))
-            for link in self._busy - order.keys():
+            for link in self._busy:
+                if link in order:
+                    continue
                 t.append(now)
                 code.append(codes[link])
                 rate.append(0.0)
                 nflows.append(0)
-        self._busy = set(order)
+        self._busy = order.copy()
 
     def _reschedule(self, new: Flow | None = None) -> None:
         self._solve(new)
