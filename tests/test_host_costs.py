@@ -38,10 +38,16 @@ def test_eager_launch_structural_and_cuda_graphs_remove_it():
     graphs = dataclasses.replace(group, engine=dataclasses.replace(group.engine, cuda_graph_max_bs=64))
 
     def launch(h, g):
-        return build_step_cost("roofline", h, model, g, "colocated").breakdown(0, 0.0, 0, 8, 8 * 1000.0)["launch"]
+        bd = build_step_cost("roofline", h, model, g, "colocated").breakdown(0, 0.0, 0, 8, 8 * 1000.0)
+        return bd["launch"], sum(bd[k] for k in ("attn_proj", "mlp", "moe", "comm", "lm_head"))
     L = model.num_layers
-    assert launch(hw2, eager) == pytest.approx(L * 64e-6)
-    assert launch(hw2, graphs) == pytest.approx(L * hw.efficiency.graph_launch_us * 1e-6)  # graph replay only
+    # eager launches are asynchronous (costs/step.py): only the issue time beyond the GPU work shows
+    hw3 = _eff(hw, kernel_launch_us=40.0, module_call_us=20.0)  # 32 x 640 us of issue > the ~7 ms of GPU work
+    exposed, gpu = launch(hw3, eager)
+    assert exposed == pytest.approx(L * 640e-6 - gpu) and exposed > 0.5 * L * 640e-6
+    hidden, _ = launch(hw2, eager)  # 32 x 64 us of issue hides behind the step: the graph replay's floor
+    assert hidden == pytest.approx(L * hw.efficiency.graph_launch_us * 1e-6)
+    assert launch(hw3, graphs)[0] == pytest.approx(L * hw.efficiency.graph_launch_us * 1e-6)  # graph replay only
 
 
 def test_processes_sharing_the_cpu_hosts_cores():

@@ -12,10 +12,14 @@ profile gets them only from its own rows, never from another GPU's.
 - ``host``: ``kernel_launch_us`` (host time to issue one kernel), ``launch_gpu_us`` (GPU time
   per back-to-back tiny kernel), and per batch the eager and CUDA-graph time of a decode step;
   ``eager_exposed_us`` = (eager - graph) / layers at the smallest batch (the GPU is fastest
-  there, so the host's launches show the most), which is what an eager step pays per layer on
-  top of a graph replay, and ``eager_us_per_kernel`` = that / the kernels the measured layer
-  launches (torch.profiler count): the per-kernel price of costs/host.py's structural eager form
-  (``kernel_launch_us`` x the kernels of the priced model's layer).
+  there, so the host's launches show the most): what that step paid per layer on top of a graph
+  replay (the flat form's price, used only without a kernel count). Launches are asynchronous:
+  the host issues ahead of the GPU and an eager step takes ~ max(GPU work, issue time), so at
+  the smallest batch, host-bound, the eager step IS the issue time: ``eager_issue_us`` = eager /
+  layers there, and ``eager_us_per_kernel`` = that / the kernels the measured layer launches
+  (torch.profiler count), the per-kernel issue cost of costs/host.py's structural eager form
+  (``kernel_launch_us`` x the kernels of the priced model's layer), which costs/step.py exposes
+  only where it exceeds the step's GPU work.
 """
 from __future__ import annotations
 
@@ -86,9 +90,14 @@ def fit_host(rows) -> dict | None:
         out["batch"] = float(both[0])
         steps = rows[(rows["kind"] == "decode_step_eager") & (rows["batch"] == both[0])]
         per_layer = (steps["kernels"].astype(float) / steps["layers"].astype(float)).dropna() if "kernels" in steps else []
-        if len(per_layer):  # the profiler's kernel count: the exposed eager cost per kernel launched
+        if len(per_layer):  # the profiler's kernel count: the host's issue time per kernel launched
             out["kernels_per_layer"] = float(per_layer.median())
-            out["eager_us_per_kernel"] = out["eager_exposed_us"] / out["kernels_per_layer"]
+            # launches are asynchronous: at the smallest batch the eager step is host-bound (the
+            # GPU idles between kernels), so the step IS the issue time of its kernels, not the
+            # issue time less the GPU work it overlapped
+            issue = float(eager.loc[both[0], "us"]) / float(eager.loc[both[0], "layers"])
+            out["eager_issue_us"] = issue
+            out["eager_us_per_kernel"] = issue / out["kernels_per_layer"]
     if "eager_exposed_us" not in out and "kernel_launch_us" not in out:
         return None
     out["points"] = float(len(rows))

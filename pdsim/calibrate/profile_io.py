@@ -24,8 +24,10 @@ FORMULAS = {
     "memcopy": "measured copies: t = <kind>_latency_us + traffic bytes / <kind>_gbps; hbm_eff = d2d / datasheet HBM; "
                "host_copy_gbps = slower pinned direction (offload tiers)  [calibrate/fit_system.py, costs/measured.py]",
     "host": "measured launches: kernel_launch_us per kernel (host); eager_exposed_us = (eager - graph decode step) / "
-            "layers at the smallest batch; eager_us_per_kernel = that / kernels_per_layer, the eager price per kernel "
-            "of costs/host.py  [calibrate/fit_system.py, costs/measured.py]",
+            "layers at the smallest batch; eager_issue_us = eager decode step / layers there (host-bound: the step is "
+            "the issue time); eager_us_per_kernel = that / kernels_per_layer, the issue cost per kernel of "
+            "costs/host.py, exposed only beyond the step's GPU work (costs/step.py)  "
+            "[calibrate/fit_system.py, costs/measured.py]",
 }
 ORDER = ("eff", "m_tile", "hbm_eff", "latency_us", "sharp", "base_us", "nvl_gbps", "rdma_gbps", "intranode_gbps",
          "internode_gbps", "setup_ms", "per_chunk_us", "per_page_us", "rel_uncertainty", "fit_mape", "heldout_mape",

@@ -8,12 +8,14 @@ calibrate/fit_system.py) in place of the priors they measure.
   elementwise.py), not a measurement of them, and at the sizes those kernels move in a prefill
   layer (~100-500 MB) the copy itself reaches 0.82-0.86 on the first H100 (0.88 only from 1 GB).
   The prior (0.8, borrowed) stays, with the measured copy beside it in the constants report.
-- ``efficiency.kernel_launch_us`` <- ``host.eager_us_per_kernel``: what an eager step pays per
-  kernel launched beyond a CUDA-graph replay, measured as (eager - graph) / (layers x kernels per
-  layer) of a whole torch decode step; costs/host.py then prices an eager layer from the priced
-  model's own structure (kernels x it; ``module_call_us`` stays 0: the measured per-kernel cost
-  already holds the Python dispatch of each op). Without a kernel count: ``layer_launch_us`` <-
-  ``graph_launch_us + host.eager_exposed_us`` (the flat form).
+- ``efficiency.kernel_launch_us`` <- ``host.eager_us_per_kernel``: the host's issue time per
+  kernel launched, measured as eager / (layers x kernels per layer) of a whole torch decode step
+  at batch 1, where the step is host-bound (the GPU idles between kernels, so the step is the
+  issue time); costs/host.py then prices an eager layer's issue from the priced model's own
+  structure (kernels x it; ``module_call_us`` stays 0: the measured per-kernel cost already
+  holds the Python dispatch of each op), and costs/step.py exposes only what the step's GPU work
+  does not hide. Without a kernel count: ``layer_launch_us`` <- ``graph_launch_us +
+  host.eager_exposed_us`` (the flat form; eager - graph at batch 1, per layer).
 - host copies (offload tiers): ``memcopy.host_copy_gbps``, the slower pinned direction, in place
   of ``gpu.pcie_gbps x efficiency.pcie`` (``host_copy_bps``).
 
