@@ -7,7 +7,7 @@ import pytest
 import simpy
 
 from pdsim import api
-from pdsim.sim.host_cores import HostCore
+from pdsim.sim.host_cores import HostCores
 from pdsim.specs.errors import SpecError
 from pdsim.workload.table import RequestTable
 
@@ -20,7 +20,7 @@ PD = REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"
 def _ends(jobs: list[tuple[float, float]]) -> list[float]:
     """End times of steps (start s, work s) on one core."""
     env = simpy.Environment()
-    core = HostCore(env, 0)
+    core = HostCores(env, 1, {}).cores[0]
     ends = [None] * len(jobs)
 
     def one(i, start, work):
@@ -97,3 +97,32 @@ def test_bad_placements_are_refused_naming_the_field(sets, field, words):
     with pytest.raises(SpecError) as err:
         api.load_scenario(PD, sets)
     assert field in str(err.value) and words in str(err.value)
+
+
+def test_unpinned_processes_spread_over_all_cores():
+    """Two workers pinned to cores 0 and 1, each bringing one unpinned busy process while it steps:
+    alone, 1 + 1/2 processes on its core (1.5x); both stepping, 1 + 2/2 each (2x)."""
+    def ends(jobs):
+        env = simpy.Environment()
+        host = HostCores(env, 2, {})
+        out = [None] * len(jobs)
+
+        def one(i, core, work):
+            yield host.cores[core].run(work, 1.0).done
+            out[i] = env.now
+
+        for i, (core, work) in enumerate(jobs):
+            env.process(one(i, core, work))
+        env.run()
+        return out
+
+    assert ends([(0, 1.0)]) == [pytest.approx(1.5)]
+    assert ends([(0, 1.0), (1, 1.0)]) == [pytest.approx(2.0)] * 2
+    # the short one leaves at 2 x 0.5; the other then runs alone at 1/1.5 for its last 0.5
+    assert ends([(0, 0.5), (1, 1.0)]) == [pytest.approx(1.0), pytest.approx(1.0 + 1.5 * 0.5)]
+
+
+def test_unpinned_needs_a_placed_group():
+    with pytest.raises(SpecError) as err:
+        api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}", "host.unpinned={decode: 1}"])
+    assert "unpinned.decode" in str(err.value)

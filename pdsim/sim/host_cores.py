@@ -19,76 +19,56 @@ from ..specs.host import group_keys
 
 
 class _Job:
-    __slots__ = ("left", "done")
+    __slots__ = ("left", "done", "core", "extra")
 
-    def __init__(self, work: float, done):
+    def __init__(self, work: float, done, core: "HostCore"):
         self.left = work  # seconds of work still to do at full speed
         self.done = done  # triggered when ``left`` reaches 0
+        self.core = core
 
 
 class HostCore:
-    """One host core: the steps running on it share its speed equally (seconds of work each)."""
+    """One host core of ``host``: the steps running on it share its speed (seconds of work each)."""
 
-    def __init__(self, env, cid: int):
-        self.env, self.cid = env, cid
+    def __init__(self, host: "HostCores", cid: int):
+        self.host, self.cid = host, cid
         self.jobs: list[_Job] = []
-        self._t = 0.0  # when ``left`` of every job was last settled
-        self._version = 0  # a completion timer scheduled for an older set of jobs is stale
 
     @property
     def busy(self) -> int:
         """Workers stepping on this core now."""
         return len(self.jobs)
 
-    def run(self, work: float):
-        """Start a step of ``work`` seconds (at full speed) on this core; returns the event that
-        fires when it is done (a SimPy event to ``yield``)."""
-        self._settle()
-        job = _Job(float(work), self.env.event())
-        self.jobs.append(job)
-        self._reschedule()
-        return job
+    def run(self, work: float, extra: float = 0.0) -> _Job:
+        """Start a step of ``work`` seconds (at full speed) on this core, adding ``extra`` unpinned
+        busy processes to the host while it runs; ``.done`` of the returned job fires when it is
+        done (a SimPy event to ``yield``)."""
+        return self.host.start(self, float(work), extra)
 
     def cancel(self, job: _Job) -> None:
         """Take ``job`` off the core (its instance failed mid-step); the others speed up."""
-        if job in self.jobs:
-            self._settle()
-            self.jobs.remove(job)
-            self._reschedule()
+        self.host.cancel(job)
 
-    def _settle(self) -> None:
-        now = self.env.now
-        if self.jobs and now > self._t:
-            done = (now - self._t) / len(self.jobs)
-            for j in self.jobs:
-                j.left -= done
-        self._t = now
-
-    def _reschedule(self) -> None:
-        self._version += 1
-        if not self.jobs:
-            return
-        first = min(self.jobs, key=lambda j: j.left)
-        ev = self.env.timeout(max(first.left, 0.0) * len(self.jobs))
-        ev.callbacks.append(lambda _e, v=self._version, j=first: self._complete(v, j))
-
-    def _complete(self, version: int, first: _Job) -> None:
-        if version != self._version:
-            return  # the set of jobs changed since this timer was set
-        self._settle()
-        eps = 1e-12 * max(1.0, self.env.now)
-        for j in [j for j in self.jobs if j is first or j.left <= eps]:
-            self.jobs.remove(j)
-            j.done.succeed()
-        self._reschedule()
+    def rate(self, spread: float) -> float:
+        """Speed of each step on this core (1 = a core of its own) with ``spread`` unpinned busy
+        processes' worth of load on it."""
+        return 1.0 / (len(self.jobs) + spread)
 
 
 class HostCores:
-    """The host's cores and which instance's worker is bound to which (``host.placement``)."""
+    """The host's cores, which instance's worker is bound to which (``host.placement``), and the
+    load of unpinned processes (an instance's engine core and API server while it steps,
+    ``host.unpinned``), which the kernel's load balancer spreads over all cores evenly."""
 
-    def __init__(self, env, cores: int, placement: dict[tuple[str, int], tuple[int, ...]]):
-        self.cores = [HostCore(env, c) for c in range(cores)]
+    def __init__(self, env, cores: int, placement: dict[tuple[str, int], tuple[int, ...]],
+                 unpinned: dict[tuple[str, int], float] | None = None):
+        self.env = env
+        self.cores = [HostCore(self, c) for c in range(cores)]
         self.placement = placement  # (role, group index) -> core id per instance (or one for all)
+        self.unpinned = unpinned or {}  # (role, group index) -> busy unpinned processes while it steps
+        self.load = 0.0  # busy unpinned processes now, over all cores
+        self._t = 0.0  # when ``left`` of every job was last settled
+        self._version = 0  # a completion timer scheduled for an older state is stale
 
     @classmethod
     def of(cls, env, scenario) -> "HostCores | None":
@@ -97,7 +77,8 @@ class HostCores:
         if host is None or not host.placement:
             return None
         keys = group_keys(scenario.cluster)
-        return cls(env, host.cores, {keys[g][:2]: ids for g, ids in host.placement.items()})
+        return cls(env, host.cores, {keys[g][:2]: ids for g, ids in host.placement.items()},
+                   {keys[g][:2]: n for g, n in host.unpinned.items()})
 
     def core_of(self, role: str, index: int, k: int) -> HostCore | None:
         """The core of instance ``k`` of group ``index`` of ``role``; None when not placed."""
@@ -105,3 +86,67 @@ class HostCores:
         if ids is None:
             return None
         return self.cores[ids[k] if len(ids) > 1 else ids[0]]
+
+    def extra_of(self, role: str, index: int) -> float:
+        """Unpinned busy processes an instance of that group adds while it steps."""
+        return self.unpinned.get((role, index), 0.0)
+
+    # ---- processor sharing -------------------------------------------------------------------
+    def start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
+        self._settle()
+        job = _Job(work, self.env.event(), core)
+        core.jobs.append(job)
+        self.load += extra
+        job.extra = extra
+        self._reschedule()
+        return job
+
+    def cancel(self, job: _Job) -> None:
+        if job in job.core.jobs:
+            self._settle()
+            self._leave(job)
+            self._reschedule()
+
+    def _leave(self, job: _Job) -> None:
+        job.core.jobs.remove(job)
+        self.load = max(0.0, self.load - job.extra)  # float residue of the sum
+
+    def _spread(self) -> float:
+        return self.load / len(self.cores)
+
+    def _settle(self) -> None:
+        now = self.env.now
+        if now > self._t:
+            spread = self._spread()
+            for c in self.cores:
+                if c.jobs:
+                    done = (now - self._t) * c.rate(spread)
+                    for j in c.jobs:
+                        j.left -= done
+        self._t = now
+
+    def _reschedule(self) -> None:
+        self._version += 1
+        spread = self._spread()
+        best, first = None, None
+        for c in self.cores:
+            if c.jobs:
+                j = min(c.jobs, key=lambda j: j.left)
+                t = max(j.left, 0.0) / c.rate(spread)
+                if best is None or t < best:
+                    best, first = t, j
+        if first is None:
+            return
+        ev = self.env.timeout(best)
+        ev.callbacks.append(lambda _e, v=self._version, j=first: self._complete(v, j))
+
+    def _complete(self, version: int, first: _Job) -> None:
+        if version != self._version:
+            return  # the set of jobs changed since this timer was set
+        self._settle()
+        eps = 1e-12 * max(1.0, self.env.now)
+        for c in self.cores:
+            for j in [j for j in c.jobs if j is first or j.left <= eps]:
+                self._leave(j)
+                j.done.succeed()
+        self._reschedule()

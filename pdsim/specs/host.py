@@ -27,8 +27,12 @@ class HostSpec:
     # it is the only group of that role, or ``role[i]``): one core id per instance, or one id for all
     # of them. CPU-device workers placed on the same core share it (processor sharing). What a
     # recording observed (``taskset -p``, /proc/PID/stat field 39), never fitted. Empty = no sharing.
+    # ``unpinned``: per placed group, how many of an instance's other processes (engine core, API
+    # server) are busy, on no core in particular, while its worker steps (their CPU seconds over the
+    # worker's stepping seconds in a recording, host_share.py); the kernel spreads them over all cores.
     cores: int = 0
     placement: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    unpinned: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check(1.0 <= self.cpu_stretch <= 100.0, f"must be in [1, 100] (a stretch factor), got {self.cpu_stretch}",
@@ -41,6 +45,10 @@ class HostSpec:
             for i, c in enumerate(ids):
                 check(0 <= c < self.cores, f"core id {c} is out of range: the host has cores 0..{self.cores - 1}",
                       f"placement.{group}[{i}]")
+        for group, n in self.unpinned.items():
+            check(0.0 <= n <= 64.0, f"must be in [0, 64] (busy processes), got {n}", f"unpinned.{group}")
+            check(group in self.placement, "only a placed group's processes can be counted (add it to placement)",
+                  f"unpinned.{group}")
 
 
 def group_keys(cluster) -> dict[str, tuple[str, int, int]]:

@@ -24,6 +24,7 @@ class Stepping:
     """The engine loop: steps, their prices, logs and what each step completes."""
 
     host_core = None  # the host core its CPU worker shares with other placed workers (sim/host_cores.py)
+    host_extra = 0.0  # its unpinned processes busy while it steps (host.unpinned)
     _core_job = None  # its step on that core, while one runs
 
     def _loop(self):
@@ -132,7 +133,7 @@ class Stepping:
                 if core is not None:  # on a shared core: done when its work is, at the core's share
                     if hold:  # the load is a wait, not work on the core
                         yield env.timeout(hold)
-                    self._core_job = core.run(dur - hold)
+                    self._core_job = core.run(dur - hold, self.host_extra)
                     yield self._core_job.done
                     self._core_job = None
                     took = env.now - start
