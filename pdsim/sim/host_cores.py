@@ -49,16 +49,16 @@ class HostCore:
         """Take ``job`` off the core (its instance failed mid-step); the others speed up."""
         self.host.cancel(job)
 
-    def rate(self, spread: float) -> float:
-        """Speed of each step on this core (1 = a core of its own) with ``spread`` unpinned busy
+    def rate(self, extra: float) -> float:
+        """Speed of each step on this core (1 = a core of its own) with ``extra`` unpinned busy
         processes' worth of load on it."""
-        return 1.0 / (len(self.jobs) + spread)
+        return 1.0 / (len(self.jobs) + extra)
 
 
 class HostCores:
     """The host's cores, which instance's worker is bound to which (``host.placement``), and the
     load of unpinned processes (an instance's engine core and API server while it steps,
-    ``host.unpinned``), which the kernel's load balancer spreads over all cores evenly."""
+    ``host.unpinned``), which the kernel's load balancer puts on the least loaded cores."""
 
     def __init__(self, env, cores: int, placement: dict[tuple[str, int], tuple[int, ...]],
                  unpinned: dict[tuple[str, int], float] | None = None):
@@ -111,8 +111,20 @@ class HostCores:
         job.core.jobs.remove(job)
         self.load = max(0.0, self.load - job.extra)  # float residue of the sum
 
-    def _spread(self) -> float:
-        return self.load / len(self.cores)
+    def _spread(self) -> list[float]:
+        """Unpinned load on each core: the kernel's load balancer moves runnable processes to the
+        least loaded cores, so the load fills the cores with the fewest busy workers first, up to a
+        common level (water filling): extra_c = max(0, w - busy_c), summing to ``load``."""
+        busy = sorted(c.busy for c in self.cores)
+        left, w = self.load, 0.0
+        for i, b in enumerate(busy):  # raise the level over the i + 1 least busy cores
+            nxt = busy[i + 1] if i + 1 < len(busy) else float("inf")
+            room = (nxt - b) * (i + 1)
+            if left <= room:
+                w = b + left / (i + 1)
+                break
+            left -= room
+        return [max(0.0, w - c.busy) for c in self.cores]
 
     def _settle(self) -> None:
         now = self.env.now
@@ -120,7 +132,7 @@ class HostCores:
             spread = self._spread()
             for c in self.cores:
                 if c.jobs:
-                    done = (now - self._t) * c.rate(spread)
+                    done = (now - self._t) * c.rate(spread[c.cid])
                     for j in c.jobs:
                         j.left -= done
         self._t = now
@@ -132,7 +144,7 @@ class HostCores:
         for c in self.cores:
             if c.jobs:
                 j = min(c.jobs, key=lambda j: j.left)
-                t = max(j.left, 0.0) / c.rate(spread)
+                t = max(j.left, 0.0) / c.rate(spread[c.cid])
                 if best is None or t < best:
                     best, first = t, j
         if first is None:

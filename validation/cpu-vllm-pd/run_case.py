@@ -168,6 +168,17 @@ def main() -> None:
                                f"--no-enable-prefix-caching) + ExampleConnector kv_both, VLLM_CPU_KVCACHE_SPACE=1; "
                                f"D logged {hits} external cache hits",
                     scenario=f"../../{SCENARIO}")
+                if tdir is not None:  # the cores each process was allowed and ran on, in the provenance
+                    import yaml
+
+                    cf = ROOT / "validation" / name / "case.yaml"
+                    case = yaml.safe_load(cf.read_text())
+                    where = "; ".join(f"{k.split('[')[0]} {v['affinity']} ran on "
+                                      + "/".join(f"{c}:{share:.0%}" for c, share in v["ran_on"].items())
+                                      for k, v in host["placement"].items() if v["ran_on"])
+                    case["source"]["provenance"] += (f"; cores (taskset -p affinity, /proc/PID/stat field 39 every "
+                                                     f"0.2 s): {where}; step traces and CPU per process: {tdir}")
+                    cf.write_text(yaml.safe_dump(case, sort_keys=False, width=110))
                 if args.set:  # validated against these overrides (e.g. the profile re-measured on this host)
                     import yaml
 
