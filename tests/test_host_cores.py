@@ -126,3 +126,20 @@ def test_unpinned_needs_a_placed_group():
     with pytest.raises(SpecError) as err:
         api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}", "host.unpinned={decode: 1}"])
     assert "unpinned.decode" in str(err.value)
+
+
+def test_background_work_shares_the_cores_throughout():
+    """One busy process of other work on a 1-core host: a step takes 2x; on 2 cores it takes the
+    idle core and the step runs at its price."""
+    for cores, want in ((1, 2.0), (2, 1.0)):
+        env = simpy.Environment()
+        host = HostCores(env, cores, {}, background=1.0)
+        job = host.cores[0].run(1.0)
+        env.run()
+        assert job.done.processed and env.now == pytest.approx(want)
+
+
+def test_background_needs_a_placement():
+    with pytest.raises(SpecError) as err:
+        api.load_scenario(PD, ["host.background=1"])
+    assert "background" in str(err.value) and "placement" in str(err.value)

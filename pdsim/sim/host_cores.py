@@ -61,12 +61,13 @@ class HostCores:
     ``host.unpinned``), which the kernel's load balancer puts on the least loaded cores."""
 
     def __init__(self, env, cores: int, placement: dict[tuple[str, int], tuple[int, ...]],
-                 unpinned: dict[tuple[str, int], float] | None = None):
+                 unpinned: dict[tuple[str, int], float] | None = None, background: float = 0.0):
         self.env = env
         self.cores = [HostCore(self, c) for c in range(cores)]
         self.placement = placement  # (role, group index) -> core id per instance (or one for all)
         self.unpinned = unpinned or {}  # (role, group index) -> busy unpinned processes while it steps
-        self.load = 0.0  # busy unpinned processes now, over all cores
+        self.background = float(background)  # other work on the host, busy throughout
+        self.load = self.background  # busy unpinned processes now, over all cores
         self._t = 0.0  # when ``left`` of every job was last settled
         self._version = 0  # a completion timer scheduled for an older state is stale
 
@@ -78,7 +79,7 @@ class HostCores:
             return None
         keys = group_keys(scenario.cluster)
         return cls(env, host.cores, {keys[g][:2]: ids for g, ids in host.placement.items()},
-                   {keys[g][:2]: n for g, n in host.unpinned.items()})
+                   {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background)
 
     def core_of(self, role: str, index: int, k: int) -> HostCore | None:
         """The core of instance ``k`` of group ``index`` of ``role``; None when not placed."""
@@ -109,7 +110,7 @@ class HostCores:
 
     def _leave(self, job: _Job) -> None:
         job.core.jobs.remove(job)
-        self.load = max(0.0, self.load - job.extra)  # float residue of the sum
+        self.load = max(self.background, self.load - job.extra)  # float residue of the sum
 
     def _spread(self) -> list[float]:
         """Unpinned load on each core: the kernel's load balancer moves runnable processes to the

@@ -33,6 +33,9 @@ class HostSpec:
     cores: int = 0
     placement: dict[str, tuple[int, ...]] = field(default_factory=dict)
     unpinned: dict[str, float] = field(default_factory=dict)
+    # ``background``: busy processes of other work on the host (not the deployment's), unpinned,
+    # throughout the run: the other CPU seconds over the span (host_share.py ``other_cpu_s / wall_s``).
+    background: float = 0.0
 
     def __post_init__(self) -> None:
         check(1.0 <= self.cpu_stretch <= 100.0, f"must be in [1, 100] (a stretch factor), got {self.cpu_stretch}",
@@ -45,6 +48,11 @@ class HostSpec:
             for i, c in enumerate(ids):
                 check(0 <= c < self.cores, f"core id {c} is out of range: the host has cores 0..{self.cores - 1}",
                       f"placement.{group}[{i}]")
+        check(0.0 <= self.background <= 4096.0, f"must be in [0, 4096] (busy processes), got {self.background}",
+              "background")
+        if self.background and not self.placement:
+            raise SpecError("background load shares the placed workers' cores: give a placement too",
+                            field="background")
         for group, n in self.unpinned.items():
             check(0.0 <= n <= 64.0, f"must be in [0, 64] (busy processes), got {n}", f"unpinned.{group}")
             check(group in self.placement, "only a placed group's processes can be counted (add it to placement)",
