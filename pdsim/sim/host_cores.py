@@ -11,7 +11,13 @@ world the step runs in, as a link's fair share is of a transfer.
 Each change of who is busy on a core (a step starts or ends) settles the work done so far at the
 old rate and reschedules the next completion at the new one, so every step ends exactly when its
 remaining work reaches zero under the piecewise-constant rate. Without a placement no instance
-has a core and nothing here runs (every existing scenario unchanged).
+has a core and nothing here runs (every existing scenario unchanged). Instances an autoscaler adds
+during the run are not placed (they step at their price).
+
+Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
+its prefills at 1.07x their price while D's worker was idle and 1.71x while it computed; D's
+decode steps 0.92x / 1.25x the other way round; the unpinned processes (D's engine core, API
+server, proxy, client) ran on either core.
 """
 from __future__ import annotations
 
