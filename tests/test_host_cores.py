@@ -143,3 +143,23 @@ def test_background_needs_a_placement():
     with pytest.raises(SpecError) as err:
         api.load_scenario(PD, ["host.background=1"])
     assert "background" in str(err.value) and "placement" in str(err.value)
+
+
+def test_a_worker_failing_mid_step_leaves_its_core(monkeypatch):
+    """D fails while P and D share one core: its step leaves the core (P speeds up again), the run
+    ends with every request finished (the world's conservation checks run after every run)."""
+    sets = ["host.cores=1", "host.placement={prefill: [0], decode: [0]}",
+            "faults={events: [{at_s: 1.0, kill: gpu, instance: D0, gpu: 0, recover_after_s: 1.0}], "
+            "restart: {process_s: 1.0, weight_load_gbps: 100.0, comm_init_s: 0.5, graph_capture_s: 1.0}}"]
+    table = RequestTable(np.linspace(0.0, 2.0, 8), np.full(8, 600), np.full(8, 80), source="t")
+    cancelled = []
+    cancel = HostCores.cancel
+
+    def counted(self, job):
+        cancel(self, job)
+        cancelled.append(job not in job.core.jobs)  # off the core
+
+    monkeypatch.setattr(HostCores, "cancel", counted)
+    res = api.simulate(api.load_scenario(PD, sets), table=table)
+    assert res.requests["finished"].all() and res.requests["retries"].sum() > 0
+    assert cancelled == [True]  # D was mid-step when it failed
