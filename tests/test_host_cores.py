@@ -163,3 +163,13 @@ def test_a_worker_failing_mid_step_leaves_its_core(monkeypatch):
     res = api.simulate(api.load_scenario(PD, sets), table=table)
     assert res.requests["finished"].all() and res.requests["retries"].sum() > 0
     assert cancelled == [True]  # D was mid-step when it failed
+
+
+def test_a_gpu_group_cannot_be_placed_on_host_cores():
+    from builders import resolve, scenario_dict
+
+    d = scenario_dict("disagg")
+    d["host"] = {"cores": 2, "placement": {"decode": [0]}}
+    with pytest.raises(SpecError) as err:
+        api.simulate(resolve(d))
+    assert "host.placement" in str(err.value) and "CPU" in str(err.value)
