@@ -105,7 +105,12 @@ def busy_processes(scenario, gpus_per_node: int) -> int:
 
 def host_scale(resolved) -> float:
     """share(this deployment) / share(the deployment the profile's host work was measured in);
-    1 when the profile does not record its cores and busy processes."""
+    1 when the profile does not record its cores and busy processes, or when the scenario places
+    its processes on cores (``host.placement``): then the simulation shares the cores step by step
+    (sim/host_cores.py) instead of this static count of every process as always busy."""
+    host = getattr(resolved.scenario, "host", None)
+    if host is not None and host.placement:
+        return 1.0
     hw = resolved.hardware
     m = getattr(hw, "machine", None) or {}
     cores, measured = m.get("cores"), m.get("host_processes")

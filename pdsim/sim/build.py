@@ -28,6 +28,7 @@ from ..specs.model import ModelSpec
 from ..specs.scenario import GroupSpec, ResolvedScenario
 from .engine.executor import LocalExecutor
 from .experts import RemoteExpertExecutor
+from .host_cores import HostCores
 from .engine.instance import Instance
 from .engine.scheduler import SCHEDULERS
 from .kv.manager import KVManager
@@ -224,9 +225,17 @@ class Builder:
         self.placement = Placement()
         self.transport = transport
         names = iter(self.sc.cluster.instance_names())
+        cores = HostCores.of(self.env, self.sc)
         for plan in plans:
             for _k in range(plan.group.count):
                 out.append(self.instance(plan, len(out), next(names)[3]))
+                if cores is not None:
+                    out[-1].host_core = cores.core_of(plan.role, plan.index, _k)
+                    out[-1].host_extra = cores.extra_of(plan.role, plan.index)
+                    if out[-1].host_core is not None and plan.hw.gpu.arch != "cpu":
+                        raise SpecError(f"{plan.role}[{plan.index}] runs on {plan.hw.gpu.name}, not the host's "
+                                        "CPU: only CPU devices' workers share host cores",
+                                        field="host.placement")
         return out
 
     def instance(self, plan: GroupPlan, iid: int, name: str) -> Instance:

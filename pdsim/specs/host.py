@@ -1,9 +1,10 @@
 """The host a run's engines share their CPU cores with, as measured during that run."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._convert import check
+from .errors import SpecError
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,66 @@ class HostSpec:
     ``ctx_overhead_ns``)."""
 
     cpu_stretch: float = 1.0
+    # Processes placed on host cores (sim/host_cores.py): ``cores`` the host has, ``placement`` the
+    # core each instance's model worker is bound to, per group (a group's ``name``, or its role when
+    # it is the only group of that role, or ``role[i]``): one core id per instance, or one id for all
+    # of them. CPU-device workers placed on the same core share it (processor sharing). What a
+    # recording observed (``taskset -p``, /proc/PID/stat field 39), never fitted. Empty = no sharing.
+    # ``unpinned``: per placed group, how many of an instance's other processes (engine core, API
+    # server) are busy, on no core in particular, while its worker steps (their CPU seconds over the
+    # worker's stepping seconds in a recording, host_share.py); the kernel spreads them over all cores.
+    cores: int = 0
+    placement: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    unpinned: dict[str, float] = field(default_factory=dict)
+    # ``background``: busy processes of other work on the host (not the deployment's), unpinned,
+    # throughout the run: the other CPU seconds over the span (host_share.py ``other_cpu_s / wall_s``).
+    background: float = 0.0
 
     def __post_init__(self) -> None:
         check(1.0 <= self.cpu_stretch <= 100.0, f"must be in [1, 100] (a stretch factor), got {self.cpu_stretch}",
               "cpu_stretch")
+        check(0 <= self.cores <= 4096, f"must be in [0, 4096] (host cores), got {self.cores}", "cores")
+        if self.placement and self.cores < 1:
+            raise SpecError("a placement needs the host's core count (cores: N, N >= 1)", field="cores")
+        for group, ids in self.placement.items():
+            check(len(ids) >= 1, "expected at least one core id", f"placement.{group}")
+            for i, c in enumerate(ids):
+                check(0 <= c < self.cores, f"core id {c} is out of range: the host has cores 0..{self.cores - 1}",
+                      f"placement.{group}[{i}]")
+        check(0.0 <= self.background <= 4096.0, f"must be in [0, 4096] (busy processes), got {self.background}",
+              "background")
+        if self.background and not self.placement:
+            raise SpecError("background load shares the placed workers' cores: give a placement too",
+                            field="background")
+        for group, n in self.unpinned.items():
+            check(0.0 <= n <= 64.0, f"must be in [0, 64] (busy processes), got {n}", f"unpinned.{group}")
+            check(group in self.placement, "only a placed group's processes can be counted (add it to placement)",
+                  f"unpinned.{group}")
+
+
+def group_keys(cluster) -> dict[str, tuple[str, int, int]]:
+    """The names a placement may use for each group of ``cluster`` -> (role, index, count): its
+    ``name`` if it has one, ``role[i]``, and the bare role when the role has one group."""
+    out: dict[str, tuple[str, int, int]] = {}
+    for role, i, g in cluster.groups():
+        out[f"{role}[{i}]"] = (role, i, g.count)
+        if len(getattr(cluster, role)) == 1:
+            out[role] = (role, i, g.count)
+        if g.name:
+            out[g.name] = (role, i, g.count)
+    return out
+
+
+def check_placement(host: "HostSpec | None", cluster) -> None:
+    """Every placed group exists and gets one core id per instance (or one for all)."""
+    if host is None or not host.placement:
+        return
+    keys = group_keys(cluster)
+    for group, ids in host.placement.items():
+        if group not in keys:
+            raise SpecError(f"no group {group!r}; expected one of {', '.join(sorted(keys))}",
+                            field=f"host.placement.{group}")
+        count = keys[group][2]
+        if len(ids) not in (1, count):
+            raise SpecError(f"{len(ids)} core ids for {count} instances; give one per instance or one for all",
+                            field=f"host.placement.{group}")

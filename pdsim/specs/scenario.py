@@ -16,7 +16,7 @@ from .attention_backend import check_backend
 from .errors import SpecError
 from .faults import AutoscalerSpec, ExpertServiceSpec, FaultSpec
 from .features import PDOverheadSpec, PipelineSpec, SpeculativeSpec
-from .host import HostSpec
+from .host import HostSpec, check_placement
 from .limits import check_range, check_at_most, max_gpus, max_instances
 from .yamlio import excerpt, parse_yaml_text
 from .hardware import HardwareProfile
@@ -313,6 +313,7 @@ class Scenario:
                             "faults (faults.random), which every replica draws on its own", field="faults.events")
         check(self.duration_limit_s is None or self.duration_limit_s > 0,
               f"must be > 0 seconds or null, got {self.duration_limit_s}", "duration_limit_s")
+        check_placement(self.host, self.cluster)
 
 
 @dataclass(frozen=True)

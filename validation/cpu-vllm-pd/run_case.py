@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -27,6 +29,48 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SCENARIO = "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"
 LOADS = {"light": (3.0, 150)}
+
+
+class CoreSampler:
+    """Which core each process ran on: ``/proc/<pid>/stat`` field 39 (the CPU it last ran on)
+    sampled every ``period_s`` in a thread, and its allowed CPUs (``sched_getaffinity``, what
+    ``taskset -p`` shows). ``stop()`` returns per process its affinity and the share of samples
+    on each core."""
+
+    def __init__(self, procs: dict[int, str], period_s: float = 0.2):
+        import threading
+
+        self.procs, self.period_s = procs, period_s
+        self.counts: dict[int, dict[int, int]] = {pid: {} for pid in procs}
+        self.affinity = {}
+        for pid in procs:
+            try:
+                self.affinity[pid] = sorted(os.sched_getaffinity(pid))
+            except OSError:
+                self.affinity[pid] = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            for pid, c in self.counts.items():
+                try:
+                    cpu = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[36])
+                except (OSError, IndexError, ValueError):
+                    continue
+                c[cpu] = c.get(cpu, 0) + 1
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        out = {}
+        for pid, name in self.procs.items():
+            n = sum(self.counts[pid].values())
+            out[f"{name}[{pid}]"] = {"affinity": self.affinity[pid],
+                                     "ran_on": {str(k): round(v / n, 3) for k, v in sorted(self.counts[pid].items())}
+                                     if n else {}}
+        return out
 
 
 def main() -> None:
@@ -38,6 +82,10 @@ def main() -> None:
     ap.add_argument("--rate", type=float, help="req/s instead of the load's (a slower host)")
     ap.add_argument("--requests", type=int, help="requests instead of the load's")
     ap.add_argument("--prefix", default="cpu-vllm-pd", help="case name: PREFIX-<load>")
+    ap.add_argument("--trace-steps", metavar="DIR",
+                    help="record each server's steps (calibration/microbench/vllm_step_trace.py: DIR/p.<pid>, "
+                         "DIR/d.<pid>), its processes' CPU and run-queue wait (host_share.py) and the core each "
+                         "process ran on (sampled every 0.2 s) into DIR/host.json")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="scenario overrides written into the case (a profile re-measured on this host: "
                          "hardware=PATH, overheads.router_ms=...)")
@@ -57,10 +105,21 @@ def main() -> None:
     sc = api.load_scenario(ROOT / SCENARIO)
     store = Path(tempfile.mkdtemp(prefix="pdsim-kv-"))
     kv = shared_storage_args(store)
+    p_env, d_env = {"VLLM_CPU_OMP_THREADS_BIND": "0"}, {"VLLM_CPU_OMP_THREADS_BIND": "1"}
+    tdir = None
+    if args.trace_steps:
+        sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
+        import host_share
+        import vllm_step_trace
+
+        tdir = Path(args.trace_steps)
+        tdir.mkdir(parents=True, exist_ok=True)
+        p_env.update(vllm_step_trace.trace_env(tdir / "p"))
+        d_env.update(vllm_step_trace.trace_env(tdir / "d"))
     p_srv = VLLMServer(args.python, args.model, args.port, args=PREFILL_ARGS + kv,
-                       env={"VLLM_CPU_OMP_THREADS_BIND": "0"}, log=f"/tmp/pdsim-vllm-p-{args.port}.log")
+                       env=p_env, log=f"/tmp/pdsim-vllm-p-{args.port}.log")
     d_srv = VLLMServer(args.python, args.model, args.port + 1, args=ENGINE_ARGS + kv,
-                       env={"VLLM_CPU_OMP_THREADS_BIND": "1"}, log=f"/tmp/pdsim-vllm-d-{args.port}.log")
+                       env=d_env, log=f"/tmp/pdsim-vllm-d-{args.port}.log")
     try:
         with p_srv, d_srv, PDProxy(sys.executable, p_srv.url, d_srv.url, args.port + 2) as proxy:
             warm = materialize(sc.scenario.workload, seed=99)
@@ -74,11 +133,26 @@ def main() -> None:
                 t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
                 t = open_loop(t, rate, 1.0, sc.scenario.seed, "poisson")
                 t.meta["request_rate"] = rate
+                if tdir is not None:  # every process of P, D and the proxy, and this one (the client)
+                    groups = {"P": p_srv.proc.pid, "D": d_srv.proc.pid, "proxy": proxy.proc.pid}
+                    procs = {pid: f"{g}:{name}" for g, s_ in groups.items()
+                             for pid, name in host_share.processes(s_).items()}
+                    procs[os.getpid()] = "client:" + Path(sys.argv[0]).name
+                    sampler = CoreSampler(procs)
+                    snap0 = host_share.snapshot(procs)
+                    span = [time.monotonic()]
                 rec = replay(t, ReplayConfig(proxy.url, timeout_s=300, seed=2000 + k), name=name,
                              description=f"vLLM 0.32 CPU 1P1D (shared-storage KV), tiny-llama, Poisson {rate:g} "
                                          f"req/s ({load})",
                              hardware="cpu-epyc-2c (this machine, 2 cores)", model_label="tiny-llama",
                              workload_source=f"{SCENARIO} workload, seed {sc.scenario.seed}, Poisson {rate:g} req/s")
+                if tdir is not None:
+                    span.append(time.monotonic())
+                    snap1 = host_share.snapshot(procs)
+                    host = {"span_monotonic": span, "cores": os.cpu_count(),
+                            "share": host_share.share(snap0, snap1, span[1] - span[0], os.cpu_count() or 1),
+                            "placement": sampler.stop(), "loadavg": os.getloadavg()}
+                    (tdir / f"host-{load}.json").write_text(json.dumps(host, indent=1) + "\n")
                 rec.meta.update(engine_command=" ".join(p_srv.command), engine_env=ENGINE_ENV,
                                 engine_args=f"P: {' '.join(PREFILL_ARGS + kv)}; D: {' '.join(ENGINE_ARGS + kv)}")
                 hits = Path(d_srv.log).read_text(errors="replace").count("External Cache Hit!")
@@ -94,6 +168,17 @@ def main() -> None:
                                f"--no-enable-prefix-caching) + ExampleConnector kv_both, VLLM_CPU_KVCACHE_SPACE=1; "
                                f"D logged {hits} external cache hits",
                     scenario=f"../../{SCENARIO}")
+                if tdir is not None:  # the cores each process was allowed and ran on, in the provenance
+                    import yaml
+
+                    cf = ROOT / "validation" / name / "case.yaml"
+                    case = yaml.safe_load(cf.read_text())
+                    where = "; ".join(f"{k.split('[')[0]} {v['affinity']} ran on "
+                                      + "/".join(f"{c}:{share:.0%}" for c, share in v["ran_on"].items())
+                                      for k, v in host["placement"].items() if v["ran_on"])
+                    case["source"]["provenance"] += (f"; cores (taskset -p affinity, /proc/PID/stat field 39 every "
+                                                     f"0.2 s): {where}; step traces and CPU per process: {tdir}")
+                    cf.write_text(yaml.safe_dump(case, sort_keys=False, width=110))
                 if args.set:  # validated against these overrides (e.g. the profile re-measured on this host)
                     import yaml
 

@@ -23,6 +23,10 @@ def _never(_t: float) -> bool:
 class Stepping:
     """The engine loop: steps, their prices, logs and what each step completes."""
 
+    host_core = None  # the host core its CPU worker shares with other placed workers (sim/host_cores.py)
+    host_extra = 0.0  # its unpinned processes busy while it steps (host.unpinned)
+    _core_job = None  # its step on that core, while one runs
+
     def _loop(self):
         env = self.env
         skip_to = getattr(env, "skip_to", _never)
@@ -36,8 +40,9 @@ class Stepping:
         pool = self.pool
         tiers = self.cache.tiers if self.cache is not None else None
         # decode-only steps may run inline between events (see _quiet_decode)
+        core = self.host_core
         quiet = (decode_role and tiers is None and hasattr(env, "quiet_until")
-                 and getattr(self.executor, "pure", False))
+                 and getattr(self.executor, "pure", False) and core is None)
         while True:
             try:
                 if quiet and b.n and not (self.prealloc_q or self.ready_q or self.pq_tokens or self.remote_loads):
@@ -107,8 +112,10 @@ class Stepping:
                 else:
                     dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
                 start = env.now
+                hold = 0.0
                 if self.load_until > start:
-                    dur += self.load_until - start  # synchronous KV loads hold this step
+                    hold = self.load_until - start
+                    dur += hold  # synchronous KV loads hold this step
                 if tiers is not None:
                     self.tier_log.append((start, tuple(t.used for t in tiers.tiers)))
                 if len(log_t) >= CHUNK:
@@ -123,7 +130,16 @@ class Stepping:
                 self.busy_time += dur
                 self._step_start, self._step_dur = start, dur
                 self._dec_step, self._removed_in_step = n, 0
-                if not skip_to(start + dur):  # nothing else happens before the step ends (clock.py)
+                if core is not None:  # on a shared core: done when its work is, at the core's share
+                    if hold:  # the load is a wait, not work on the core
+                        yield env.timeout(hold)
+                    self._core_job = core.run(dur - hold, self.host_extra)
+                    yield self._core_job.done
+                    self._core_job = None
+                    took = env.now - start
+                    log_dur[-1] = took
+                    self.busy_time += took - dur
+                elif not skip_to(start + dur):  # nothing else happens before the step ends (clock.py)
                     yield env.timeout(dur)
                 self._step_start = -1.0
                 self._dec_step = 0
@@ -137,6 +153,9 @@ class Stepping:
                         self._sent = None
             except simpy.Interrupt:
                 # failed (fail()): the step in flight never completes; wait for the restart
+                if self._core_job is not None:
+                    core.cancel(self._core_job)
+                    self._core_job = None
                 if self._step_start >= 0:
                     self.cut_steps.append(len(log) - 1)
                     cut = env.now - self._step_start

@@ -1,0 +1,171 @@
+"""Host cores shared by the model workers placed on them: processor sharing, like the fabric's fair share.
+
+A CPU device's step is work for the core its worker is bound to (``host.placement``,
+specs/host.py). A core shared by k workers that are stepping at the same moment gives each 1/k of
+its speed (the kernel's fair scheduler between runnable processes of equal weight), so a step
+priced ``work`` seconds alone takes ``work`` while alone, ``k x`` the time for the part of it that
+k busy workers share, and a step joined halfway by another worker slows from then on. The price
+of a step (the step-cost contract, costs/base.py) is unchanged: the sharing is a property of the
+world the step runs in, as a link's fair share is of a transfer.
+
+Each change of who is busy on a core (a step starts or ends) settles the work done so far at the
+old rate and reschedules the next completion at the new one, so every step ends exactly when its
+remaining work reaches zero under the piecewise-constant rate. Without a placement no instance
+has a core and nothing here runs (every existing scenario unchanged). Instances an autoscaler adds
+during the run are not placed (they step at their price).
+
+Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
+its prefills at 1.07x their price while D's worker was idle and 1.71x while it computed; D's
+decode steps 0.92x / 1.25x the other way round; the unpinned processes (D's engine core, API
+server, proxy, client) ran on either core.
+"""
+from __future__ import annotations
+
+from ..specs.host import group_keys
+
+
+class _Job:
+    __slots__ = ("left", "done", "core", "extra")
+
+    def __init__(self, work: float, done, core: "HostCore"):
+        self.left = work  # seconds of work still to do at full speed
+        self.done = done  # triggered when ``left`` reaches 0
+        self.core = core
+
+
+class HostCore:
+    """One host core of ``host``: the steps running on it share its speed (seconds of work each)."""
+
+    def __init__(self, host: "HostCores", cid: int):
+        self.host, self.cid = host, cid
+        self.jobs: list[_Job] = []
+
+    @property
+    def busy(self) -> int:
+        """Workers stepping on this core now."""
+        return len(self.jobs)
+
+    def run(self, work: float, extra: float = 0.0) -> _Job:
+        """Start a step of ``work`` seconds (at full speed) on this core, adding ``extra`` unpinned
+        busy processes to the host while it runs; ``.done`` of the returned job fires when it is
+        done (a SimPy event to ``yield``)."""
+        return self.host.start(self, float(work), extra)
+
+    def cancel(self, job: _Job) -> None:
+        """Take ``job`` off the core (its instance failed mid-step); the others speed up."""
+        self.host.cancel(job)
+
+    def rate(self, extra: float) -> float:
+        """Speed of each step on this core (1 = a core of its own) with ``extra`` unpinned busy
+        processes' worth of load on it."""
+        return 1.0 / (len(self.jobs) + extra)
+
+
+class HostCores:
+    """The host's cores, which instance's worker is bound to which (``host.placement``), and the
+    load of unpinned processes (an instance's engine core and API server while it steps,
+    ``host.unpinned``), which the kernel's load balancer puts on the least loaded cores."""
+
+    def __init__(self, env, cores: int, placement: dict[tuple[str, int], tuple[int, ...]],
+                 unpinned: dict[tuple[str, int], float] | None = None, background: float = 0.0):
+        self.env = env
+        self.cores = [HostCore(self, c) for c in range(cores)]
+        self.placement = placement  # (role, group index) -> core id per instance (or one for all)
+        self.unpinned = unpinned or {}  # (role, group index) -> busy unpinned processes while it steps
+        self.background = float(background)  # other work on the host, busy throughout
+        self.load = self.background  # busy unpinned processes now, over all cores
+        self._t = 0.0  # when ``left`` of every job was last settled
+        self._version = 0  # a completion timer scheduled for an older state is stale
+
+    @classmethod
+    def of(cls, env, scenario) -> "HostCores | None":
+        """The scenario's placed cores, or None when it places nothing (no sharing)."""
+        host = getattr(scenario, "host", None)
+        if host is None or not host.placement:
+            return None
+        keys = group_keys(scenario.cluster)
+        return cls(env, host.cores, {keys[g][:2]: ids for g, ids in host.placement.items()},
+                   {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background)
+
+    def core_of(self, role: str, index: int, k: int) -> HostCore | None:
+        """The core of instance ``k`` of group ``index`` of ``role``; None when not placed."""
+        ids = self.placement.get((role, index))
+        if ids is None:
+            return None
+        return self.cores[ids[k] if len(ids) > 1 else ids[0]]
+
+    def extra_of(self, role: str, index: int) -> float:
+        """Unpinned busy processes an instance of that group adds while it steps."""
+        return self.unpinned.get((role, index), 0.0)
+
+    # ---- processor sharing -------------------------------------------------------------------
+    def start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
+        self._settle()
+        job = _Job(work, self.env.event(), core)
+        core.jobs.append(job)
+        self.load += extra
+        job.extra = extra
+        self._reschedule()
+        return job
+
+    def cancel(self, job: _Job) -> None:
+        if job in job.core.jobs:
+            self._settle()
+            self._leave(job)
+            self._reschedule()
+
+    def _leave(self, job: _Job) -> None:
+        job.core.jobs.remove(job)
+        self.load = max(self.background, self.load - job.extra)  # float residue of the sum
+
+    def _spread(self) -> list[float]:
+        """Unpinned load on each core: the kernel's load balancer moves runnable processes to the
+        least loaded cores, so the load fills the cores with the fewest busy workers first, up to a
+        common level (water filling): extra_c = max(0, w - busy_c), summing to ``load``."""
+        busy = sorted(c.busy for c in self.cores)
+        left, w = self.load, 0.0
+        for i, b in enumerate(busy):  # raise the level over the i + 1 least busy cores
+            nxt = busy[i + 1] if i + 1 < len(busy) else float("inf")
+            room = (nxt - b) * (i + 1)
+            if left <= room:
+                w = b + left / (i + 1)
+                break
+            left -= room
+        return [max(0.0, w - c.busy) for c in self.cores]
+
+    def _settle(self) -> None:
+        now = self.env.now
+        if now > self._t:
+            spread = self._spread()
+            for c in self.cores:
+                if c.jobs:
+                    done = (now - self._t) * c.rate(spread[c.cid])
+                    for j in c.jobs:
+                        j.left -= done
+        self._t = now
+
+    def _reschedule(self) -> None:
+        self._version += 1
+        spread = self._spread()
+        best, first = None, None
+        for c in self.cores:
+            if c.jobs:
+                j = min(c.jobs, key=lambda j: j.left)
+                t = max(j.left, 0.0) / c.rate(spread[c.cid])
+                if best is None or t < best:
+                    best, first = t, j
+        if first is None:
+            return
+        ev = self.env.timeout(best)
+        ev.callbacks.append(lambda _e, v=self._version, j=first: self._complete(v, j))
+
+    def _complete(self, version: int, first: _Job) -> None:
+        if version != self._version:
+            return  # the set of jobs changed since this timer was set
+        self._settle()
+        eps = 1e-12 * max(1.0, self.env.now)
+        for c in self.cores:
+            for j in [j for j in c.jobs if j is first or j.left <= eps]:
+                self._leave(j)
+                j.done.succeed()
+        self._reschedule()

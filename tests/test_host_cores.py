@@ -1,0 +1,175 @@
+"""Workers placed on host cores share them (sim/host_cores.py, specs/host.py ``host.placement``):
+processor sharing with analytic answers, no placement = nothing changes, bad placements refused."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+from pdsim import api
+from pdsim.sim.host_cores import HostCores
+from pdsim.specs.errors import SpecError
+from pdsim.workload.table import RequestTable
+
+from builders import REPO
+
+CPU = REPO / "workloads/scenarios/cpu-vllm-tiny-llama.yaml"
+PD = REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"
+
+
+def _ends(jobs: list[tuple[float, float]]) -> list[float]:
+    """End times of steps (start s, work s) on one core."""
+    env = simpy.Environment()
+    core = HostCores(env, 1, {}).cores[0]
+    ends = [None] * len(jobs)
+
+    def one(i, start, work):
+        yield env.timeout(start)
+        yield core.run(work).done
+        ends[i] = env.now
+
+    for i, (s, w) in enumerate(jobs):
+        env.process(one(i, s, w))
+    env.run()
+    return ends
+
+
+def test_processor_sharing_on_one_core():
+    assert _ends([(0.0, 1.0)]) == [pytest.approx(1.0)]  # alone: its price
+    assert _ends([(0.0, 1.0), (0.0, 1.0)]) == [pytest.approx(2.0)] * 2  # both busy throughout: 2x
+    # joined halfway by a long step: 0.5 alone, then the other 0.5 at half speed -> 1.5x
+    a, b = _ends([(0.0, 1.0), (0.5, 10.0)])
+    assert a == pytest.approx(1.5)
+    assert b == pytest.approx(1.5 + 9.5)  # 1 s of wall shared (0.5 of its work), then 9.5 alone
+    # three at once, unequal: the short one leaves at 3 x 0.2, the others continue at 1/2
+    e = _ends([(0.0, 0.2), (0.0, 1.0), (0.0, 1.0)])
+    assert e[0] == pytest.approx(0.6)
+    assert e[1] == e[2] == pytest.approx(0.6 + 2 * 0.8)
+
+
+def _two_instances(extra: list[str]):
+    sc = api.load_scenario(CPU, ["cluster.colocated.count=2", *extra])
+    n = 8  # identical requests, all at t=0, round robin: both instances run the same steps in lockstep
+    table = RequestTable(np.zeros(n), np.full(n, 300), np.full(n, 12), source="t")
+    res = api.simulate(sc, table=table)
+    return [np.asarray(c["step_s"], float) for c in res.record.steps], res
+
+
+def test_two_cpu_workers_on_one_core_take_twice_as_long():
+    # each on its own core: every step at its price (a placement replaces the static host share,
+    # costs/host.py host_scale, so the reference is placed too)
+    alone, r0 = _two_instances(["host.cores=2", "host.placement={colocated: [0, 1]}"])
+    shared, r1 = _two_instances(["host.cores=1", "host.placement={colocated: [0]}"])
+    for a, s in zip(alone, shared):
+        assert len(a) == len(s)
+        assert s == pytest.approx(2 * a, rel=1e-9)
+
+
+def test_no_placement_changes_nothing():
+    table = RequestTable(np.array([0.0, 0.3, 0.5, 2.0]), np.array([700, 200, 450, 900]), np.array([20, 9, 30, 5]),
+                         source="t")
+    base = api.simulate(api.load_scenario(PD), table=table)
+    with_host = api.simulate(api.load_scenario(PD, ["host.cores=2"]), table=table)
+    for col in ("ttft_s", "e2e_s"):
+        assert with_host.requests[col].to_numpy().tolist() == base.requests[col].to_numpy().tolist()
+
+
+def test_p_and_d_on_one_core_slow_each_other():
+    table = RequestTable(np.array([0.0, 0.05, 0.1]), np.array([900, 900, 900]), np.array([60, 60, 60]), source="t")
+    apart = api.simulate(api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0], decode: [1]}"]),
+                         table=table)
+    shared = api.simulate(api.load_scenario(PD, ["host.cores=1", "host.placement={prefill: [0], decode: [0]}"]),
+                          table=table)
+    # the second and third prompts are prefilled while D decodes the first: slower than alone
+    assert shared.requests["ttft_s"].iloc[1] > apart.requests["ttft_s"].iloc[1]
+    assert shared.requests["e2e_s"].mean() > apart.requests["e2e_s"].mean()
+
+
+@pytest.mark.parametrize("sets, field, words", [
+    (["host.cores=2", "host.placement={prefil: [0]}"], "host.placement.prefil", "no group 'prefil'"),
+    (["host.cores=2", "host.placement={prefill: [2]}"], "placement.prefill[0]", "out of range"),
+    (["host.placement={prefill: [0]}"], "cores", "core count"),
+    (["host.cores=2", "host.placement={decode: [0, 1, 1]}"], "host.placement.decode", "3 core ids for 1"),
+])
+def test_bad_placements_are_refused_naming_the_field(sets, field, words):
+    with pytest.raises(SpecError) as err:
+        api.load_scenario(PD, sets)
+    assert field in str(err.value) and words in str(err.value)
+
+
+def test_unpinned_processes_go_to_the_least_loaded_cores():
+    """Two workers pinned to cores 0 and 1, each bringing one unpinned busy process while it steps:
+    alone, its process takes the idle core (1x); both stepping, one each (2x)."""
+    def ends(jobs):
+        env = simpy.Environment()
+        host = HostCores(env, 2, {})
+        out = [None] * len(jobs)
+
+        def one(i, core, work):
+            yield host.cores[core].run(work, 1.0).done
+            out[i] = env.now
+
+        for i, (core, work) in enumerate(jobs):
+            env.process(one(i, core, work))
+        env.run()
+        return out
+
+    assert ends([(0, 1.0)]) == [pytest.approx(1.0)]
+    assert ends([(0, 1.0), (1, 1.0)]) == [pytest.approx(2.0)] * 2
+    # the short one leaves at 2 x 0.5; the other's last 0.5 runs alone, its process on the freed core
+    assert ends([(0, 0.5), (1, 1.0)]) == [pytest.approx(1.0), pytest.approx(1.5)]
+    # both on core 0: their two processes go to the idle core 1, the two steps share core 0 (2x)
+    assert ends([(0, 1.0), (0, 1.0)]) == [pytest.approx(2.0)] * 2
+
+
+def test_unpinned_needs_a_placed_group():
+    with pytest.raises(SpecError) as err:
+        api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}", "host.unpinned={decode: 1}"])
+    assert "unpinned.decode" in str(err.value)
+
+
+def test_background_work_shares_the_cores_throughout():
+    """One busy process of other work on a 1-core host: a step takes 2x; on 2 cores it takes the
+    idle core and the step runs at its price."""
+    for cores, want in ((1, 2.0), (2, 1.0)):
+        env = simpy.Environment()
+        host = HostCores(env, cores, {}, background=1.0)
+        job = host.cores[0].run(1.0)
+        env.run()
+        assert job.done.processed and env.now == pytest.approx(want)
+
+
+def test_background_needs_a_placement():
+    with pytest.raises(SpecError) as err:
+        api.load_scenario(PD, ["host.background=1"])
+    assert "background" in str(err.value) and "placement" in str(err.value)
+
+
+def test_a_worker_failing_mid_step_leaves_its_core(monkeypatch):
+    """D fails while P and D share one core: its step leaves the core (P speeds up again), the run
+    ends with every request finished (the world's conservation checks run after every run)."""
+    sets = ["host.cores=1", "host.placement={prefill: [0], decode: [0]}",
+            "faults={events: [{at_s: 1.0, kill: gpu, instance: D0, gpu: 0, recover_after_s: 1.0}], "
+            "restart: {process_s: 1.0, weight_load_gbps: 100.0, comm_init_s: 0.5, graph_capture_s: 1.0}}"]
+    table = RequestTable(np.linspace(0.0, 2.0, 8), np.full(8, 600), np.full(8, 80), source="t")
+    cancelled = []
+    cancel = HostCores.cancel
+
+    def counted(self, job):
+        cancel(self, job)
+        cancelled.append(job not in job.core.jobs)  # off the core
+
+    monkeypatch.setattr(HostCores, "cancel", counted)
+    res = api.simulate(api.load_scenario(PD, sets), table=table)
+    assert res.requests["finished"].all() and res.requests["retries"].sum() > 0
+    assert cancelled == [True]  # D was mid-step when it failed
+
+
+def test_a_gpu_group_cannot_be_placed_on_host_cores():
+    from builders import resolve, scenario_dict
+
+    d = scenario_dict("disagg")
+    d["host"] = {"cores": 2, "placement": {"decode": [0]}}
+    with pytest.raises(SpecError) as err:
+        api.simulate(resolve(d))
+    assert "host.placement" in str(err.value) and "CPU" in str(err.value)
