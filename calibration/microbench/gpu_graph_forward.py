@@ -34,7 +34,7 @@ def graphs_forward(s, out: dict) -> None:
     grid = [(1, 32), (4, 64)] if s.dry else [(b, ctx) for ctx in (512, 2048, 8192) for b in (1, 8, 32, 64, 128)]
     grid = [(b, ctx) for b, ctx in grid if _weights_bytes(c) + kv_bytes(c, b, ctx) + KV_HEADROOM <= mem]
     base = TorchLlama(torch, dev, c, 1, 1)
-    note = f"llama-3.1-8b shape, random BF16 weights, {c['layers']} layers; repo TorchLlama (gpu_forward.py)"
+    note = f"llama-3.1-8b shape, random BF16 weights, {c['layers']} layers; repo TorchLlama (gpu_forward.py), F.linear on (out, in) weights"
     with torch.no_grad():
         for phase, points in (("decode", grid), ("prefill", [(1, n) for n in prefills])):
             for b, n in points:
