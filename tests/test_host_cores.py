@@ -128,6 +128,20 @@ def test_unpinned_needs_a_placed_group():
     assert "unpinned.decode" in str(err.value)
 
 
+def test_a_group_placed_under_two_of_its_names_is_refused():
+    """``decode`` and ``decode[0]`` are one group: one of the two placements was dropped silently
+    (the last key won); an ``unpinned`` count under another of a placed group's names counts."""
+    with pytest.raises(SpecError) as err:
+        api.load_scenario(PD, ["host.cores=2", 'host.placement={prefill: [0], decode: [1], "decode[0]": [0]}'])
+    assert "host.placement.decode[0]" in str(err.value) and "'decode'" in str(err.value)
+    with pytest.raises(SpecError) as err:
+        api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}",
+                               'host.unpinned={prefill: 1, "prefill[0]": 0.5}'])
+    assert "host.unpinned.prefill[0]" in str(err.value)
+    sc = api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}", 'host.unpinned={"prefill[0]": 0.5}'])
+    assert HostCores.of(simpy.Environment(), sc.scenario).extra_of("prefill", 0) == 0.5
+
+
 def test_background_work_shares_the_cores_throughout():
     """One busy process of other work on a 1-core host: a step takes 2x; on 2 cores it takes the
     idle core and the step runs at its price."""
