@@ -190,3 +190,19 @@ def test_ingest_cli_bad_input_exits_2_with_one_line(tmp_path):
                         "--data", str(tmp_path / "out"), "--check"], capture_output=True, text=True)
     assert p.returncode == 2
     assert p.stderr.strip().count("\n") == 0 and p.stderr.startswith("error: ") and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"model": "nope-model"}, "line 3: model: unknown model 'nope-model'"),  # named the scenario's field
+    ({"layers": float("nan")}, "line 3: batch, tokens, context and layers"),  # was a ValueError traceback
+    ({"phase": "train"}, "line 3: phase: expected prefill or decode"),  # was priced as a prefill
+    ({"us": 0.0}, "line 3: us: expected a finite time > 0"),  # was a ZeroDivisionError traceback
+])
+def test_forward_section_names_the_line_of_a_row_it_cannot_price(change, match):
+    from pdsim.specs.errors import SpecError
+
+    df = _forward_rows()
+    df.loc[1, list(change)] = list(change.values())
+    with pytest.raises(SpecError, match=match) as err:
+        forward_report(df)
+    assert str(err.value).startswith("calibration/data/forward.csv: line 3")
