@@ -179,6 +179,15 @@ def test_a_worker_failing_mid_step_leaves_its_core(monkeypatch):
     assert cancelled == [True]  # D was mid-step when it failed
 
 
+def test_a_cpu_group_left_out_of_a_placement_is_refused():
+    """Placing only P turned off the static host share for D too (costs/host.py host_scale: 2.0 ->
+    1.0 on the 2-core 1P1D case) while D shared no core: D stepped as if alone on the host."""
+    table = RequestTable(np.array([0.0]), np.array([300]), np.array([4]), source="t")
+    with pytest.raises(SpecError) as err:
+        api.simulate(api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}"]), table=table)
+    assert "host.placement" in str(err.value) and "decode[0]" in str(err.value) and "no core" in str(err.value)
+
+
 def test_a_gpu_group_cannot_be_placed_on_host_cores():
     from builders import resolve, scenario_dict
 
