@@ -188,6 +188,30 @@ def test_a_cpu_group_left_out_of_a_placement_is_refused():
     assert "host.placement" in str(err.value) and "decode[0]" in str(err.value) and "no core" in str(err.value)
 
 
+def test_instances_the_autoscaler_adds_share_their_groups_core(monkeypatch):
+    """Placement {prefill: [0], decode: [0]}, one id for all: the prefill instances the autoscaler
+    adds run on core 0 too, so every step of every instance is a job on the shared core (they
+    stepped at their price, off every core, before)."""
+    jobs = []
+    start = HostCores.start
+
+    def counted(self, core, work, extra=0.0):
+        jobs.append(core.cid)
+        return start(self, core, work, extra)
+
+    monkeypatch.setattr(HostCores, "start", counted)
+    sets = ["host.cores=1", "host.placement={prefill: [0], decode: [0]}",
+            "autoscaler={policy: queue, params: {role: prefill, target_waiting: 1, max_count: 3}, interval_s: 0.5}",
+            "faults={events: [], restart: {process_s: 0.2, weight_load_gbps: 100.0, comm_init_s: 0.1, "
+            "graph_capture_s: 0.1}}"]  # a quick start-up, so that the added instances step
+    table = RequestTable(np.linspace(0.0, 3.0, 60), np.full(60, 3000), np.full(60, 20), source="t")
+    res = api.simulate(api.load_scenario(PD, sets), table=table)
+    steps = [len(c["step_s"]) for c in res.record.steps]
+    assert len(steps) > 2 and min(steps[2:]) > 0  # the autoscaler added prefill instances, and they stepped
+    assert res.requests["finished"].all()
+    assert len(jobs) == sum(len(c["step_s"]) for c in res.record.steps) and set(jobs) == {0}
+
+
 def test_a_gpu_group_cannot_be_placed_on_host_cores():
     from builders import resolve, scenario_dict
 

@@ -225,7 +225,7 @@ class Builder:
         self.placement = Placement()
         self.transport = transport
         names = iter(self.sc.cluster.instance_names())
-        cores = HostCores.of(self.env, self.sc)
+        cores = self.host_cores = HostCores.of(self.env, self.sc)
         for plan in plans:
             for _k in range(plan.group.count):
                 out.append(self.instance(plan, len(out), next(names)[3]))
