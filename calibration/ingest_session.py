@@ -111,6 +111,8 @@ def _check_rows(src: Path, name: str, df: pd.DataFrame) -> None:
 def ingest(folder: Path, out: Path, check: bool = False) -> list[str]:
     """Lines saying what was (or would be) appended; raises SystemExit with one line on bad input."""
     keys = set(hardware_keys())
+    if not out.is_dir():
+        raise SystemExit(f"error: --data {out}: not a folder (expected calibration/data or a copy of it)")
     said = []
     for name in data.SCHEMAS:
         src = folder / f"{name}.csv"

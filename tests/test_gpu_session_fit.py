@@ -186,10 +186,14 @@ def test_ingest_cli_bad_input_exits_2_with_one_line(tmp_path):
     from pdsim.specs import catalog
 
     (tmp_path / "attention.csv").write_text("")
+    with pytest.raises(SystemExit, match="--data .*: not a folder"):  # was pandas' OSError on writing
+        _ingest_module().ingest(tmp_path, tmp_path / "nope")
+    (tmp_path / "out").mkdir()
     p = subprocess.run([sys.executable, str(catalog.calibration_dir() / "ingest_session.py"), str(tmp_path),
                         "--data", str(tmp_path / "out"), "--check"], capture_output=True, text=True)
     assert p.returncode == 2
     assert p.stderr.strip().count("\n") == 0 and p.stderr.startswith("error: ") and "Traceback" not in p.stderr
+    assert "not a readable CSV" in p.stderr
 
 
 @pytest.mark.parametrize("change, match", [
