@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pdsim.calibrate import data
@@ -66,18 +67,62 @@ KERNEL_RULES = {
 }
 
 
+def _value_columns(name: str) -> list[str]:
+    """The schema's measured values (times in us/ms, bandwidths in GB/s)."""
+    return [c for c in data.SCHEMAS[name] if c in ("us", "ms", "gbps") or c.endswith(("_us", "_gbps"))]
+
+
+def _read(src: Path) -> pd.DataFrame:
+    """``src`` as a table, or SystemExit with one line (empty, ragged or not a text CSV)."""
+    try:
+        df = pd.read_csv(src)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, TypeError) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SystemExit(f"error: {src}: not a readable CSV ({why}); expected a header line and one row per "
+                         "measurement, as gpu_session.py writes") from None
+    if not isinstance(df.index, pd.RangeIndex):  # pandas made the surplus leading fields an index
+        raise SystemExit(f"error: {src}: a row has more fields than the header's {len(df.columns)} columns")
+    return df
+
+
+def _check_rows(src: Path, name: str, df: pd.DataFrame) -> None:
+    """Provenance filled on every row and each measured value a finite positive number (blank
+    where the row does not measure it, but not all of them), as data.load and the fits need."""
+    for col in data.PROVENANCE:
+        blank = df[col].isna() | (df[col].astype(str).str.strip() == "")
+        if blank.any():
+            raise SystemExit(f"error: {src}: line {int(blank.to_numpy().argmax()) + 2}: {col}: every row needs "
+                             "provenance (source, hardware, software, date)")
+    vals = _value_columns(name)
+    given = pd.Series(False, index=df.index)
+    for col in vals:
+        raw = df[col]
+        x = pd.to_numeric(raw, errors="coerce")
+        bad = raw.notna() & ~(np.isfinite(x) & (x > 0))
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise SystemExit(f"error: {src}: line {i + 2}: {col}: expected a finite number > 0, got {raw.iloc[i]!r}")
+        given |= raw.notna()
+    if vals and not given.all():
+        i = int((~given).to_numpy().argmax())
+        raise SystemExit(f"error: {src}: line {i + 2}: no measured value ({', '.join(vals)} all blank)")
+
+
 def ingest(folder: Path, out: Path, check: bool = False) -> list[str]:
     """Lines saying what was (or would be) appended; raises SystemExit with one line on bad input."""
     keys = set(hardware_keys())
+    if not out.is_dir():
+        raise SystemExit(f"error: --data {out}: not a folder (expected calibration/data or a copy of it)")
     said = []
     for name in data.SCHEMAS:
         src = folder / f"{name}.csv"
         if not src.is_file():
             continue
-        df = pd.read_csv(src)
+        df = _read(src)
         cols = data.columns(name)
         if list(df.columns) != cols:
             raise SystemExit(f"error: {src}: columns {list(df.columns)}; expected {cols}")
+        _check_rows(src, name, df)
         bad = df[df["source"].astype(str) != "measured"]
         if len(bad):
             raise SystemExit(f"error: {src}: line {bad.index[0] + 2}: source {bad['source'].iloc[0]!r}: only measured "
@@ -106,14 +151,22 @@ def ingest(folder: Path, out: Path, check: bool = False) -> list[str]:
     return said
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path)
     ap.add_argument("--data", type=Path, default=data.data_dir())
     ap.add_argument("--check", action="store_true", help="validate only, append nothing")
     a = ap.parse_args()
-    for line in ingest(a.folder, a.data, a.check):
+    try:
+        lines = ingest(a.folder, a.data, a.check)
+    except SystemExit as e:  # bad input: its one line, exit 2 (the CLI convention)
+        if not isinstance(e.code, str):
+            raise
+        print(e.code, file=sys.stderr)
+        return 2
+    for line in lines:
         print(line)
+    return 0
 
 
 if __name__ == "__main__":

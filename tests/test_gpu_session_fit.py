@@ -141,3 +141,72 @@ def test_ingest_appends_measured_rows_once_and_refuses_dry_runs(tmp_path):
     att.assign(source="dry-run (not a measurement)").to_csv(session / "attention.csv", index=False)
     with pytest.raises(SystemExit, match="only measured rows"):
         mod.ingest(session, out)
+
+
+def _ingest_module():
+    import importlib.util
+
+    from pdsim.specs import catalog
+
+    spec = importlib.util.spec_from_file_location("ingest_session", catalog.calibration_dir() / "ingest_session.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("body, match", [
+    ("", "not a readable CSV"),  # empty file: was pandas' EmptyDataError traceback
+    (b"\xff\xfe\x00garbage", "not a readable CSV"),  # not text: was a UnicodeDecodeError traceback
+    ("{hdr}\nh100,decode,1,1,1024,32,8,128,12,,n,measured,torch,2026-11-26,x,y\n", "more fields than the header"),
+    ("{hdr}\nh100,decode,1,1,1024,32,8,128,abc,,n,measured,torch,2026-11-26\n", "line 2: us: expected a finite"),
+    ("{hdr}\nh100,decode,1,1,1024,32,8,128,-3,,n,measured,torch,2026-11-26\n", "line 2: us: expected a finite"),
+    ("{hdr}\nh100,decode,1,1,1024,32,8,128,,,n,measured,torch,2026-11-26\n", "line 2: no measured value"),
+    # a blank date was appended, after which data.load refused the whole attention.csv
+    ("{hdr}\nh100,decode,1,1,1024,32,8,128,12,,n,measured,torch,\n", "line 2: date: every row needs provenance"),
+])
+def test_ingest_refuses_a_malformed_session_csv_in_one_line(tmp_path, body, match):
+    from pdsim.calibrate import data
+
+    mod = _ingest_module()
+    session, out = tmp_path / "session", tmp_path / "data"
+    session.mkdir()
+    out.mkdir()
+    hdr = ",".join(data.columns("attention"))
+    f = session / "attention.csv"
+    f.write_bytes(body) if isinstance(body, bytes) else f.write_text(body.format(hdr=hdr))
+    with pytest.raises(SystemExit, match=match):
+        mod.ingest(session, out)
+    assert not (out / "attention.csv").exists()  # nothing appended
+
+
+def test_ingest_cli_bad_input_exits_2_with_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from pdsim.specs import catalog
+
+    (tmp_path / "attention.csv").write_text("")
+    with pytest.raises(SystemExit, match="--data .*: not a folder"):  # was pandas' OSError on writing
+        _ingest_module().ingest(tmp_path, tmp_path / "nope")
+    (tmp_path / "out").mkdir()
+    p = subprocess.run([sys.executable, str(catalog.calibration_dir() / "ingest_session.py"), str(tmp_path),
+                        "--data", str(tmp_path / "out"), "--check"], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0 and p.stderr.startswith("error: ") and "Traceback" not in p.stderr
+    assert "not a readable CSV" in p.stderr
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"model": "nope-model"}, "line 3: model: unknown model 'nope-model'"),  # named the scenario's field
+    ({"layers": float("nan")}, "line 3: batch, tokens, context and layers"),  # was a ValueError traceback
+    ({"phase": "train"}, "line 3: phase: expected prefill or decode"),  # was priced as a prefill
+    ({"us": 0.0}, "line 3: us: expected a finite time > 0"),  # was a ZeroDivisionError traceback
+])
+def test_forward_section_names_the_line_of_a_row_it_cannot_price(change, match):
+    from pdsim.specs.errors import SpecError
+
+    df = _forward_rows()
+    df.loc[1, list(change)] = list(change.values())
+    with pytest.raises(SpecError, match=match) as err:
+        forward_report(df)
+    assert str(err.value).startswith("calibration/data/forward.csv: line 3")

@@ -128,6 +128,20 @@ def test_unpinned_needs_a_placed_group():
     assert "unpinned.decode" in str(err.value)
 
 
+def test_a_group_placed_under_two_of_its_names_is_refused():
+    """``decode`` and ``decode[0]`` are one group: one of the two placements was dropped silently
+    (the last key won); an ``unpinned`` count under another of a placed group's names counts."""
+    with pytest.raises(SpecError) as err:
+        api.load_scenario(PD, ["host.cores=2", 'host.placement={prefill: [0], decode: [1], "decode[0]": [0]}'])
+    assert "host.placement.decode[0]" in str(err.value) and "'decode'" in str(err.value)
+    with pytest.raises(SpecError) as err:
+        api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}",
+                               'host.unpinned={prefill: 1, "prefill[0]": 0.5}'])
+    assert "host.unpinned.prefill[0]" in str(err.value)
+    sc = api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}", 'host.unpinned={"prefill[0]": 0.5}'])
+    assert HostCores.of(simpy.Environment(), sc.scenario).extra_of("prefill", 0) == 0.5
+
+
 def test_background_work_shares_the_cores_throughout():
     """One busy process of other work on a 1-core host: a step takes 2x; on 2 cores it takes the
     idle core and the step runs at its price."""
@@ -163,6 +177,39 @@ def test_a_worker_failing_mid_step_leaves_its_core(monkeypatch):
     res = api.simulate(api.load_scenario(PD, sets), table=table)
     assert res.requests["finished"].all() and res.requests["retries"].sum() > 0
     assert cancelled == [True]  # D was mid-step when it failed
+
+
+def test_a_cpu_group_left_out_of_a_placement_is_refused():
+    """Placing only P turned off the static host share for D too (costs/host.py host_scale: 2.0 ->
+    1.0 on the 2-core 1P1D case) while D shared no core: D stepped as if alone on the host."""
+    table = RequestTable(np.array([0.0]), np.array([300]), np.array([4]), source="t")
+    with pytest.raises(SpecError) as err:
+        api.simulate(api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}"]), table=table)
+    assert "host.placement" in str(err.value) and "decode[0]" in str(err.value) and "no core" in str(err.value)
+
+
+def test_instances_the_autoscaler_adds_share_their_groups_core(monkeypatch):
+    """Placement {prefill: [0], decode: [0]}, one id for all: the prefill instances the autoscaler
+    adds run on core 0 too, so every step of every instance is a job on the shared core (they
+    stepped at their price, off every core, before)."""
+    jobs = []
+    start = HostCores.start
+
+    def counted(self, core, work, extra=0.0):
+        jobs.append(core.cid)
+        return start(self, core, work, extra)
+
+    monkeypatch.setattr(HostCores, "start", counted)
+    sets = ["host.cores=1", "host.placement={prefill: [0], decode: [0]}",
+            "autoscaler={policy: queue, params: {role: prefill, target_waiting: 1, max_count: 3}, interval_s: 0.5}",
+            "faults={events: [], restart: {process_s: 0.2, weight_load_gbps: 100.0, comm_init_s: 0.1, "
+            "graph_capture_s: 0.1}}"]  # a quick start-up, so that the added instances step
+    table = RequestTable(np.linspace(0.0, 3.0, 60), np.full(60, 3000), np.full(60, 20), source="t")
+    res = api.simulate(api.load_scenario(PD, sets), table=table)
+    steps = [len(c["step_s"]) for c in res.record.steps]
+    assert len(steps) > 2 and min(steps[2:]) > 0  # the autoscaler added prefill instances, and they stepped
+    assert res.requests["finished"].all()
+    assert len(jobs) == sum(len(c["step_s"]) for c in res.record.steps) and set(jobs) == {0}
 
 
 def test_a_gpu_group_cannot_be_placed_on_host_cores():

@@ -25,3 +25,15 @@ def test_the_traced_1p1d_run_adds_up():
     procs = out["host"]["placement"]
     assert any(k.startswith("P:VLLM::Worker") and v["affinity"] == [0] for k, v in procs.items())
     assert any(k.startswith("D:VLLM::Worker") and v["affinity"] == [1] for k, v in procs.items())
+
+
+def test_a_missing_or_malformed_trace_gets_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "t.jsonl.123").write_text("garbage{\n")
+    for script, args in (("validation/cpu-vllm-pd/pd_trace.py", ["--trace", str(tmp_path)]),  # no host-light.json
+                         ("validation/cpu-vllm/step_compare.py", ["--trace", str(tmp_path / "t.jsonl")])):
+        p = subprocess.run([sys.executable, str(REPO / script), *args], capture_output=True, text=True, cwd=REPO)
+        assert p.returncode == 2, (script, p.stderr[-300:])
+        assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr

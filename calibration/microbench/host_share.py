@@ -3,9 +3,12 @@ and run-queue wait times (``/proc/<pid>/schedstat``: ns on a CPU, ns runnable bu
 one) and the machine's CPU time by kind (``/proc/stat``: busy, idle, and ``steal``, time the
 hypervisor gave this VM's virtual CPUs to someone else). Linux only; seconds.
 
-A process that waited ``wait`` while it ran ``cpu`` was stretched by ``(cpu + wait) / cpu``: the
-worker's stretch is the factor by which the model's steps took longer than on a core of its own,
-whatever took the core (the engine's other processes, the client, other jobs on the host). Used by
+A process that waited ``wait`` while it ran ``cpu`` was stretched by ``(cpu + wait) / cpu``: how
+long it stood runnable without a core, whatever took the core (the engine's other processes, the
+client, other jobs on the host). For the worker this is NOT the factor by which the model's steps
+took longer (``host.cpu_stretch``): on the CPU validation host it read 1.17 and 1.19 in two knee
+runs whose steps took the same time shape for shape, as the worker waits mostly while it polls for
+the next step (specs/host.py); the step-time ratio is measured by timing the same steps. Used by
 ``validation/cpu-vllm/here.py --trace-steps`` around each recording.
 """
 from __future__ import annotations

@@ -14,11 +14,13 @@ step.csv rows are.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pandas as pd
 
 from ..costs.registry import build_step_cost
 from ..specs.catalog import hardware_keys, load_hardware_ref, load_model_ref
+from ..specs.errors import SpecError
 from ..specs.scenario import EngineSpec, GroupSpec
 from . import data
 
@@ -54,6 +56,25 @@ def predict_forward_ms(r, kind: str) -> float:
     return cost.step_time(n, n * n / 2.0, 1, 0, 0.0) * 1e3
 
 
+def _priced(r, i: int) -> tuple[float, float, float]:
+    """(roofline ms, calibrated ms, measured ms) of row ``i`` of forward.csv, or a SpecError naming
+    its line and what was expected (a row the report cannot price is bad data, not a crash)."""
+    where = f"line {i + 2}"
+    try:
+        if str(r.phase) not in ("prefill", "decode"):
+            raise SpecError(f"expected prefill or decode, got {r.phase!r}", field="phase")
+        ms = float(r.us) / 1e3
+        if not (ms > 0.0 and math.isfinite(ms)):
+            raise SpecError(f"expected a finite time > 0 us, got {r.us!r}", field="us")
+        return predict_forward_ms(r, "roofline"), predict_forward_ms(r, "calibrated"), ms
+    except SpecError as e:
+        field = "model" if e.field and e.field.endswith("model") else e.field  # not the scenario's path
+        raise SpecError(e.message, source=f"calibration/data/forward.csv: {where}", field=field) from None
+    except (ValueError, TypeError) as e:  # a blank or non-numeric batch / tokens / context / layers
+        raise SpecError(f"batch, tokens, context and layers must be whole numbers ({e})",
+                        source=f"calibration/data/forward.csv: {where}") from None
+
+
 def forward_comparison(df: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per forward.csv row on a known hardware profile: measured vs roofline vs calibrated ms."""
     if df is None:
@@ -68,11 +89,10 @@ def forward_comparison(df: pd.DataFrame | None = None) -> pd.DataFrame:
         if _graph(r):
             graphs.setdefault(tuple(str(getattr(r, c)) for c in shape), []).append(float(r.us) / 1e3)
     out = []
-    for r in df.itertuples():
+    for i, r in enumerate(df.itertuples()):
         if str(r.hardware) not in keys:
             continue
-        roof, cal = predict_forward_ms(r, "roofline"), predict_forward_ms(r, "calibrated")
-        ms = float(r.us) / 1e3
+        roof, cal, ms = _priced(r, i)
         cfg = (f"decode batch {r.batch} x {r.context} ctx" if r.phase == "decode" else f"prefill {r.tokens} tokens") + \
             f", {r.layers} layers"
         g = sorted(graphs.get(tuple(str(getattr(r, c)) for c in shape), []))

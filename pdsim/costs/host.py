@@ -18,9 +18,10 @@ tokeniser on each request's way in (``tokenize_s``):
    Assumptions, no public measurement of these two figures in serving: ``kernel_launch_us``
    ~ 2-8 us (a CUDA launch from PyTorch, host side), ``module_call_us`` ~ 1-5 us. A GPU
    session measures ``kernel_launch_us`` as the issue time per kernel of a whole eager step
-   (costs/measured.py: the host-bound batch-1 decode step / its layers x kernels; 17.9 us on
-   the first H100's cloud VM). This is the host's ISSUE time: launches are asynchronous, so
-   costs/step.py exposes only the part of it the step's GPU work does not cover.
+   (costs/measured.py: the host-bound batch-1 decode step / its layers x kernels; h100.yaml:
+   14.5 us, the median over the H100 sessions, 17.9 us on the first cloud VM alone). This is
+   the host's ISSUE time: launches are asynchronous, so costs/step.py exposes only the part of
+   it the step's GPU work does not cover.
 
 2. **Per-step host work** (schedule, prepare inputs, sample, detokenise, stream):
    ``step_overhead_us + seq_overhead_us x B + ctx_overhead_ns x context`` (costs/step.py

@@ -225,7 +225,7 @@ class Builder:
         self.placement = Placement()
         self.transport = transport
         names = iter(self.sc.cluster.instance_names())
-        cores = HostCores.of(self.env, self.sc)
+        cores = self.host_cores = HostCores.of(self.env, self.sc)
         for plan in plans:
             for _k in range(plan.group.count):
                 out.append(self.instance(plan, len(out), next(names)[3]))
@@ -236,6 +236,11 @@ class Builder:
                         raise SpecError(f"{plan.role}[{plan.index}] runs on {plan.hw.gpu.name}, not the host's "
                                         "CPU: only CPU devices' workers share host cores",
                                         field="host.placement")
+                    if out[-1].host_core is None and plan.hw.gpu.arch == "cpu":
+                        # a placement turns off the static host share (costs/host.py host_scale) for
+                        # every group: an unplaced CPU worker would step as if alone on the host
+                        raise SpecError(f"{plan.role}[{plan.index}] runs on the host's CPU but has no core: place "
+                                        "every CPU group once a placement is given", field="host.placement")
         return out
 
     def instance(self, plan: GroupPlan, iid: int, name: str) -> Instance:

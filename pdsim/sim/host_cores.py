@@ -12,7 +12,8 @@ Each change of who is busy on a core (a step starts or ends) settles the work do
 old rate and reschedules the next completion at the new one, so every step ends exactly when its
 remaining work reaches zero under the piecewise-constant rate. Without a placement no instance
 has a core and nothing here runs (every existing scenario unchanged). Instances an autoscaler adds
-during the run are not placed (they step at their price).
+during the run go on their group's core when the placement gives one id for all; with one id per
+instance they are not placed (they step at their price).
 
 Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
 its prefills at 1.07x their price while D's worker was idle and 1.71x while it computed; D's

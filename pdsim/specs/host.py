@@ -53,10 +53,11 @@ class HostSpec:
         if self.background and not self.placement:
             raise SpecError("background load shares the placed workers' cores: give a placement too",
                             field="background")
-        for group, n in self.unpinned.items():
+        for group, n in self.unpinned.items():  # that each is a placed group: check_placement (names alias)
             check(0.0 <= n <= 64.0, f"must be in [0, 64] (busy processes), got {n}", f"unpinned.{group}")
-            check(group in self.placement, "only a placed group's processes can be counted (add it to placement)",
-                  f"unpinned.{group}")
+            if not self.placement:
+                raise SpecError("only a placed group's processes can be counted (add it to placement)",
+                                field=f"unpinned.{group}")
 
 
 def group_keys(cluster) -> dict[str, tuple[str, int, int]]:
@@ -77,6 +78,7 @@ def check_placement(host: "HostSpec | None", cluster) -> None:
     if host is None or not host.placement:
         return
     keys = group_keys(cluster)
+    named: dict[tuple[str, int], str] = {}  # group -> the placement key that names it
     for group, ids in host.placement.items():
         if group not in keys:
             raise SpecError(f"no group {group!r}; expected one of {', '.join(sorted(keys))}",
@@ -85,3 +87,18 @@ def check_placement(host: "HostSpec | None", cluster) -> None:
         if len(ids) not in (1, count):
             raise SpecError(f"{len(ids)} core ids for {count} instances; give one per instance or one for all",
                             field=f"host.placement.{group}")
+        g = keys[group][:2]
+        if g in named:  # e.g. ``decode`` and ``decode[0]``: one of them would be dropped
+            raise SpecError(f"names the same group as {named[g]!r}; place each group once",
+                            field=f"host.placement.{group}")
+        named[g] = group
+    counted: dict[tuple[str, int], str] = {}
+    for group in host.unpinned:
+        if group not in keys or keys[group][:2] not in named:
+            raise SpecError("only a placed group's processes can be counted (add it to placement)",
+                            field=f"host.unpinned.{group}")
+        g = keys[group][:2]
+        if g in counted:
+            raise SpecError(f"names the same group as {counted[g]!r}; count each group once",
+                            field=f"host.unpinned.{group}")
+        counted[g] = group

@@ -138,7 +138,11 @@ def main() -> None:
     ap.add_argument("--hardware", default="validation/cpu-vllm-calibration/here/cpu-epyc-2c.yaml")
     ap.add_argument("--json", help="write the summary here too")
     args = ap.parse_args()
-    out = analyse(Path(args.trace), args.load, args.hardware)
+    try:
+        out = analyse(Path(args.trace), args.load, args.hardware)
+    except (OSError, ValueError) as e:  # a missing or malformed trace: one line, exit 2
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     text = json.dumps(out, indent=1)
     print(text)
     if args.json:

@@ -158,7 +158,11 @@ def main() -> None:
         if args.span not in spans:
             raise SystemExit(f"{args.trace}.loads.json: no span {args.span!r} (has {', '.join(spans)})")
         span = tuple(spans[args.span])
-    real = real_steps(args.trace, span)
+    try:
+        real = real_steps(args.trace, span)
+    except (OSError, ValueError) as e:  # a missing or malformed trace: one line, exit 2
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     sim = sim_steps(args.case) if args.case else None
     out = summary(real, sim)
     text = json.dumps(out, indent=1)
