@@ -95,14 +95,17 @@ def _check_rows(src: Path, name: str, df: pd.DataFrame) -> None:
                              "provenance (source, hardware, software, date)")
     vals = _value_columns(name)
     given = pd.Series(False, index=df.index)
-    for col in vals:
+    # launch.csv's layer and kernel counts, where given, are divisors of the host fit (fit_system.fit_host)
+    counts = [c for c in ("layers", "kernels") if name == "launch" and c in df]
+    for col in vals + counts:
         raw = df[col]
         x = pd.to_numeric(raw, errors="coerce")
         bad = raw.notna() & ~(np.isfinite(x) & (x > 0))
         if bad.any():
             i = int(bad.to_numpy().argmax())
             raise SystemExit(f"error: {src}: line {i + 2}: {col}: expected a finite number > 0, got {raw.iloc[i]!r}")
-        given |= raw.notna()
+        if col in vals:
+            given |= raw.notna()
     if vals and not given.all():
         i = int((~given).to_numpy().argmax())
         raise SystemExit(f"error: {src}: line {i + 2}: no measured value ({', '.join(vals)} all blank)")

@@ -47,3 +47,13 @@ def test_gpu_session_refuses_unknown_family(tmp_path):
     r = subprocess.run([sys.executable, "calibration/microbench/gpu_session.py", "--dry-run", "--only", "gemm,nope",
                         "--out", str(tmp_path)], capture_output=True, text=True, cwd=root)
     assert r.returncode != 0 and "--only" in r.stderr and "nope" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args", [["--budget-s", "0"], ["--budget-s", "-5"], ["--budget-s", "nan"], ["--repeat", "0"]])
+def test_gpu_session_refuses_a_budget_or_repeat_that_measures_nothing(tmp_path, args):
+    """A budget of 0 s (or negative, NaN) skipped every point and wrote a session of no rows."""
+    root = catalog.calibration_dir().parent
+    r = subprocess.run([sys.executable, "calibration/microbench/gpu_session.py", "--dry-run", *args,
+                        "--out", str(tmp_path)], capture_output=True, text=True, cwd=root)
+    assert r.returncode == 2 and args[0] in r.stderr and "Traceback" not in r.stderr
+    assert not list(tmp_path.iterdir())

@@ -210,3 +210,23 @@ def test_forward_section_names_the_line_of_a_row_it_cannot_price(change, match):
     with pytest.raises(SpecError, match=match) as err:
         forward_report(df)
     assert str(err.value).startswith("calibration/data/forward.csv: line 3")
+
+
+@pytest.mark.parametrize("col, value", [("layers", "0"), ("kernels", "0"), ("kernels", "-44")])
+def test_ingest_refuses_a_launch_row_whose_counts_the_host_fit_divides_by(tmp_path, col, value):
+    """fit_system.fit_host divides the eager step by layers x kernels: a 0 there was appended
+    and then divided by."""
+    from pdsim.calibrate import data
+
+    mod = _ingest_module()
+    session, out = tmp_path / "session", tmp_path / "data"
+    session.mkdir()
+    out.mkdir()
+    row = {"hardware": "h100", "kind": "decode_step_eager", "model": "llama-3.1-8b", "batch": "1", "context": "1024",
+           "layers": "32", "kernels": "1408", "us": "20441", "source": "measured", "software": "torch",
+           "date": "2026-11-26", col: value}
+    cols = data.columns("launch")
+    (session / "launch.csv").write_text(",".join(cols) + "\n" + ",".join(row.get(c, "") for c in cols) + "\n")
+    with pytest.raises(SystemExit, match=f"line 2: {col}: expected a finite number > 0"):
+        mod.ingest(session, out)
+    assert not (out / "launch.csv").exists()

@@ -77,3 +77,17 @@ def test_module_assumptions_are_perturbed_and_restored():
     assert "elementwise.ATTN_KERNELS" in constants and constants["elementwise.ATTN_KERNELS"]["max_rel_change"] > 0
     assert "features.DEFAULT_SKEW" not in constants  # a dense model has no experts to skew
     assert elementwise.ATTN_KERNELS == 5
+
+
+def test_a_slowdown_factor_is_never_perturbed_below_one():
+    """NORMAL_OVERLAP_SLOWDOWN (1.31, 1.21: DeepEP's normal kernels beside compute) at -20% would
+    be 1.05 / 0.97: a combine faster beside compute than alone. The perturbation stops at 1."""
+    from pdsim.calibrate import sensitivity
+    from pdsim.costs import tbo
+
+    a = next(x for x in sensitivity.ASSUMPTIONS if x.attr == "NORMAL_OVERLAP_SLOWDOWN")
+    before = tbo.NORMAL_OVERLAP_SLOWDOWN
+    with sensitivity.assumption_patch(a, 1.0 - a.rel_uncertainty):
+        low = tbo.NORMAL_OVERLAP_SLOWDOWN
+    assert tbo.NORMAL_OVERLAP_SLOWDOWN == before
+    assert min(low) == 1.0 and low[0] == before[0] * (1.0 - a.rel_uncertainty)

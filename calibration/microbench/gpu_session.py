@@ -184,6 +184,10 @@ def main() -> None:
     ap.add_argument("--graph-kernels", action="store_true",
                     help="time GEMM and attention kernels as CUDA-graph replays (host launch cost excluded)")
     args = ap.parse_args()
+    if not args.budget_s > 0:  # a budget of 0 (or NaN) would skip every point and write a session of no rows
+        ap.error(f"--budget-s: expected seconds > 0, got {args.budget_s:g}")
+    if args.repeat < 1:
+        ap.error(f"--repeat: expected at least 1, got {args.repeat}")
     import gpu_forward
     import gpu_graph_forward
     import gpu_kernels

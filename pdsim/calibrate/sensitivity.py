@@ -103,6 +103,7 @@ class Assumption:
     rel_uncertainty: float
     applies: Callable  # resolved scenario -> bool
     cap: float | None = None  # an upper bound of each value (a probability: 1)
+    floor: float | None = None  # a lower bound of each value (a slowdown factor: 1)
 
     @property
     def constant(self) -> str:
@@ -182,8 +183,9 @@ ASSUMPTIONS = (
     Assumption("pdsim.costs.tbo", "LL_STREAM_SHARE", 0.35, lambda r: _moe(r) and any(
         g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r)), cap=1.0),
     # DeepSeek's H800 profile vs DeepEP's unit test 1.31 / 1.21; SGLang's kernels 1.50 / 1.05
+    # a slowdown: a kernel never runs faster beside compute than alone, so at least 1
     Assumption("pdsim.costs.tbo", "NORMAL_OVERLAP_SLOWDOWN", 0.2, lambda r: _moe(r) and any(
-        g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r))),
+        g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r)), floor=1.0),
     Assumption("pdsim.costs.elementwise", "ATTN_KERNELS", 0.5, _always),
     Assumption("pdsim.costs.elementwise", "MLP_KERNELS", 0.5, _always),
     Assumption("pdsim.costs.elementwise", "HIDDEN_PASSES_ATTN", 0.5, _always),
@@ -203,20 +205,21 @@ ASSUMPTIONS = (
 )
 
 
-def _scaled(v, f: float, cap: float | None):
+def _scaled(v, f: float, cap: float | None, floor: float | None = None):
     if isinstance(v, tuple):
-        return tuple(_scaled(x, f, cap) for x in v)
+        return tuple(_scaled(x, f, cap, floor) for x in v)
     x = float(v) * f
-    return min(x, cap) if cap is not None else x
+    x = min(x, cap) if cap is not None else x
+    return max(x, floor) if floor is not None else x
 
 
 @contextmanager
 def assumption_patch(a: Assumption, factor: float):
-    """The module constant times ``factor`` (each element of a tuple; at most ``cap``) while
-    inside, restored after."""
+    """The module constant times ``factor`` (each element of a tuple; at most ``cap``, at least
+    ``floor``) while inside, restored after."""
     mod = importlib.import_module(a.module)
     old = getattr(mod, a.attr)
-    setattr(mod, a.attr, _scaled(old, factor, a.cap))
+    setattr(mod, a.attr, _scaled(old, factor, a.cap, a.floor))
     try:
         yield
     finally:
@@ -294,7 +297,8 @@ def sensitivity(resolved, only: list[str] | None = None,
                      if math.isfinite(x)), default=0.0)
         rows.append({"constant": a.constant, "kind": "assumed", "rel_uncertainty": a.rel_uncertainty,
                      "low": lo, "high": hi, "max_rel_change": swing,
-                     "note": "module constant" + (f", at most {a.cap:g}" if a.cap is not None else "")})
+                     "note": "module constant" + (f", at most {a.cap:g}" if a.cap is not None else "")
+                     + (f", at least {a.floor:g}" if a.floor is not None else "")})
     rows.sort(key=lambda r: -r["max_rel_change"])
     return base, rows
 
