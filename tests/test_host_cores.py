@@ -90,6 +90,8 @@ def test_p_and_d_on_one_core_slow_each_other():
     (["host.cores=2", "host.placement={prefill: [2]}"], "placement.prefill[0]", "out of range"),
     (["host.placement={prefill: [0]}"], "cores", "core count"),
     (["host.cores=2", "host.placement={decode: [0, 1, 1]}"], "host.placement.decode", "3 core ids for 1"),
+    # a measured stretch and a simulated sharing of the same other load: counted twice
+    (["host.cores=2", "host.placement={prefill: [0], decode: [1]}", "host.cpu_stretch=1.5"], "cpu_stretch", "twice"),
 ])
 def test_bad_placements_are_refused_naming_the_field(sets, field, words):
     with pytest.raises(SpecError) as err:

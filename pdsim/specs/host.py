@@ -53,6 +53,12 @@ class HostSpec:
         if self.background and not self.placement:
             raise SpecError("background load shares the placed workers' cores: give a placement too",
                             field="background")
+        if self.cpu_stretch != 1.0 and self.placement:
+            # the stretch is other load measured as a step-time ratio; a placement simulates the same
+            # sharing (background, unpinned): both together would count that load twice
+            raise SpecError("a measured stretch and a placement count the same load twice: with a placement "
+                            "give the other load as background / unpinned, or leave out the placement",
+                            field="cpu_stretch")
         for group, n in self.unpinned.items():  # that each is a placed group: check_placement (names alias)
             check(0.0 <= n <= 64.0, f"must be in [0, 64] (busy processes), got {n}", f"unpinned.{group}")
             if not self.placement:
