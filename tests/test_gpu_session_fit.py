@@ -52,17 +52,19 @@ def test_host_fit_takes_the_issue_cost_per_kernel_from_the_host_bound_eager_step
     assert p["eager_issue_us"] == pytest.approx(150.0)
     assert p["kernels_per_layer"] == 40 and p["eager_us_per_kernel"] == pytest.approx(150.0 / 40)
     assert fit_host(rows.iloc[0:0]) is None
+    flat = fit_host(rows.drop(columns="kernels"))  # no profiler count: the flat per-layer issue time still
+    assert flat["eager_issue_us"] == pytest.approx(150.0) and "eager_us_per_kernel" not in flat
 
 
 def test_measured_constants_enter_the_calibrated_model_only():
     hw = load_hardware_ref("h100")
     cal = {**hw.calibration, "memcopy": {"hbm_eff": 0.9, "host_copy_gbps": 52.0},
-           "host": {"eager_exposed_us": 1000.0}}
+           "host": {"eager_exposed_us": 1000.0, "eager_issue_us": 1300.0}}
     mhw = dataclasses.replace(hw, calibration=cal)
     eff = with_measured_system(mhw).efficiency
-    assert eff.layer_launch_us == hw.efficiency.graph_launch_us + 1000.0  # no kernel count: flat
+    assert eff.layer_launch_us == 1300.0  # no kernel count: the flat per-layer issue time (not eager - graph)
     assert eff.hbm == hw.efficiency.hbm  # a copy bounds the small kernels' efficiency, it does not measure it
-    per_kernel = dataclasses.replace(hw, calibration={**cal, "host": {"eager_exposed_us": 1000.0, "eager_us_per_kernel": 2.5}})
+    per_kernel = dataclasses.replace(hw, calibration={**cal, "host": {"eager_issue_us": 1300.0, "eager_us_per_kernel": 2.5}})
     e2 = with_measured_system(per_kernel).efficiency
     assert e2.kernel_launch_us == 2.5 and e2.layer_launch_us == hw.efficiency.layer_launch_us  # structural form
     assert host_copy_bps(mhw) == 52e9
@@ -74,11 +76,11 @@ def test_measured_constants_enter_the_calibrated_model_only():
     plain = build_step_cost("calibrated", base, model, group, "decode").breakdown(0, 0.0, 0, 1, 512.0)
     measured = build_step_cost("calibrated", mhw, model, group, "decode").breakdown(0, 0.0, 0, 1, 512.0)
     # eager launches hide behind the step's GPU work (costs/step.py): the prior's 32 x 25 us issue
-    # stays under the ~7 ms of a batch-1 step, exposing only the graph-replay floor; 32 x (5 + 1000) us
+    # stays under the ~7 ms of a batch-1 step, exposing only the graph-replay floor; 32 x 1300 us
     # of issue exceeds it and shows as issue - GPU work
     assert plain["launch"] == pytest.approx(32 * hw.efficiency.graph_launch_us * 1e-6)
     gpu = sum(measured[k] for k in ("attn_proj", "mlp", "moe", "comm", "lm_head"))
-    assert measured["launch"] == pytest.approx(32 * (hw.efficiency.graph_launch_us + 1000.0) * 1e-6 - gpu)
+    assert measured["launch"] == pytest.approx(32 * 1300.0 * 1e-6 - gpu)
 
 
 def _forward_rows() -> pd.DataFrame:

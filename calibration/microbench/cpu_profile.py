@@ -193,6 +193,7 @@ def vllm_linear(dtype):
     without AVX-512 BF16 oneDNN builds none). Returns (weight [N, K] -> (x -> y), description)."""
     import torch
 
+    why = "vLLM built without oneDNN"
     try:
         from vllm import _custom_ops as ops
 
@@ -203,10 +204,12 @@ def vllm_linear(dtype):
                 hd = ops.create_onednn_mm(w.t(), 32)
                 return lambda x: ops.onednn_mm(hd, x, None)
             return onednn, "vLLM onednn_mm (its CPU linear dispatch)"
-    except Exception:  # noqa: BLE001 (vLLM absent, or oneDNN has no primitive for this ISA)
-        pass
+    except ImportError:
+        why = "vLLM not installed"
+    except Exception as e:  # noqa: BLE001 (oneDNN has no primitive for this ISA: vLLM falls back too)
+        why = f"no oneDNN {str(dtype).removeprefix('torch.')} primitive on this ISA ({type(e).__name__})"
     return (lambda w: (lambda x: torch.nn.functional.linear(x, w))), \
-        "torch.nn.functional.linear (vLLM's CPU linear fallback: no oneDNN bf16 primitive on this ISA)"
+        f"torch.nn.functional.linear (vLLM's CPU linear fallback: {why})"
 
 
 def _shape_rows(args, m, prov, time_fn, note):

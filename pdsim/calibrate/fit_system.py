@@ -88,15 +88,15 @@ def fit_host(rows) -> dict | None:
     if both:
         out["eager_exposed_us"] = max(0.0, out[f"eager_exposed_us_b{int(both[0])}"])
         out["batch"] = float(both[0])
+        # launches are asynchronous: at the smallest batch the eager step is host-bound (the GPU
+        # idles between kernels), so the step IS the issue time of its kernels, not the issue
+        # time less the GPU work it overlapped
+        issue = float(eager.loc[both[0], "us"]) / float(eager.loc[both[0], "layers"])
+        out["eager_issue_us"] = issue
         steps = rows[(rows["kind"] == "decode_step_eager") & (rows["batch"] == both[0])]
         per_layer = (steps["kernels"].astype(float) / steps["layers"].astype(float)).dropna() if "kernels" in steps else []
         if len(per_layer):  # the profiler's kernel count: the host's issue time per kernel launched
             out["kernels_per_layer"] = float(per_layer.median())
-            # launches are asynchronous: at the smallest batch the eager step is host-bound (the
-            # GPU idles between kernels), so the step IS the issue time of its kernels, not the
-            # issue time less the GPU work it overlapped
-            issue = float(eager.loc[both[0], "us"]) / float(eager.loc[both[0], "layers"])
-            out["eager_issue_us"] = issue
             out["eager_us_per_kernel"] = issue / out["kernels_per_layer"]
     if "eager_exposed_us" not in out and "kernel_launch_us" not in out:
         return None

@@ -14,8 +14,9 @@ calibrate/fit_system.py) in place of the priors they measure.
   issue time); costs/host.py then prices an eager layer's issue from the priced model's own
   structure (kernels x it; ``module_call_us`` stays 0: the measured per-kernel cost already
   holds the Python dispatch of each op), and costs/step.py exposes only what the step's GPU work
-  does not hide. Without a kernel count: ``layer_launch_us`` <- ``graph_launch_us +
-  host.eager_exposed_us`` (the flat form; eager - graph at batch 1, per layer).
+  does not hide. Without a kernel count: ``layer_launch_us`` <- ``host.eager_issue_us`` (the flat
+  form: the same host-bound step per layer; step.py treats it as issue time too, so eager - graph
+  would count the GPU work it overlapped twice).
 - host copies (offload tiers): ``memcopy.host_copy_gbps``, the slower pinned direction, in place
   of ``gpu.pcie_gbps x efficiency.pcie`` (``host_copy_bps``).
 
@@ -35,8 +36,8 @@ def with_measured_system(hw):
     repl = {}
     if "eager_us_per_kernel" in host:  # the structural eager form: per kernel x the priced layer's kernels
         repl["kernel_launch_us"] = float(host["eager_us_per_kernel"])
-    elif "eager_exposed_us" in host:  # no kernel count: the flat per-layer form
-        repl["layer_launch_us"] = hw.efficiency.graph_launch_us + float(host["eager_exposed_us"])
+    elif "eager_issue_us" in host:  # no kernel count: the flat per-layer issue time
+        repl["layer_launch_us"] = float(host["eager_issue_us"])
     if not repl:
         return hw
     return dataclasses.replace(hw, efficiency=dataclasses.replace(hw.efficiency, **repl))

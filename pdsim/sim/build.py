@@ -217,6 +217,7 @@ class Builder:
         net = self.sc.network
         self.topology = Topology(net.topology, net.nodes_per_leaf, net.oversubscription)
         self.experts = None  # the expert service, when the scenario has one (sim/experts.py)
+        self.host_cores = None  # the placed host cores, when the scenario places workers (sim/host_cores.py)
         self.shared_tiers: dict[str, Tier] = {}
         self.tier_stacks: list[TierStack] = []
 

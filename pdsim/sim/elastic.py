@@ -35,11 +35,9 @@ class Elastic:
                 label = plan.group.name or f"{role[0].upper()}{index}"
                 k = sum(1 for i in self.instances if i.plan is plan)
                 inst = self.builder.instance(plan, len(self.instances), f"{label}.{k}")
-                cores = getattr(self.builder, "host_cores", None)
-                if cores is not None:  # a group placed on one core for all: its new instances too
-                    ids = cores.placement.get((role, index))
-                    if ids is not None and len(ids) == 1:
-                        inst.host_core, inst.host_extra = cores.core_of(role, index, 0), cores.extra_of(role, index)
+                cores = self.builder.host_cores
+                if cores is not None:  # on its group's core when the placement gives one for all
+                    inst.host_core, inst.host_extra = cores.core_of(role, index, k), cores.extra_of(role, index)
                 inst.state = "down"  # not serving until started
                 self.instances.append(inst)
                 self.fabric.add_links()

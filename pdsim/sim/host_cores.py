@@ -28,10 +28,11 @@ from ..specs.host import group_keys
 class _Job:
     __slots__ = ("left", "done", "core", "extra")
 
-    def __init__(self, work: float, done, core: "HostCore"):
+    def __init__(self, work: float, done, core: "HostCore", extra: float):
         self.left = work  # seconds of work still to do at full speed
         self.done = done  # triggered when ``left`` reaches 0
         self.core = core
+        self.extra = extra  # unpinned busy processes it adds to the host while it runs
 
 
 class HostCore:
@@ -89,11 +90,15 @@ class HostCores:
                    {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background)
 
     def core_of(self, role: str, index: int, k: int) -> HostCore | None:
-        """The core of instance ``k`` of group ``index`` of ``role``; None when not placed."""
+        """The core of instance ``k`` of group ``index`` of ``role``: its own id, or the group's
+        one id for all (also for instances an autoscaler adds); None when not placed (an added
+        instance beyond a list of one id per instance)."""
         ids = self.placement.get((role, index))
         if ids is None:
             return None
-        return self.cores[ids[k] if len(ids) > 1 else ids[0]]
+        if len(ids) == 1:
+            return self.cores[ids[0]]
+        return self.cores[ids[k]] if k < len(ids) else None
 
     def extra_of(self, role: str, index: int) -> float:
         """Unpinned busy processes an instance of that group adds while it steps."""
@@ -102,10 +107,9 @@ class HostCores:
     # ---- processor sharing -------------------------------------------------------------------
     def start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
         self._settle()
-        job = _Job(work, self.env.event(), core)
+        job = _Job(work, self.env.event(), core, extra)
         core.jobs.append(job)
         self.load += extra
-        job.extra = extra
         self._reschedule()
         return job
 
