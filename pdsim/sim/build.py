@@ -236,12 +236,12 @@ class Builder:
                     if out[-1].host_core is not None and plan.hw.gpu.arch != "cpu":
                         raise SpecError(f"{plan.role}[{plan.index}] runs on {plan.hw.gpu.name}, not the host's "
                                         "CPU: only CPU devices' workers share host cores",
-                                        field="host.placement")
+                                        field="host.placement", source=self.resolved.source)
                     if out[-1].host_core is None and plan.hw.gpu.arch == "cpu":
                         # a placement turns off the static host share (costs/host.py host_scale) for
                         # every group: an unplaced CPU worker would step as if alone on the host
                         raise SpecError(f"{plan.role}[{plan.index}] runs on the host's CPU but has no core: place "
-                                        "every CPU group once a placement is given", field="host.placement")
+                                        "every CPU group once a placement is given", field="host.placement", source=self.resolved.source)
         return out
 
     def instance(self, plan: GroupPlan, iid: int, name: str) -> Instance:
