@@ -75,7 +75,7 @@ def _compute_fit(model: str, d: dict, keys: list[str], hws: dict) -> dict | None
     raise KeyError(model)
 
 
-def _measured(key: str, hws: dict, d: dict, ll_base: dict, nm_base: dict) -> dict:
+def _measured(key: str, hws: dict, d: dict, ll_base: dict, nm_base: dict, ll_pair: dict | None = None) -> dict:
     """Every model fitted on ``key``'s own rows (absent where it has none)."""
     out: dict[str, dict] = {}
     for model in COMPUTE:
@@ -87,7 +87,8 @@ def _measured(key: str, hws: dict, d: dict, ll_base: dict, nm_base: dict) -> dic
         df = d[name]
         return df[df["hardware"] == key]
     for op in ("dispatch", "combine"):
-        if (p := fit_deepep_ll(rows("deepep_low_latency"), op, ll_base.get(op), "h100")) is not None:
+        if (p := fit_deepep_ll(rows("deepep_low_latency"), op, ll_base.get(op), "h100",
+                               (ll_pair or {}).get(op))) is not None:
             out[f"deepep_ll_{op}"] = p
         if (p := fit_deepep_normal(rows("deepep_normal"), op, nm_base.get(op), base_label="h100")) is not None:
             out[f"deepep_normal_{op}"] = p
@@ -136,7 +137,7 @@ def _scale(params: dict, src, dst, keys=None) -> dict:
     return out
 
 
-NEEDS = {**{m: ("base_us", "nvl_gbps", "rdma_gbps") for m in DEEPEP},
+NEEDS = {**{m: ("base_us", "nvl_gbps", "rdma_gbps") + (("pair_us",) if "_ll_" in m else ()) for m in DEEPEP},
          "allreduce": ("base_us", "latency_us", "intranode_gbps", "internode_gbps"),
          "mooncake": ("setup_ms", "eff", "per_chunk_us", "per_page_us")}
 
@@ -185,6 +186,8 @@ def _fill_comm(model: str, key: str, own: dict | None, hws: dict, measured: dict
             return p
         how = f"peer bandwidth x{nv:.2f}, NIC/GPU x{nic:.2f}"
         p["derived_from"] = f"{donor} ({how}); errors are {donor}'s"
+        if "pair_us" in p:  # a cost per NIC message and polled word, not a bandwidth: carried as is
+            p["derived_from"] += "; pair_us borrowed unscaled (per remote pair: one NIC atomic and one polled word)"
         return p
     missing = [k for k in NEEDS.get(model, ()) if not _has(own, (k,))]
     p, by_donor = dict(own), {}
@@ -206,23 +209,28 @@ def _uncertainty(p: dict) -> float:
     err = max(float(p.get("heldout_mape", 0.0) or 0.0), float(p.get("fit_mape", 0.0) or 0.0))
     if "derived_from" in p:
         err = max(err, DERIVED_MIN_UNCERTAINTY)
-    elif "partly_from" in p:
+    elif "partly_from" in p or "pair_from" in p:
         err = max(err, DERIVED_MIN_UNCERTAINTY / 2)
     return err if err > 0 else DERIVED_MIN_UNCERTAINTY
 
 
-def _deepep_bases(d: dict, ref: str) -> tuple[dict, dict]:
+def _deepep_bases(d: dict, ref: str) -> tuple[dict, dict, dict]:
     """Kernel latencies of DeepEP, fitted where token counts vary (``ref``), for tables at one
-    token count."""
-    ll_base, nm_base = {}, {}
+    token count; and the low-latency kernels' cost per remote pair, fitted where token counts
+    vary at several multi-node EP sizes, for tables without (one token count, or one node).
+    The pair cost is NIC messages and polled words of the same kernels: a system borrows it from
+    ``ref``, which has the same NIC (CX-7 400 Gb/s per GPU on H100 / H200 / H800)."""
+    ll_base, nm_base, ll_pair = {}, {}, {}
     for op in ("dispatch", "combine"):
         p = fit_deepep_ll(d["deepep_low_latency"][d["deepep_low_latency"]["hardware"] == ref], op)
         if p:
             ll_base[op] = p["base_us"]
+            if "pair_us" in p:
+                ll_pair[op] = p["pair_us"]
         p = fit_deepep_normal(d["deepep_normal"][d["deepep_normal"]["hardware"] == ref], op)
         if p:
             nm_base[op] = p["base_us"]
-    return ll_base, nm_base
+    return ll_base, nm_base, ll_pair
 
 
 def _derive_internode(p: dict, k: str, hws: dict, measured: dict) -> None:
@@ -360,8 +368,8 @@ def fit_all(systems: list[str] | None = None, write: bool = True, quiet: bool = 
     d = _load()
     keys = list(systems or hardware_keys())
     hws = {k: load_hardware_ref(k) for k in hardware_keys()}
-    ll_base, nm_base = _deepep_bases(d, "h100") if "h100" in hws else ({}, {})
-    measured = {k: _measured(k, hws, d, ll_base, nm_base) for k in hws}
+    ll_base, nm_base, ll_pair = _deepep_bases(d, "h100") if "h100" in hws else ({}, {}, {})
+    measured = {k: _measured(k, hws, d, ll_base, nm_base, ll_pair) for k in hws}
     results: dict[str, dict] = {}
     for k in keys:
         results[k] = _system(k, hws, d, measured)

@@ -1,18 +1,20 @@
-"""Fits of the communication models: DeepEP (costs/deepep.py), NCCL all-reduce (ring form,
+"""Fits of the communication models: DeepEP (costs/deepep.py; the low-latency kernels with their
+per-remote-pair cost), NCCL all-reduce (ring form,
 costs/calibrated.py) and the Mooncake transfer engine (costs/transfer.py).
 
 All three are linear in their unknowns once written per byte (a fixed latency plus bytes over
 a bandwidth), so they are non-negative least squares on relative error, except DeepEP's
-normal kernels, whose two regimes (NVLink inside a node, RDMA across) share the latency and are fitted together
-with bounded non-linear least squares.
+kernels, whose legs overlap (the slower bounds the kernel: the low-latency kernels' SM copies
+over NVLink beside the NIC's RDMA transfer; the normal kernels' RDMA beside the NVLink
+forwarding), fitted with bounded non-linear least squares on log error.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..costs.comm import deepep_legs, deepep_reported_bytes
-from ..costs.deepep import ELEM_BYTES
-from .lsq import evaluate, fit_log, heldout_mask, nnls_rel
+from ..costs.deepep import ELEM_BYTES, remote_pairs
+from .lsq import evaluate, fit_log, heldout_mask, mape, nnls_rel
 
 
 def legs(rows, elem: float, dedup: bool) -> np.ndarray:
@@ -25,37 +27,104 @@ def _keys(rows):
     return list(zip(rows["ep_size"], rows["tokens_per_rank"]))
 
 
-def fit_deepep_ll(rows, op: str, base_us: float | None = None, base_label: str = "") -> dict | None:
-    """t_us = base + nvl_bytes/nvl_bw + rdma_bytes/rdma_bw, unknowns (base, 1/nvl_bw, 1/rdma_bw).
+def _pairs(rows) -> np.ndarray:
+    """Remote (local expert, rank) pairs of each row (deepep.remote_pairs)."""
+    return np.array([remote_pairs(float(r.experts), int(r.ep_size), int(r.gpus_per_node)) for r in rows.itertuples()])
+
+
+def _ll_pairs_identified(rows, pairs: np.ndarray) -> bool:
+    """The per-pair cost is separable from the RDMA bytes only where token counts vary across
+    rows with remote pairs (at one token count both grow as 1 - gpn/ep) and an intranode row
+    pins the base."""
+    remote = pairs > 0
+    return bool(remote.any() and (~remote).any() and rows.loc[remote, "tokens_per_rank"].nunique() > 1)
+
+
+def _ll_model(lg: np.ndarray, pairs: np.ndarray, overlap: bool = True):
+    """deepep.ll_time_s in microseconds as a function of (base, pair_us, nvl_gbps, rdma_gbps):
+    the SMs' NVLink copies and the NIC's RDMA transfer overlap (``overlap``), or add (the form
+    before the overlap was read in DeepEP's code, kept for the held-out comparison)."""
+    def f(p, s=slice(None)):
+        b, pr, n, r = p
+        nvl, rdma = lg[s, 0] / (n * 1e3), lg[s, 1] / (r * 1e3)
+        return b + pr * pairs[s] + (np.maximum(nvl, rdma) if overlap else nvl + rdma)
+    return f
+
+
+def fit_deepep_ll(rows, op: str, base_us: float | None = None, base_label: str = "",
+                  pair_us: float | None = None) -> dict | None:
+    """t_us = base + pair_us x remote pairs + max(nvl_bytes/nvl_bw, rdma_bytes/rdma_bw)
+    (deepep.ll_time_s), unknowns (base, pair_us, nvl_bw, rdma_bw), bounded non-linear least
+    squares on log error (the max is not linear).
 
     A table at one token count (the DeepEP README's H800 table: 128 tokens, EP8..EP256)
-    cannot separate the fixed latency from the NVLink term; then ``base_us`` (the same
-    kernel's latency fitted where token counts vary) is held fixed and marked so."""
+    cannot separate the fixed latency from the NVLink term, nor the per-pair cost from the RDMA
+    bytes; then ``base_us`` / ``pair_us`` (the same kernel's constants fitted where token counts
+    vary) are held fixed and marked so (``base_from`` / ``pair_from``: borrowed). A table with no
+    remote pair (one node) takes ``pair_us`` the same way, for its multi-node use.
+
+    ``heldout_ep_mape``: leave-one-EP-out over the multi-node EP sizes (the intranode EP cannot
+    be left out: nothing else pins the NVLink bandwidth), for this form and, as
+    ``heldout_ep_mape_old_form``, for the form before (a constant base, the two legs added):
+    the check that the EP-dependent term predicts an EP size it did not see."""
     rows = rows[rows["use"] & rows[f"{op}_us"].notna()]
     if rows.empty:
         return None
     lg = legs(rows, ELEM_BYTES[op], dedup=False)
+    pairs = _pairs(rows)
     y = rows[f"{op}_us"].to_numpy(float)
-    X = np.column_stack([np.ones(len(rows)), lg]) * np.array([1.0, 1e-3, 1e-3])  # us = B / (GB/s) * 1e-3
-    cols = [0, 1] + ([2] if lg[:, 1].max() > 0 else [])
+    has_rdma = bool((lg[:, 1] > 0).any())
+    fit_pair = _ll_pairs_identified(rows, pairs)
     fixed = rows["tokens_per_rank"].nunique() == 1 and base_us is not None
-    if fixed:
-        y_fit, cols_fit = y - base_us, cols[1:]
-    else:
-        y_fit, cols_fit = y, cols
-    Xf = X[:, cols_fit]
+    held_pair = float(pair_us) if (not fit_pair and pair_us is not None) else 0.0
+    free = (not fixed, fit_pair, True, has_rdma)  # which of (base, pair, nvl, rdma) are fitted
+    x0, lo, hi = [12.0, 0.05, 200.0, 40.0], [0.0, 0.0, 1.0, 1.0], [500.0, 5.0, 5000.0, 500.0]
+    held_vals = [base_us if fixed else 0.0, held_pair, 0.0, 1.0]
+
+    def unpack(q):
+        it = iter(q)
+        return [next(it) if f else v for f, v in zip(free, held_vals)]
+
+    def pick(vals):
+        return [v for f, v in zip(free, vals) if f]
+    model = _ll_model(lg, pairs)
     held = heldout_mask(_keys(rows)) if len(rows) >= 12 else None
-    c, st = evaluate(lambda m: nnls_rel(Xf[m], y_fit[m]), lambda c: Xf @ c + (base_us if fixed else 0.0), y, held)
-    coef = np.zeros(3)
-    coef[cols_fit] = c
-    if fixed:
-        coef[0] = base_us
-    out = {"base_us": float(coef[0]), "nvl_gbps": 1.0 / coef[1] if coef[1] > 0 else float("inf"),
-           "rdma_gbps": 1.0 / coef[2] if coef[2] > 0 else float("nan"), **st,
+    q, st = evaluate(lambda m: fit_log(lambda q: model(unpack(q), m), y[m], [pick(x0)], pick(lo), pick(hi)),
+                     lambda q: model(unpack(q)), y, held)
+    b, pr, n, r = unpack(q)
+    out = {"base_us": float(b), "nvl_gbps": float(n), "rdma_gbps": float(r) if has_rdma else float("nan"), **st,
            "data": "calibration/data/deepep_low_latency.csv"}
+    if fit_pair:
+        out["pair_us"] = float(pr)
+        ep_out = _leave_one_ep_out(rows, lg, pairs, y)
+        if ep_out is not None:
+            out["heldout_ep_mape"], out["heldout_ep_mape_old_form"] = ep_out
+    elif pair_us is not None:
+        out["pair_us"] = float(pair_us)
+        why = "no multi-node row" if not pairs.any() else "one token count: collinear with the RDMA bytes"
+        out["pair_from"] = f"borrowed: held at the {base_label} fit ({why})".replace("  ", " ")
     if fixed:
         out["base_from"] = f"held at the {base_label} fit (one token count in the data)".replace("  ", " ")
     return out
+
+
+def _leave_one_ep_out(rows, lg, pairs, y) -> tuple[float, float] | None:
+    """Mean |relative error| on each multi-node EP size predicted by a fit without it: this form
+    (per-pair cost, overlapping legs), and the form before (constant base, legs added)."""
+    eps = sorted(rows.loc[pairs > 0, "ep_size"].unique())
+    if len(eps) < 3:  # the held-out EP needs two others to pin the per-pair cost
+        return None
+    ep = rows["ep_size"].to_numpy()
+    new, old = _ll_model(lg, pairs), _ll_model(lg, pairs, overlap=False)
+    errs: dict[str, list] = {"new": [], "old": []}
+    for e in eps:
+        m = ep != e
+        q = fit_log(lambda q: new(q, m), y[m], [[12.0, 0.05, 200.0, 40.0]], [0.0, 0.0, 1.0, 1.0], [500.0, 5.0, 5000.0, 500.0])
+        errs["new"].append(mape(new(q)[~m], y[~m]))
+        q = fit_log(lambda q: old([q[0], 0.0, q[1], q[2]], m), y[m], [[12.0, 200.0, 40.0]], [0.0, 1.0, 1.0],
+                    [500.0, 5000.0, 500.0])
+        errs["old"].append(mape(old([q[0], 0.0, q[1], q[2]])[~m], y[~m]))
+    return float(np.mean(errs["new"])), float(np.mean(errs["old"]))
 
 
 def fit_deepep_normal(rows, op: str, base_us: float | None = None, nvl_gbps: float | None = None,

@@ -16,7 +16,8 @@ FORMULAS = {
     "attention_decode": "t = latency + max(KV bytes / (HBM hbm_eff), FLOPs / (peak_bf16 eff))  [costs/compute.py]",
     "mla_prefill": "t = latency + (pairs + query rows x row_pairs) x MHA pair FLOPs / (peak_bf16 eff)  [costs/compute.py]",
     "mla_decode": "t = latency + max(latent bytes / (HBM hbm_eff), FLOPs / (peak_bf16 eff))  [costs/compute.py]",
-    "deepep_ll": "t = base + NVLink bytes / nvl_gbps + RDMA bytes / rdma_gbps  [costs/deepep.py]",
+    "deepep_ll": "t = base + pair_us x remote pairs (experts / ep x (ep - gpn)) + max(NVLink bytes / nvl_gbps, "
+                 "RDMA bytes / rdma_gbps)  [costs/deepep.py]",
     "deepep_normal": "t = base + NVLink bytes / nvl_gbps (1 node) or RDMA bytes / rdma_gbps  [costs/deepep.py]",
     "allreduce": "t = base + 2 (n-1) latency + 2 (n-1)/n bytes / busbw  [costs/comm.py]",
     "mooncake": "t = setup + chunks x per_chunk_us (queued per sending GPU) + bytes / (eff x senders' NIC share x "
@@ -29,7 +30,7 @@ FORMULAS = {
             "costs/host.py, exposed only beyond the step's GPU work (costs/step.py)  "
             "[calibrate/fit_system.py, costs/measured.py]",
 }
-ORDER = ("eff", "m_tile", "hbm_eff", "latency_us", "sharp", "base_us", "nvl_gbps", "rdma_gbps", "intranode_gbps",
+ORDER = ("eff", "m_tile", "hbm_eff", "latency_us", "sharp", "base_us", "pair_us", "nvl_gbps", "rdma_gbps", "intranode_gbps",
          "internode_gbps", "setup_ms", "per_chunk_us", "per_page_us", "rel_uncertainty", "fit_mape", "heldout_mape",
          "points", "heldout_points", "heldout")
 

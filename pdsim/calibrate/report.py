@@ -118,7 +118,7 @@ def _comm_rows() -> list[tuple]:
             if not p:
                 continue
             pred = [ll_time_s(p, x.tokens_per_rank, int(x.hidden), int(x.top_k), int(x.ep_size), int(x.gpus_per_node),
-                              ELEM_BYTES[op]) * 1e6 for x in r.itertuples()]
+                              ELEM_BYTES[op], float(x.experts)) * 1e6 for x in r.itertuples()]
             pts = [f"EP{e} {t} tok/rank {op}" for e, t in zip(r["ep_size"], r["tokens_per_rank"])]
             out += _rows("deepep_low_latency", hwk, f"deepep_ll_{op}", pts, "us", r[f"{op}_us"], pred, r["use"], r["note"])
     nm = data.load("deepep_normal")

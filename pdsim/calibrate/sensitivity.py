@@ -40,7 +40,7 @@ from ..costs.transfer import flow_cap, transfer_plan
 from ..specs.hardware import FRACTIONS, HardwareProfile
 
 HEADLINE = ("mean_ttft_ms", "mean_itl_ms", "output_throughput", "request_goodput")
-SLOWER = ("latency_us", "base_us", "setup_ms", "per_chunk_us", "per_page_us")
+SLOWER = ("latency_us", "base_us", "pair_us", "setup_ms", "per_chunk_us", "per_page_us")
 FASTER = ("eff", "hbm_eff", "nvl_gbps", "rdma_gbps", "intranode_gbps", "internode_gbps")
 
 

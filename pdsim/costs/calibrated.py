@@ -39,7 +39,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from .compute import effective_sharp
-from .deepep import ELEM_BYTES, linear_coeffs
+from .deepep import ELEM_BYTES, linear_coeffs, remote_pairs
 from .measured import with_measured_system
 from .moe_kernels import expert_gemm
 from .roofline import RooflineStepCost
@@ -99,9 +99,14 @@ class CalibratedStepCost(RooflineStepCost):
             for mode, ll in (("ll", True), ("normal", False)):
                 ps = [cal.get(f"deepep_{mode}_{op}") for op in ("dispatch", "combine")]
                 if all(ps):
+                    experts = self.experts_per_gpu * self.world  # physical experts, redundant ones included
                     setattr(k, f"a2a_{mode}", tuple(
-                        linear_coeffs(p, ll, self.hidden, self.k, self.world, self.gpn, ELEM_BYTES[op], self.nic_scale)
+                        linear_coeffs(p, ll, self.hidden, self.k, self.world, self.gpn, ELEM_BYTES[op],
+                                      experts, self.nic_scale)
                         for p, op in zip(ps, ("dispatch", "combine"))))
+                    if ll:  # the per-remote-pair part of the fixed cost: NIC messages in flight (tbo.py)
+                        k.a2a_ll_pairs = tuple(float(p.get("pair_us", 0.0)) * 1e-6 * remote_pairs(experts, self.world, self.gpn)
+                                               for p in ps)
         ar = cal.get("allreduce")
         if ar:
             k.allreduce = self._allreduce_fitted(ar)

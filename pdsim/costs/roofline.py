@@ -165,22 +165,24 @@ class RooflineStepCost:
             prefill_attn=SimpleNamespace(pair_flops=self.pair_flops, eff=e.attention, lat=lat, row_pairs=0.0),
             decode_attn=SimpleNamespace(pair_flops=self.pair_flops_dec, eff=dec_eff, hbm_eff=dec_hbm, lat=lat),
             a2a_ll=self._a2a_first_principles(True), a2a_normal=self._a2a_first_principles(False),
+            a2a_ll_pairs=(0.0, 0.0),
             allreduce=self._allreduce_first_principles)
 
     def _a2a_first_principles(self, low_latency: bool) -> tuple[tuple[float, float, float], ...]:
         """DeepEP dispatch (FP8 + scales) and combine (BF16) of one MoE layer, each as (base s,
         SM-driven s per token per rank, in-flight s per token per rank) (deepep.linear_coeffs):
         bytes per leg at the profile's NVLink / RDMA bandwidth, plus two point-to-point
-        latencies per kernel. Low-latency kernels: the NVLink copy by the SMs plus the RDMA leg in
-        flight; normal kernels: the slower leg bounds the kernel."""
+        latencies per kernel. Low-latency kernels: the NVLink copy by the SMs, the RDMA leg in
+        flight beside it; normal kernels: the slower leg bounds the kernel (both: the slower leg)."""
         if not self.k or self.ep <= 1:
             return ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
         base = 2 * self.hw.efficiency.p2p_latency_us * 1e-6
         legs = []
         for elem in (FP8_DISPATCH_BYTES, 2.0):
             nvl, rdma = deepep_legs(1.0, self.hidden, self.k, self.world, self.gpn, elem, not low_latency)
-            if low_latency:
-                legs.append((base, nvl / self.nvl_bw, rdma / self.rdma_bw))
+            if low_latency:  # the SMs' NVLink copy and the NIC's RDMA leg overlap (deepep.py)
+                a, b = nvl / self.nvl_bw, rdma / self.rdma_bw
+                legs.append((base, a, b - a if b > a else 0.0))
             else:
                 legs.append((base, 0.0, max(nvl / self.nvl_bw, rdma / self.rdma_bw)))
         return tuple(legs)
@@ -231,6 +233,8 @@ class RooflineStepCost:
                           self.expert_bytes / (hbm * m.hbm_eff), m.lat, m.sharp)
             self.c_shared = self._gemm_coeffs(self.g_shared, k.gemm, 1 if self.cpu_device else 2) if self.g_shared.w else None
             self.a2a_ll, self.a2a_normal = k.a2a_ll, k.a2a_normal
+            # of each low-latency kernel's fixed seconds, the part per remote pair (deepep.ll_fixed_s)
+            self.a2a_ll_pairs = getattr(k, "a2a_ll_pairs", (0.0, 0.0))
         # small kernels: (latency per layer, s per token) attention side, dense-MLP side, MoE side,
         # and s per routed assignment
         # (the profile's memory-kernel priors in both models: no microbenchmark isolates these kernels)

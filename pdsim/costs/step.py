@@ -121,7 +121,7 @@ def make_coeffs(c):
         # kernel runs on its own comm stream and SMs, all of it off the compute stream
         tbo_ll = ll_stream_legs(a2a_ll, (ll_recv_bytes(c.hidden, k, FP8_DISPATCH_BYTES, False),
                                          ll_recv_bytes(c.hidden, k, 2.0, True)),
-                                c.hbm_peak * c.hw.efficiency.hbm) if tbo else None
+                                c.hbm_peak * c.hw.efficiency.hbm, c.a2a_ll_pairs) if tbo else None
         # normal kernels under TBO run slower beside the compute (tbo.NORMAL_OVERLAP_SLOWDOWN)
         tbo_nm = tuple((0.0, b * f, sm * f, fl * f) for (b, sm, fl), f in zip(a2a_nm, tbo_mod.NORMAL_OVERLAP_SLOWDOWN))
 

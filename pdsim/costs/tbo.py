@@ -46,7 +46,8 @@ communication kernel runs beside them (``sm_stretch``). LMSYS: "no-TBO 8k outper
 per-kernel speed ... reduced SMs with TBO".
 
 Under TBO a low-latency kernel keeps part of its time on the stream (``ll_stream_legs``: its
-launches and count polling, ``LL_STREAM_SHARE`` of the fitted base, and its receive copy), and a
+launches and count polling, ``LL_STREAM_SHARE`` of the fitted intranode base, and its receive copy;
+its per-remote-pair NIC messages stay in flight), and a
 normal kernel runs ``NORMAL_OVERLAP_SLOWDOWN`` slower than alone (DeepSeek's own prefill profile
 against DeepEP's unit test); both keep the no-TBO price of the kernel unchanged.
 
@@ -64,15 +65,18 @@ SIM_LAYERS = 5  # layers simulated before the steady period is extrapolated
 # receiver's copy into the expert layout (a reading of DeepEP's internode path). Assumption 4,
 # range 2-6 (``pdsim sensitivity`` perturbs it).
 COPY_HBM_PASSES = 4.0
-# Share of a low-latency DeepEP kernel's fixed latency that is kernel time on the compute stream
-# (launching the send and the receive kernel, issuing the sends, polling each source rank's
-# count), not time in flight. With the receive hook SGLang runs both kernels on its one stream
-# (DeepEP legacy internode_ll.cu: a send phase and a receive phase), so that part cannot hide
-# behind the other micro-batch. Derived: H100's intranode times at one token per rank (no NIC on
-# the path, in-flight NVLink latency ~1 us) are 13.2 us (dispatch) and 14.4 us (combine),
-# 0.80 / 0.84 of the fitted internode bases 16.6 / 17.1 us (calibration/data/deepep_low_latency.csv,
-# AIConfigurator's SGLang tables). Assumption 0.8, range 0.5-1.0 (``pdsim sensitivity``).
-LL_STREAM_SHARE = 0.8
+# Share of a low-latency DeepEP kernel's intranode fixed latency (``base_us``, deepep.py) that is
+# kernel time on the compute stream (launching the send and the receive kernel, issuing the
+# sends, the grid sync, polling each pair's count), not time in flight. With the receive hook
+# SGLang runs both kernels on its one stream (DeepEP legacy internode_ll.cu: a send phase and a
+# receive phase), so that part cannot hide behind the other micro-batch. The part per remote
+# pair (``pair_us`` x remote pairs: one NIC atomic per pair, deepep.py) is in flight: it exists
+# only where the NIC carries the pair. Derived: the fitted intranode bases are 12.7 us
+# (dispatch) and 13.4 us (combine) on H100 (H100's measured one-token EP8 times 13.2 / 14.4 us);
+# of these only the NVLink latency, ~1 us, is in flight: (12.7 - 1) / 12.7 = 0.92, 0.93
+# (calibration/data/deepep_low_latency.csv, AIConfigurator's SGLang tables). Assumption 0.9,
+# range 0.5-1.0 (``pdsim sensitivity``).
+LL_STREAM_SHARE = 0.9
 # How much slower a DeepEP normal kernel runs while compute kernels run beside it than alone
 # (dispatch, combine): its copies share HBM and L2 with the compute on the other SMs. Measured on
 # DeepSeek's own H800 prefill profile (EP32, 16K tokens per GPU, balanced routing, two
@@ -136,19 +140,22 @@ def ll_recv_bytes(hidden: int, top_k: int, elem_bytes: float, combine: bool) -> 
     return (top_k + 1) * msg if combine else 2.0 * top_k * msg
 
 
-def ll_stream_legs(legs: tuple, recv_bytes: tuple, hbm_bytes_per_s: float) -> tuple:
+def ll_stream_legs(legs: tuple, recv_bytes: tuple, hbm_bytes_per_s: float, pairs: tuple = (0.0, 0.0)) -> tuple:
     """Low-latency DeepEP kernels under TBO as (stream fixed s, flight fixed s, stream s per
-    token, flight s per token), dispatch then combine, from their fitted (base s, SM s per token,
-    flight s per token) ``legs`` (deepep.linear_coeffs). ``LL_STREAM_SHARE`` of the base and the
-    receive kernel's copy (``recv_bytes`` per token at ``hbm_bytes_per_s``, taken out of the
-    flight: the fitted time already holds it) move onto the stream; the totals stay the fitted
-    kernel times. The receive's copy is charged with the send (the stream time is the same)."""
+    token, flight s per token), dispatch then combine, from their fitted (fixed s, SM s per token,
+    flight s per token) ``legs`` (deepep.linear_coeffs), of whose fixed seconds ``pairs`` are
+    the per-remote-pair part (in flight). ``LL_STREAM_SHARE`` of the rest (the intranode base)
+    and the receive kernel's copy (``recv_bytes`` per token at ``hbm_bytes_per_s``, taken out of
+    the flight: the fitted time already holds it) move onto the stream; the totals stay the
+    fitted kernel times. The receive's copy is charged with the send (the stream time is the
+    same)."""
     out = []
-    for (base, sm, fl), rb in zip(legs, recv_bytes):
+    for (fixed, sm, fl), rb, pr in zip(legs, recv_bytes, pairs):
         copy = rb / hbm_bytes_per_s if hbm_bytes_per_s > 0.0 else 0.0
         if copy > fl:
             copy = fl  # one node: no flight leg, the fitted NVLink time holds the copy
-        out.append((LL_STREAM_SHARE * base, (1.0 - LL_STREAM_SHARE) * base, sm + copy, fl - copy))
+        base = fixed - pr
+        out.append((LL_STREAM_SHARE * base, (1.0 - LL_STREAM_SHARE) * base + pr, sm + copy, fl - copy))
     return tuple(out)
 
 
