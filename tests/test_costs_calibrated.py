@@ -107,7 +107,9 @@ def test_deepep_linear_form_matches_the_kernel_forms():
     g = GROUPS["decode"]
     c = CalibratedStepCost(H800, DSV3, g, "decode")
     tpr = 96.0
-    want = sum(ll_time_s(H800.calibration[f"deepep_ll_{op}"], tpr, 7168, 8, 72, 8, ELEM_BYTES[op]) for op in ELEM_BYTES)
+    experts = c.experts_per_gpu * c.world  # physical experts: the per-remote-pair cost counts them
+    want = sum(ll_time_s(H800.calibration[f"deepep_ll_{op}"], tpr, 7168, 8, 72, 8, ELEM_BYTES[op], experts)
+               for op in ELEM_BYTES)
     got = sum(b + (sm + fl) * tpr for b, sm, fl in c.a2a_ll)
     assert got == pytest.approx(want, rel=1e-9)
     c = CalibratedStepCost(H800, DSV3, GROUPS["prefill"], "prefill")
@@ -120,7 +122,7 @@ def test_deepep_linear_form_matches_the_kernel_forms():
 def test_units_of_known_kernels():
     """Seconds out: H800 DeepEP LL dispatch at EP64, 128 tokens/rank is ~173 us (README); the
     calibrated price is within 15%."""
-    t = ll_time_s(H800.calibration["deepep_ll_dispatch"], 128, 7168, 8, 64, 8, ELEM_BYTES["dispatch"])
+    t = ll_time_s(H800.calibration["deepep_ll_dispatch"], 128, 7168, 8, 64, 8, ELEM_BYTES["dispatch"], 256)
     assert 1.47e-4 < t < 2.0e-4
 
 

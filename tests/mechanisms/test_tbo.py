@@ -168,8 +168,8 @@ def test_normal_kernels_run_slower_beside_compute():
 def test_low_latency_kernels_keep_their_launch_and_copy_on_the_stream():
     """With the receive hook, SGLang runs a low-latency kernel's send and receive on its one stream
     (DeepEP legacy internode_ll.cu): the launches, the count polling (``LL_STREAM_SHARE`` of the
-    fitted base, from H100's intranode one-token times 13.2 / 14.4 us over the fitted 16.6 /
-    17.1 us) and the receive copy cannot hide. At LMSYS's decode (EP72, 256 per GPU: 128 per
+    fitted intranode base, 12.7 / 13.4 us on H100, less ~1 us of NVLink latency in flight) and
+    the receive copy cannot hide; the per-remote-pair NIC messages (deepep.py) are in flight. At LMSYS's decode (EP72, 256 per GPU: 128 per
     micro-batch) that stream time is ~48 us (dispatch) and ~60 us (combine) per layer, the size
     of the DeepEP unit test's "potential of 0.06 ms occupying SMs" for dispatch and ~0.075 ms for
     combine in LMSYS's decode breakdown. It makes small batches lose more (LMSYS -27% at 32) and
@@ -178,7 +178,8 @@ def test_low_latency_kernels_keep_their_launch_and_copy_on_the_stream():
     c = cost("calibrated", H100, DSV3, ep_group(9, True, tbo=True), "decode")
     x = 128.0 * c.expert_load.imbalance(256 * 72 * 8)  # the hottest receiver's tokens per micro-batch
     legs = tbo_mod.ll_stream_legs(c.a2a_ll, (tbo_mod.ll_recv_bytes(7168, 8, 1 + 4 / 128, False),
-                                             tbo_mod.ll_recv_bytes(7168, 8, 2.0, True)), 3352e9 * 0.8)
+                                             tbo_mod.ll_recv_bytes(7168, 8, 2.0, True)), 3352e9 * 0.8,
+                                  c.a2a_ll_pairs)
     (ds0, _, ds1, _), (cs0, _, cs1, _) = legs
     assert 25e-6 < 2 * (ds0 + ds1 * x) < 90e-6  # LMSYS unit test: 60 us per layer
     assert 35e-6 < 2 * (cs0 + cs1 * x) < 110e-6  # ~75 us
