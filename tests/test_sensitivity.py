@@ -91,3 +91,26 @@ def test_a_slowdown_factor_is_never_perturbed_below_one():
         low = tbo.NORMAL_OVERLAP_SLOWDOWN
     assert tbo.NORMAL_OVERLAP_SLOWDOWN == before
     assert min(low) == 1.0 and low[0] == before[0] * (1.0 - a.rel_uncertainty)
+
+
+def test_mooncake_priors_are_perturbed_where_no_fit_prices_the_transfer():
+    """The transfer module's Mooncake priors (setup, per-chunk, per-page: DOMAIN.md s4, SGLang PR
+    #7236) price a disaggregated run's KV transfer under the roofline cost model: `pdsim
+    sensitivity` perturbs them there, and not where the profile's fitted calibration.mooncake
+    prices it (that model is perturbed by its own uncertainty)."""
+    import pdsim
+    from pdsim.calibrate.sensitivity import ASSUMPTIONS, assumption_patch
+    from pdsim.costs import transfer
+
+    by = {a.attr: a for a in ASSUMPTIONS if a.attr.startswith("MOONCAKE_")}
+    assert set(by) == {"MOONCAKE_SETUP_MS", "MOONCAKE_PER_CHUNK_US", "MOONCAKE_PER_PAGE_US"}
+    fitted = pdsim.load_scenario("dsv3-h800-p4d9")
+    prior = pdsim.load_scenario("dsv3-h800-p4d9", ["cost_model=roofline"])
+    per_page = pdsim.load_scenario("dsv3-h800-p4d9", ["cost_model=roofline", "transfer.batched=false"])
+    assert not any(a.applies(fitted) for a in by.values())
+    assert by["MOONCAKE_SETUP_MS"].applies(prior) and by["MOONCAKE_PER_CHUNK_US"].applies(prior)
+    assert not by["MOONCAKE_PER_PAGE_US"].applies(prior) and by["MOONCAKE_PER_PAGE_US"].applies(per_page)
+    before = transfer.mooncake_constants(prior.hardware, False)["setup_ms"]
+    with assumption_patch(by["MOONCAKE_SETUP_MS"], 2.0):
+        assert transfer.mooncake_constants(prior.hardware, False)["setup_ms"] == 2.0 * before
+    assert transfer.MOONCAKE_SETUP_MS == before

@@ -14,7 +14,8 @@ The constants and their relative uncertainties u come from the profile itself:
   costs (router, bootstrap, first contact), restart (process, weight load, communicator init,
   graph capture), MTP acceptance (DeepSeek's measured rates, relative, at most 1), the default
   expert popularity and its per-batch drift, CUDA-graph and DeepEP buffer memory, the NVLink
-  KV-copy constants, W4A16 dequantisation, the small-kernel counts (elementwise.py), the attention
+  KV-copy constants, the Mooncake transfer priors (where no fitted ``calibration.mooncake``
+  prices the transfer), W4A16 dequantisation, the small-kernel counts (elementwise.py), the attention
   backends' assumed efficiencies (attention_backends.py, where a group names a backend): each
   patched in-process for the two runs and restored after (``assumption_patch``), run only where
   the scenario uses it (``applies``).
@@ -144,6 +145,22 @@ def _always(resolved) -> bool:
     return True
 
 
+def _mooncake_prior(field: str):
+    """A disaggregated Mooncake run that prices ``field`` with the transfer module's prior
+    (costs/transfer.py ``MOONCAKE_*``): the roofline cost model, or a profile without a fitted
+    ``calibration.mooncake`` of it, and no scenario value of its own."""
+    def applies(r) -> bool:
+        sc, t = r.scenario, r.scenario.transfer
+        if not (sc.cluster.disaggregated and t.backend == "mooncake"):
+            return False
+        if (field == "setup_ms" and t.setup_ms is not None) or (field == "per_chunk_us" and not t.batched) or \
+                (field == "per_page_us" and (t.batched or t.per_page_us is not None)):
+            return False
+        calibrated = sc.cost_model != "roofline" and bool(r.hardware.calibration)
+        return not (calibrated and field in (r.hardware.calibration.get("mooncake") or {}))
+    return applies
+
+
 def _attn(*backends: str):
     """A scenario with a group on one of ``backends`` (engine.attention_backend)."""
     return lambda r: any(g.engine.attention_backend in backends for g in _groups(r))
@@ -175,6 +192,12 @@ ASSUMPTIONS = (
     Assumption("pdsim.costs.transfer", "NVLINK_SETUP_MS", 1.0,
                lambda r: r.scenario.cluster.disaggregated and r.scenario.transfer.setup_ms is None),
     Assumption("pdsim.costs.transfer", "NVLINK_PER_CHUNK_US", 1.0, lambda r: r.scenario.cluster.disaggregated),
+    # the Mooncake priors of an uncalibrated transfer: setup 0.5-2 ms in the 1P1D measurements
+    # (DOMAIN.md s4); the per-chunk / per-page costs from one SGLang PR #7236 transfer, carried to
+    # other CPUs and NICs (assumption +-50%)
+    Assumption("pdsim.costs.transfer", "MOONCAKE_SETUP_MS", 1.0, _mooncake_prior("setup_ms")),
+    Assumption("pdsim.costs.transfer", "MOONCAKE_PER_CHUNK_US", 0.5, _mooncake_prior("per_chunk_us")),
+    Assumption("pdsim.costs.transfer", "MOONCAKE_PER_PAGE_US", 0.5, _mooncake_prior("per_page_us")),
     Assumption("pdsim.costs.roofline", "W4A16_DEQUANT", 1.0,
                lambda r: r.model.quant is not None and bool(r.model.quant.weight_only)),
     Assumption("pdsim.costs.tbo", "COPY_HBM_PASSES", 0.5, lambda r: _moe(r) and any(
