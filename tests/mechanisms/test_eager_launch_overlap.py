@@ -142,3 +142,28 @@ def test_exposure_keeps_the_step_linear_and_monotone():
         t = cost.step_time(n, n * n / 2.0, 1, 0, 0.0)
         assert t >= prev
         prev = t
+
+
+def test_cuda_graphs_off_is_a_knob_the_launcher_writes():
+    """Issue 23 item 6: CUDA graphs on/off is ``engine.cuda_graph_max_bs`` (0: off). Off, a small
+    decode step whose GPU work is shorter than the host's issue time pays the difference (the
+    issue cost per kernel measured above; Llama-8B on TP2 at batch 1); on, the graph replay.
+    ``pdsim launch`` writes the switch that selects it: SGLang ``--disable-cuda-graph``
+    (server_args), vLLM ``--enforce-eager`` (tests/test_launch.py)."""
+    import pdsim
+    from pdsim.launch import launch_plan as plan
+
+    h100, llama = load_hardware_ref("h100"), load_model_ref("llama-3.1-8b")
+    on, off = (build_step_cost("calibrated", h100, llama, GroupSpec(gpus=2, tp=2, engine=EngineSpec(cuda_graph_max_bs=bs)),
+                               "decode") for bs in (256, 0))
+    bd = off.breakdown(0, 0.0, 0, 1, 1024.0)
+    gpu = sum(bd[k] for k in GPU_PARTS)
+    assert off.launch_eager > gpu and bd["launch"] == pytest.approx(off.launch_eager - gpu)  # host-bound
+    assert off.step_time(0, 0.0, 0, 1, 1024.0) > 1.1 * on.step_time(0, 0.0, 0, 1, 1024.0)
+    sc = pdsim.load_scenario("dsv3-h800-p4d9", ["cluster.decode[0].engine.cuda_graph_max_bs=0"])
+    servers = [c for c in plan(sc, "sglang").commands if "launch_server" in " ".join(c.argv)]
+    decode = [list(c.options) for c in servers if "decode" in c.options]
+    assert decode and all("--disable-cuda-graph" in o and "--cuda-graph-max-bs" not in o for o in decode)
+    default = [list(c.options) for c in plan(pdsim.load_scenario("dsv3-h800-p4d9"), "sglang").commands
+               if "launch_server" in " ".join(c.argv) and "decode" in c.options]
+    assert default and all("--disable-cuda-graph" not in o for o in default)
