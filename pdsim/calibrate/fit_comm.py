@@ -65,7 +65,7 @@ def fit_deepep_ll(rows, op: str, base_us: float | None = None, base_label: str =
 
     ``heldout_ep_mape``: leave-one-EP-out over the multi-node EP sizes (the intranode EP cannot
     be left out: nothing else pins the NVLink bandwidth), for this form and, as
-    ``heldout_ep_mape_old_form``, for the form before (a constant base, the two legs added):
+    ``old_form_heldout_ep_mape``, for the form before (a constant base, the two legs added):
     the check that the EP-dependent term predicts an EP size it did not see."""
     rows = rows[rows["use"] & rows[f"{op}_us"].notna()]
     if rows.empty:
@@ -98,7 +98,7 @@ def fit_deepep_ll(rows, op: str, base_us: float | None = None, base_label: str =
         out["pair_us"] = float(pr)
         ep_out = _leave_one_ep_out(rows, lg, pairs, y)
         if ep_out is not None:
-            out["heldout_ep_mape"], out["heldout_ep_mape_old_form"] = ep_out
+            out["heldout_ep_mape"], out["old_form_heldout_ep_mape"] = ep_out
     elif pair_us is not None:
         out["pair_us"] = float(pair_us)
         why = "no multi-node row" if not pairs.any() else "one token count: collinear with the RDMA bytes"

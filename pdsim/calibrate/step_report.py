@@ -128,6 +128,8 @@ def _calibration_kind(p: dict) -> str:
         return "derived"
     if "partly_from" in p:
         return "fitted (partly derived)"
+    if "pair_from" in p or "base_from" in p:  # a constant held at another system's fit (DeepEP)
+        return "fitted (partly borrowed)"
     return "fitted"
 
 

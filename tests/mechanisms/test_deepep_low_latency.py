@@ -76,7 +76,7 @@ def test_held_out_ep_sizes_beat_the_constant_base(op):
     rows = ROWS[ROWS["hardware"] == "h100"]
     fit = fit_deepep_ll(rows, op)
     assert fit["heldout_ep_mape"] < 0.06
-    assert fit["heldout_ep_mape_old_form"] > 2 * fit["heldout_ep_mape"]
+    assert fit["old_form_heldout_ep_mape"] > 2 * fit["heldout_ep_mape"]
     assert fit["heldout_mape"] < 0.05  # every third (EP, tokens) key held out
 
 
