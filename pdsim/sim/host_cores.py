@@ -15,6 +15,10 @@ has a core and nothing here runs (every existing scenario unchanged). Instances 
 during the run go on their group's core when the placement gives one id for all; with one id per
 instance they are not placed (they step at their price).
 
+With ``host.visit_ms`` the other load comes to a core as whole processes that stay a while
+(sim/host_stalls.py) instead of a steady fraction of one: the intermittent ~2x decode steps of the
+CPU validation host (docs/validation/host-stalls.md).
+
 Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
 its prefills at 1.07x their price while D's worker was idle and 1.71x while it computed; D's
 decode steps 0.92x / 1.25x the other way round; the unpinned processes (D's engine core, API
