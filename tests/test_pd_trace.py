@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
+
 from builders import REPO
 
 TRACE = REPO / "validation/cpu-vllm-calibration/here/step-traces/pd-light"
@@ -39,15 +41,25 @@ def test_a_missing_or_malformed_trace_gets_one_line_and_exit_2(tmp_path):
         assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
 
 
-def test_a_trace_row_missing_a_field_is_refused_naming_file_line_and_field(tmp_path):
+def test_a_trace_row_missing_a_field_is_refused_naming_file_line_and_field(tmp_path, monkeypatch, capsys):
     """A cut or hand-edited row (here the step's end) used to crash with a KeyError deep in the
     summary; now: one line naming the file, the line and the field, exit 2."""
     import gzip
     import json
-    import subprocess
     import sys
 
-    for name in ("p", "d"):  # copy the committed traces, then cut one field from D's 3rd line
+    mod = _module()
+
+    def run() -> str:
+        monkeypatch.setattr(sys, "argv", ["pd_trace.py", "--trace", str(tmp_path)])
+        with pytest.raises(SystemExit) as done:
+            mod.main()
+        assert done.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        return err
+
+    for name in ("p", "d"):  # copy the committed traces, then cut one field from a D step row
         for f in sorted(TRACE.glob(f"{name}.*.gz")):
             (tmp_path / f.name).write_bytes(f.read_bytes())
     (tmp_path / "host-light.json").write_text((TRACE / "host-light.json").read_text())
@@ -58,18 +70,10 @@ def test_a_trace_row_missing_a_field_is_refused_naming_file_line_and_field(tmp_p
     del row["t_end"]
     lines[k] = json.dumps(row)
     victim.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
-    p = subprocess.run([sys.executable, str(REPO / "validation/cpu-vllm-pd/pd_trace.py"), "--trace", str(tmp_path)],
-                       capture_output=True, text=True, cwd=REPO)
-    assert p.returncode == 2, p.stderr[-300:]
-    assert p.stderr == f"error: {victim}:{k + 1}: a 'step' row without the field 't_end'\n"
+    assert run() == f"error: {victim}:{k + 1}: a 'step' row without the field 't_end'\n"
 
     # the host file's fields likewise (here the observed placement)
-    victim.write_bytes(sorted(TRACE.glob(victim.name))[0].read_bytes())
     host = json.loads((TRACE / "host-light.json").read_text())
     del host["placement"]
     (tmp_path / "host-light.json").write_text(json.dumps(host))
-    p = subprocess.run([sys.executable, str(REPO / "validation/cpu-vllm-pd/pd_trace.py"), "--trace", str(tmp_path)],
-                       capture_output=True, text=True, cwd=REPO)
-    assert p.returncode == 2, p.stderr[-300:]
-    assert p.stderr.startswith(f"error: {tmp_path / 'host-light.json'}: no field 'placement'")
-    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert run().startswith(f"error: {tmp_path / 'host-light.json'}: no field 'placement'")
