@@ -222,3 +222,22 @@ def test_a_gpu_group_cannot_be_placed_on_host_cores():
     with pytest.raises(SpecError) as err:
         api.simulate(resolve(d))
     assert "host.placement" in str(err.value) and "CPU" in str(err.value)
+
+
+def test_a_placement_takes_the_static_host_share_off_the_groups_it_places_only():
+    """A mixed cluster: P on an H100 profile, D on the host's CPU. The static host share
+    (costs/host.py: 8 busy processes on the CPU profile's 2 cores against the 4 it was measured
+    with, x2) priced both groups' host work; placing D on core 1 used to take it off P too (its
+    per-step host work went from 2x back to 1x). Now only D, whose sharing is simulated, loses it."""
+    from pdsim.sim.world import World
+
+    table = RequestTable(np.array([0.0]), np.array([300]), np.array([4]), source="t")
+    gpu_p = ["cluster.prefill[0].hardware=h100"]
+    loose = World(api.load_scenario(PD, gpu_p), table).resolved
+    placed = World(api.load_scenario(PD, gpu_p + ["host.cores=2", "host.placement={decode: [1]}"]), table).resolved
+    bare = api.load_scenario(PD, gpu_p)
+    p0, d0 = (bare.hardware_of(r, 0).efficiency.step_overhead_us for r in ("prefill", "decode"))
+    assert loose.hardware_of("prefill", 0).efficiency.step_overhead_us == pytest.approx(2 * p0)
+    assert loose.hardware_of("decode", 0).efficiency.step_overhead_us == pytest.approx(2 * d0)
+    assert placed.hardware_of("prefill", 0).efficiency.step_overhead_us == pytest.approx(2 * p0)  # as unplaced
+    assert placed.hardware_of("decode", 0).efficiency.step_overhead_us == pytest.approx(d0)  # shares core 1 instead

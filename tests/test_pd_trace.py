@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
+
 from builders import REPO
 
 TRACE = REPO / "validation/cpu-vllm-calibration/here/step-traces/pd-light"
@@ -37,3 +39,41 @@ def test_a_missing_or_malformed_trace_gets_one_line_and_exit_2(tmp_path):
         p = subprocess.run([sys.executable, str(REPO / script), *args], capture_output=True, text=True, cwd=REPO)
         assert p.returncode == 2, (script, p.stderr[-300:])
         assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+def test_a_trace_row_missing_a_field_is_refused_naming_file_line_and_field(tmp_path, monkeypatch, capsys):
+    """A cut or hand-edited row (here the step's end) used to crash with a KeyError deep in the
+    summary; now: one line naming the file, the line and the field, exit 2."""
+    import gzip
+    import json
+    import sys
+
+    mod = _module()
+
+    def run() -> str:
+        monkeypatch.setattr(sys, "argv", ["pd_trace.py", "--trace", str(tmp_path)])
+        with pytest.raises(SystemExit) as done:
+            mod.main()
+        assert done.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        return err
+
+    for name in ("p", "d"):  # copy the committed traces, then cut one field from a D step row
+        for f in sorted(TRACE.glob(f"{name}.*.gz")):
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "host-light.json").write_text((TRACE / "host-light.json").read_text())
+    victim = sorted(tmp_path.glob("d.*.gz"))[0]
+    lines = gzip.decompress(victim.read_bytes()).decode().splitlines()
+    k = next(i for i, ln in enumerate(lines) if json.loads(ln).get("kind") == "step")
+    row = json.loads(lines[k])
+    del row["t_end"]
+    lines[k] = json.dumps(row)
+    victim.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    assert run() == f"error: {victim}:{k + 1}: a 'step' row without the field 't_end'\n"
+
+    # the host file's fields likewise (here the observed placement)
+    host = json.loads((TRACE / "host-light.json").read_text())
+    del host["placement"]
+    (tmp_path / "host-light.json").write_text(json.dumps(host))
+    assert run().startswith(f"error: {tmp_path / 'host-light.json'}: no field 'placement'")

@@ -101,8 +101,14 @@ def test_trace_env_wraps_fake_vllm_in_a_fresh_interpreter(tmp_path):
 def test_read_trace_refuses_a_missing_trace_and_a_bad_row(tmp_path):
     with pytest.raises(FileNotFoundError, match="no step-trace files"):
         vst.read_trace(tmp_path / "t.jsonl")
-    (tmp_path / "t.jsonl.12").write_text('{"kind": "step", "t_schedule": 1}\nnot json\n')
+    (tmp_path / "t.jsonl.12").write_text('{"kind": "clock", "pid": 12}\nnot json\n')
     with pytest.raises(ValueError, match=r"t.jsonl.12:2: not a JSON row"):
+        vst.read_trace(tmp_path / "t.jsonl")
+    (tmp_path / "t.jsonl.12").write_text('{"kind": "clock", "pid": 12}\n{"kind": "step", "t_schedule": 1}\n')
+    with pytest.raises(ValueError, match=r"t.jsonl.12:2: a 'step' row without the field 't_scheduled'"):
+        vst.read_trace(tmp_path / "t.jsonl")
+    (tmp_path / "t.jsonl.12").write_text('{"kind": "worker", "call": "execute_model", "t0": 1}\n')
+    with pytest.raises(ValueError, match=r"t.jsonl.12:1: a 'worker' row without the field 't1'"):
         vst.read_trace(tmp_path / "t.jsonl")
 
 
@@ -127,9 +133,16 @@ def test_host_share_reads_this_process_and_prices_the_stretch():
 def test_read_trace_reads_gzipped_files_as_committed(tmp_path):
     import gzip
 
-    row = '{"kind": "step", "t_schedule": 2.0}\n{"kind": "worker", "t0": 1.0, "t1": 1.5}\n'
+    import json
+
+    def step(t):  # a whole step row, as wrap_scheduler writes it
+        return json.dumps({"kind": "step", "t_schedule": t, "t_scheduled": t, "t_model_done": t, "t_end": t,
+                           "decodes": 1, "decode_ctx": 9, "prefill_chunks": [], "prefill_tokens": 0,
+                           "running": 1, "waiting": 0, "preempted": 0}) + "\n"
+
+    row = step(2.0) + '{"kind": "worker", "call": "execute_model", "t0": 1.0, "t1": 1.5}\n'
     (tmp_path / "t.jsonl.5.gz").write_bytes(gzip.compress(row.encode()))
-    (tmp_path / "t.jsonl.6").write_text('{"kind": "step", "t_schedule": 1.0}\n')
+    (tmp_path / "t.jsonl.6").write_text(step(1.0))
     (tmp_path / "t.jsonl.loads.json").write_text("{}")  # not a process's file: left alone
     steps, calls = vst.read_trace(tmp_path / "t.jsonl")
     assert [s["t_schedule"] for s in steps] == [1.0, 2.0] and len(calls) == 1
@@ -143,7 +156,7 @@ def test_step_compare_splits_each_cycle_into_host_hop_and_worker(tmp_path):
 
     def step(t0, t1, t2, t3, dec, pf):
         return {"kind": "step", "t_schedule": t0, "t_scheduled": t1, "t_model_done": t2, "t_end": t3,
-                "decodes": dec, "prefill_tokens": pf, "running": dec, "waiting": 0, "preempted": 0,
+                "decodes": dec, "decode_ctx": 0, "prefill_tokens": pf, "running": dec, "waiting": 0, "preempted": 0,
                 "prefill_chunks": [{"tokens": pf, "computed": 0, "prompt": pf}] if pf else []}
     rows = [step(0.000, 0.001, 0.501, 0.502, 0, 500),   # a prefill alone
             step(0.503, 0.504, 0.554, 0.555, 4, 0),     # a 53 ms decode cycle of 4 decoders (40-100 ms class)

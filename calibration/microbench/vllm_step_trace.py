@@ -171,8 +171,17 @@ def trace_env(path: str | Path) -> dict:
     return {"PYTHONPATH": str(folder) + (os.pathsep + pp if pp else ""), ENV_VAR: str(Path(path).resolve())}
 
 
+# the fields every reader of a trace uses (written by wrap_scheduler / describe_step and wrap_runner)
+STEP_FIELDS = ("t_schedule", "t_scheduled", "t_model_done", "t_end", "decodes", "decode_ctx", "prefill_chunks",
+               "prefill_tokens", "running", "waiting", "preempted")
+CHUNK_FIELDS = ("tokens", "computed", "prompt")
+WORKER_FIELDS = ("call", "t0", "t1")
+
+
 def read_trace(path: str | Path) -> tuple[list[dict], list[dict]]:
-    """The merged (steps, worker calls) of every process's ``<path>.<pid>`` file, each sorted by time."""
+    """The merged (steps, worker calls) of every process's ``<path>.<pid>`` file, each sorted by time.
+    A step or worker row without a field the readers use is refused (ValueError naming the file,
+    line and field)."""
     base = Path(path)
     own = re.compile(re.escape(base.name) + r"\.\d+(\.gz)?$")  # <path>.<pid>, or gzipped as committed
     files = sorted(f for f in base.parent.glob(base.name + ".*") if own.match(f.name))
@@ -186,7 +195,17 @@ def read_trace(path: str | Path) -> tuple[list[dict], list[dict]]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{f}:{i}: not a JSON row ({e.msg})") from None
-            (steps if row.get("kind") == "step" else calls if row.get("kind") == "worker" else []).append(row)
+            kind = row.get("kind") if isinstance(row, dict) else None
+            need = STEP_FIELDS if kind == "step" else WORKER_FIELDS if kind == "worker" else ()
+            for field in need:  # a cut or foreign row: refused here, not a KeyError deep in a summary
+                if field not in row:
+                    raise ValueError(f"{f}:{i}: a {kind!r} row without the field {field!r}")
+            if kind == "step":
+                for c in row["prefill_chunks"]:
+                    for field in CHUNK_FIELDS:
+                        if not isinstance(c, dict) or field not in c:
+                            raise ValueError(f"{f}:{i}: a prefill chunk without the field {field!r}")
+            (steps if kind == "step" else calls if kind == "worker" else []).append(row)
     steps.sort(key=lambda r: r["t_schedule"])
     calls.sort(key=lambda r: r["t0"])
     return steps, calls

@@ -104,14 +104,24 @@ def busy_processes(scenario, gpus_per_node: int) -> int:
     return n + (1 if scenario.cluster.prefill else 0) + 1
 
 
+def placed_groups(scenario) -> set[tuple[str, int]]:
+    """(role, group index) of every group the scenario's ``host.placement`` puts on host cores."""
+    from ..specs.host import group_keys
+
+    host = getattr(scenario, "host", None)
+    if host is None or not host.placement:
+        return set()
+    keys = group_keys(scenario.cluster)
+    return {keys[g][:2] for g in host.placement if g in keys}
+
+
 def host_scale(resolved) -> float:
     """share(this deployment) / share(the deployment the profile's host work was measured in);
-    1 when the profile does not record its cores and busy processes, or when the scenario places
-    its processes on cores (``host.placement``): then the simulation shares the cores step by step
-    (sim/host_cores.py) instead of this static count of every process as always busy."""
-    host = getattr(resolved.scenario, "host", None)
-    if host is not None and host.placement:
-        return 1.0
+    1 when the profile does not record its cores and busy processes. The groups a placement puts
+    on cores (``host.placement``) do not take it: their sharing is simulated step by step
+    (sim/host_cores.py) instead of this static count of every process as always busy
+    (``with_host_sharing``); the groups it does not place (a GPU group beside placed CPU groups)
+    keep it."""
     hw = resolved.hardware
     m = getattr(hw, "machine", None) or {}
     cores, measured = m.get("cores"), m.get("host_processes")
@@ -123,12 +133,24 @@ def host_scale(resolved) -> float:
 
 def with_host_sharing(resolved):
     """``resolved`` with every profile's per-step host constants scaled by ``host_scale`` (and, on
-    GPU profiles, by the scenario's measured host stretch: costs/host_load.py)."""
+    GPU profiles, by the scenario's measured host stretch: costs/host_load.py); a group placed on
+    host cores keeps its profile's constants (its sharing is simulated), and so does the scenario's
+    default profile once anything is placed, each unplaced group getting its own scaled copy."""
     from .host_load import host_constants, stretch_of
 
     f = host_scale(resolved)
     if f == 1.0 and stretch_of(resolved.scenario) == 1.0:
         return resolved
     sc = resolved.scenario
-    return dataclasses.replace(resolved, hardware=host_constants(resolved.hardware, sc, f),
-                               group_hardware={k: host_constants(h, sc, f) for k, h in resolved.group_hardware.items()})
+    placed = placed_groups(sc)
+    if not placed:
+        return dataclasses.replace(resolved, hardware=host_constants(resolved.hardware, sc, f),
+                                   group_hardware={k: host_constants(h, sc, f)
+                                                   for k, h in resolved.group_hardware.items()})
+    # a placement takes the static share off the groups it places only (a placement and a stretch
+    # never come together: specs/host.py)
+    groups = dict(resolved.group_hardware)
+    for role, i, _g in sc.cluster.groups():
+        groups.setdefault((role, i), resolved.hardware)
+    return dataclasses.replace(resolved, group_hardware={
+        k: h if k in placed else host_constants(h, sc, f) for k, h in groups.items()})

@@ -238,8 +238,8 @@ class Builder:
                                         "CPU: only CPU devices' workers share host cores",
                                         field="host.placement", source=self.resolved.source)
                     if out[-1].host_core is None and plan.hw.gpu.arch == "cpu":
-                        # a placement turns off the static host share (costs/host.py host_scale) for
-                        # every group: an unplaced CPU worker would step as if alone on the host
+                        # its kernels run on the host's cores too, but on none of the placed ones:
+                        # it would step beside the placed workers without sharing a core with them
                         raise SpecError(f"{plan.role}[{plan.index}] runs on the host's CPU but has no core: place "
                                         "every CPU group once a placement is given", field="host.placement", source=self.resolved.source)
         return out

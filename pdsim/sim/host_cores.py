@@ -15,6 +15,10 @@ has a core and nothing here runs (every existing scenario unchanged). Instances 
 during the run go on their group's core when the placement gives one id for all; with one id per
 instance they are not placed (they step at their price).
 
+With ``host.visit_ms`` the other load comes to a core as whole processes that stay a while
+(sim/host_stalls.py) instead of a steady fraction of one: the intermittent ~2x decode steps of the
+CPU validation host (docs/validation/host-stalls.md).
+
 Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
 its prefills at 1.07x their price while D's worker was idle and 1.71x while it computed; D's
 decode steps 0.92x / 1.25x the other way round; the unpinned processes (D's engine core, API
@@ -23,6 +27,7 @@ server, proxy, client) ran on either core.
 from __future__ import annotations
 
 from ..specs.host import group_keys
+from .host_stalls import Visits
 
 
 class _Job:
@@ -69,7 +74,8 @@ class HostCores:
     ``host.unpinned``), which the kernel's load balancer puts on the least loaded cores."""
 
     def __init__(self, env, cores: int, placement: dict[tuple[str, int], tuple[int, ...]],
-                 unpinned: dict[tuple[str, int], float] | None = None, background: float = 0.0):
+                 unpinned: dict[tuple[str, int], float] | None = None, background: float = 0.0,
+                 visit_s: float = 0.0, seed: int = 0):
         self.env = env
         self.cores = [HostCore(self, c) for c in range(cores)]
         self.placement = placement  # (role, group index) -> core id per instance (or one for all)
@@ -78,6 +84,9 @@ class HostCores:
         self.load = self.background  # busy unpinned processes now, over all cores
         self._t = 0.0  # when ``left`` of every job was last settled
         self._version = 0  # a completion timer scheduled for an older state is stale
+        # the other load as whole processes visiting cores (host.visit_ms, sim/host_stalls.py); None:
+        # a steady fraction of a process on each core
+        self.visits = Visits(cores, visit_s, seed) if visit_s > 0 else None
 
     @classmethod
     def of(cls, env, scenario) -> "HostCores | None":
@@ -87,7 +96,8 @@ class HostCores:
             return None
         keys = group_keys(scenario.cluster)
         return cls(env, host.cores, {keys[g][:2]: ids for g, ids in host.placement.items()},
-                   {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background)
+                   {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background,
+                   host.visit_ms * 1e-3, getattr(scenario, "seed", 0))
 
     def core_of(self, role: str, index: int, k: int) -> HostCore | None:
         """The core of instance ``k`` of group ``index`` of ``role``: its own id, or the group's
@@ -107,6 +117,8 @@ class HostCores:
     # ---- processor sharing -------------------------------------------------------------------
     def start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
         self._settle()
+        if self.visits is not None and not core.jobs:
+            self.visits.wake(core.cid, self.env.now)
         job = _Job(work, self.env.event(), core, extra)
         core.jobs.append(job)
         self.load += extra
@@ -138,10 +150,14 @@ class HostCores:
             left -= room
         return [max(0.0, w - c.busy) for c in self.cores]
 
+    def _extra(self, spread: list[float]) -> list[float]:
+        """Extra busy processes on each core now: the mean ones, or as visits realise them."""
+        return spread if self.visits is None else self.visits.extra(spread)
+
     def _settle(self) -> None:
         now = self.env.now
         if now > self._t:
-            spread = self._spread()
+            spread = self._extra(self._spread())
             for c in self.cores:
                 if c.jobs:
                     done = (now - self._t) * c.rate(spread[c.cid])
@@ -151,7 +167,8 @@ class HostCores:
 
     def _reschedule(self) -> None:
         self._version += 1
-        spread = self._spread()
+        mean = self._spread()
+        spread = self._extra(mean)
         best, first = None, None
         for c in self.cores:
             if c.jobs:
@@ -159,10 +176,28 @@ class HostCores:
                 t = max(j.left, 0.0) / c.rate(spread[c.cid])
                 if best is None or t < best:
                     best, first = t, j
+        if self.visits is not None:
+            now = self.env.now
+            for c in self.cores:
+                if not c.jobs:
+                    self.visits.sleep(c.cid, now, mean[c.cid])
+            at, vc = self.visits.next_change(now, mean, [bool(c.jobs) for c in self.cores])
+            if vc >= 0 and (best is None or at - now < best):
+                ev = self.env.timeout(max(at - now, 0.0))
+                ev.callbacks.append(lambda _e, v=self._version, c=vc: self._visit(v, c))
+                return
         if first is None:
             return
         ev = self.env.timeout(best)
         ev.callbacks.append(lambda _e, v=self._version, j=first: self._complete(v, j))
+
+    def _visit(self, version: int, cid: int) -> None:
+        """A visitor comes to or leaves core ``cid``: its steps change speed from now."""
+        if version != self._version:
+            return
+        self._settle()
+        self.visits.flip(cid)
+        self._reschedule()
 
     def _complete(self, version: int, first: _Job) -> None:
         if version != self._version:

@@ -36,6 +36,15 @@ class HostSpec:
     # ``background``: busy processes of other work on the host (not the deployment's), unpinned,
     # throughout the run: the other CPU seconds over the span (host_share.py ``other_cpu_s / wall_s``).
     background: float = 0.0
+    # ``visit_ms``: how the background and unpinned load reach a placed worker's core. 0 (default):
+    # spread evenly over time, each core's share of it a constant fractional process (processor
+    # sharing at the mean, as before). > 0: as whole processes that visit a core for ``visit_ms`` on
+    # average (exponential), present for the fraction of the time that keeps the core's mean load
+    # (sim/host_stalls.py): a step that meets a visitor runs at 1/(k + 1) for as long as it stays.
+    # What sets the visit: the kernel's periodic load balance of a busy CPU, every
+    # ``balance_interval`` (= the domain's CPU count, ms) x ``busy_factor`` (16) (Linux
+    # kernel/sched/topology.c ``sd_init``): 32 ms on a 2-CPU host (``busy_balance_ms``).
+    visit_ms: float = 0.0
 
     def __post_init__(self) -> None:
         check(1.0 <= self.cpu_stretch <= 100.0, f"must be in [1, 100] (a stretch factor), got {self.cpu_stretch}",
@@ -53,6 +62,11 @@ class HostSpec:
         if self.background and not self.placement:
             raise SpecError("background load shares the placed workers' cores: give a placement too",
                             field="background")
+        check(0.0 <= self.visit_ms <= 60000.0, f"must be in [0, 60000] ms (a visit of other work to a core), got "
+              f"{self.visit_ms}", "visit_ms")
+        if self.visit_ms and not self.placement:
+            raise SpecError("visits of other work need the placed cores they visit: give a placement too",
+                            field="visit_ms")
         if self.cpu_stretch != 1.0 and self.placement:
             # the stretch is other load measured as a step-time ratio; a placement simulates the same
             # sharing (background, unpinned): both together would count that load twice

@@ -27,6 +27,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
 
 
+HOST_FIELDS = ("span_monotonic", "share", "placement")  # run_case.py --trace-steps: host-<load>.json
+
+
 def _q(x) -> dict:
     x = np.asarray(x, dtype=float)
     if not len(x):
@@ -62,7 +65,14 @@ def analyse(trace: Path, load: str, hardware: str) -> dict:
     from pdsim import api
     from pdsim.costs.registry import build_step_cost
 
-    host = json.loads((trace / f"host-{load}.json").read_text())
+    host_file = trace / f"host-{load}.json"
+    try:
+        host = json.loads(host_file.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{host_file}: not JSON ({e.msg}, line {e.lineno})") from None
+    for field in HOST_FIELDS:  # what host_share wrote around the run; refused here, not a KeyError below
+        if not isinstance(host, dict) or field not in host:
+            raise ValueError(f"{host_file}: no field {field!r} (expected {', '.join(HOST_FIELDS)})")
     span = host["span_monotonic"]
     p_steps, p_calls = read_trace(trace / "p")
     d_steps, d_calls = read_trace(trace / "d")
