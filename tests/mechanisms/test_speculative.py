@@ -44,7 +44,8 @@ def test_more_draft_tokens_pay_at_batch_1():
 
 def _costs(steps: int):
     g = GroupSpec(nodes=2, dp=16, ep=16, enable_dp_attention=True,
-                  engine=EngineSpec(deepep_mode="low_latency", kv_cache_dtype="fp8", cuda_graph_max_bs=64))
+                  engine=EngineSpec(deepep_mode="low_latency", kv_cache_dtype="fp8", moe_runner="deepgemm_swapab",
+                                    cuda_graph_max_bs=64))
     spec = SpeculativeSpec(num_steps=steps, num_draft_tokens=steps + 1)
     model = dataclasses.replace(DSR1, mtp_layers=1)
     load = ExpertLoadSpec(eplb=True)
