@@ -7,7 +7,10 @@ read at Ant Group's ``h20-blog-20250926`` branch of SGLang, the engine of the H2
 
 - draft (``EAGLEWorker.draft`` / ``draft_forward``): ``num_steps - 1`` forward passes of the
   draft (DeepSeek's MTP module: one decoder layer of the target's shape sharing its embedding
-  and LM head; EAGLE: a small draft model), each over ``topk`` tokens per sequence, reading
+  and LM head, after ``eh_proj``, an unquantised BF16 linear of 2 x hidden -> hidden over the
+  token embedding and the previous hidden state, ``models/deepseek_nextn.py``; EAGLE: a small
+  draft model with the same ``fc``, ``models/llama_eagle.py``; EAGLE-3's ``fc`` takes 3 x hidden
+  of target states, in the draft extend only, ``llama_eagle3.py``), each over ``topk`` tokens per sequence, reading
   their context, with its LM head over those tokens and a softmax + top-k over the vocabulary.
   The first draft token comes from the previous step's draft-extend logits, so the loop
   breaks before its last forward ("we get 1 token from draft prefill and (#spec steps - 1)
@@ -111,6 +114,9 @@ BORROWED_LAUNCH_HOST_US = 10.55
 # reads more; greedy is the floor.
 DRAFT_SAMPLE_BYTES = 12.0
 VERIFY_SAMPLE_BYTES = 4.0
+# Inputs (x hidden) of the draft's fusing linear, BF16 (module doc): MTP's ``eh_proj`` and
+# EAGLE's ``fc`` in every draft forward; EAGLE-3's over three target layers, in the extend only.
+FUSE_INPUTS = {"mtp": 2, "eagle": 2, "eagle3": 3}
 
 
 def host_sync_s(hw) -> float:
@@ -146,6 +152,21 @@ class SpeculativeStepCost:
         self.vocab_s = (model.vocab / hbm) if (hbm and model is not None) else 0.0  # s per row per byte/entry
         self.kern_lat = hw.efficiency.mem_latency_us * 1e-6 if hw is not None else 0.0
         self._lm_trim: dict[int, float] = {}
+        self._fuse = self._fuse_gemm(draft, FUSE_INPUTS.get(spec.method, 2))
+        self._fuse_in_passes = spec.method != "eagle3"
+
+    @staticmethod
+    def _fuse_gemm(draft, inputs: int):
+        """Seconds of the draft's fusing linear (``FUSE_INPUTS`` x hidden -> hidden, BF16) at M
+        rows on a rank: a GEMM of the draft's own BF16 kernel constants (the LM head's, roofline.py)
+        over weights every GPU holds whole."""
+        k = getattr(getattr(draft, "kernels", None), "lm_gemm", None)
+        model = getattr(draft, "model", None)
+        if k is None or model is None:
+            return None
+        from .step import _gemm
+        kn = inputs * model.hidden * model.hidden
+        return _gemm((2.0 * kn / (k.peak * k.eff), k.m_tile, 2.0 * kn / (draft.hbm_peak * k.hbm_eff), k.lat, k.sharp))
 
     def _extend_lm_trim(self, decode_batch: int) -> float:
         """Seconds of the draft extend's LM head the draft model prices beyond SGLang's one
@@ -178,18 +199,26 @@ class SpeculativeStepCost:
                                              decode_tokens_per_seq=self.q if decode_batch else 1)
         seqs_rank = None if rank_tokens is None else rank_tokens / self.q
         d0, da, dc = self.draft.step_coeffs(prefill_tokens, prefill_seqs, 0) if prefill_tokens else (0.0, 0.0, 0.0)
+        fuse = self._fuse
+        if fuse is not None and prefill_tokens:
+            d0 += fuse(prefill_tokens / self.dp)
+        seqs = seqs_rank if seqs_rank is not None else decode_batch / self.dp
         if decode_batch:
             if self.passes:
                 s0, _, sc = self.draft.step_coeffs(0, 0, decode_batch, decode_tokens_per_seq=self.topk,
                                                    rank_tokens=None if seqs_rank is None else seqs_rank * self.topk)
                 d0 += self.passes * s0
                 dc += self.passes * sc
+                if fuse is not None and self._fuse_in_passes:
+                    d0 += self.passes * fuse(seqs * self.topk)
             # draft extend after verification: the draft over the verified tokens of every
             # sequence (its KV and hidden state for the next draft), padded to num_steps + 1,
             # logits for each sequence's last token only
             e0, _, ec = self.draft.step_coeffs(0, 0, decode_batch, decode_tokens_per_seq=self.n_ext,
                                                rank_tokens=None if seqs_rank is None else seqs_rank * self.n_ext)
             d0 += e0 - self._extend_lm_trim(decode_batch)
+            if fuse is not None:
+                d0 += fuse(seqs * self.n_ext)
             dc += ec
             d0 += self._sampling_s(decode_batch) + self.sync
         return t0 + d0, ta + da, tc + dc
