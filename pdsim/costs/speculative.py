@@ -230,7 +230,8 @@ class SpeculativeStepCost:
 
     def breakdown(self, prefill_tokens: int, prefill_attn: float, prefill_seqs: int, decode_batch: int,
                   decode_ctx: float, *, rank_tokens: float | None = None) -> dict[str, float]:
-        """Seconds per component: the target's verify parts, plus ``draft`` for the draft passes."""
+        """Seconds per component: the target's verify parts, plus ``draft`` for the rest of the
+        step (draft passes, draft extend, sampling kernels, host syncs)."""
         out = self.target.breakdown(prefill_tokens, prefill_attn, prefill_seqs, decode_batch, decode_ctx,
                                     rank_tokens=rank_tokens, decode_tokens_per_seq=self.q if decode_batch else 1)
         total = self.step_time(prefill_tokens, prefill_attn, prefill_seqs, decode_batch, decode_ctx, rank_tokens=rank_tokens)
