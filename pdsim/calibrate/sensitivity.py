@@ -128,6 +128,17 @@ def _mtp_default(resolved) -> bool:
     return any(g.engine.speculative is not None and g.engine.speculative.accept_rates is None for g in _groups(resolved))
 
 
+def _spec_host(resolved) -> bool:
+    """A speculative group on hardware without its own measured host launch cost."""
+    hw = resolved.hardware
+    return any(g.engine.speculative is not None for g in _groups(resolved)) and \
+        "kernel_launch_us" not in ((hw.calibration or {}).get("host") or {})
+
+
+def _spec(resolved) -> bool:
+    return any(g.engine.speculative is not None for g in _groups(resolved))
+
+
 def _pd(field: str):
     return lambda r: (r.scenario.overheads is not None and getattr(r.scenario.overheads, field) is None
                       and r.scenario.cluster.disaggregated)
@@ -180,6 +191,11 @@ ASSUMPTIONS = (
     Assumption("pdsim.costs.restart", "GRAPH_CAPTURE_S", 1.0, _restarts),
     # accept lengths 1.8-1.9 / 2.4-2.7 / 2.9-3.3 (LMSYS 2025-09-26): the per-position rates within ~+-10%
     Assumption("pdsim.specs.features", "DEEPSEEK_MTP_ACCEPT", 0.1, _mtp_default, cap=1.0),
+    # speculative steps (costs/speculative.py): the H100 host's launch cost borrowed for a host
+    # sync elsewhere (host CPUs differ, +-50%); the verify's sampling bytes per vocabulary entry,
+    # greedy argmax (4) up to softmax + top-k / top-p renormalisation + tree sampling (~2x)
+    Assumption("pdsim.costs.speculative", "BORROWED_LAUNCH_HOST_US", 0.5, _spec_host),
+    Assumption("pdsim.costs.speculative", "VERIFY_SAMPLE_BYTES", 1.0, _spec),
     Assumption("pdsim.specs.features", "DEFAULT_SKEW", 1.0, lambda r: _load(r, "skew")),
     Assumption("pdsim.specs.features", "DEFAULT_DRIFT", 1.0, lambda r: _load(r, "drift")),
     # measured (LMSYS decode balancedness 0.78-0.91: drift 0.06-0.20 around 0.100)

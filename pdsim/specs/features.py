@@ -98,8 +98,9 @@ class ExpertLoadSpec:
 class SpeculativeSpec:
     """Speculative decoding (SGLang ``--speculative-algorithm`` NEXTN/EAGLE/EAGLE3).
 
-    Per decode step a draft proposes ``num_steps`` tokens per sequence (``num_steps`` draft
-    forward passes of ``draft_layers`` layers: DeepSeek's MTP module is one decoder layer that
+    Per decode step a draft proposes ``num_steps`` tokens per sequence (``num_steps - 1`` draft
+    forward passes of ``draft_layers`` layers, the first token coming from the draft-extend pass
+    after the previous verification, costs/speculative.py: DeepSeek's MTP module is one decoder layer that
     shares the target's embedding and LM head; EAGLE drafts name a ``draft_model``), then the
     target verifies ``num_draft_tokens`` tokens per sequence in one forward pass. A sequence
     advances by 1 + the number of drafts accepted; ``accept_rates[i]`` is the probability that
