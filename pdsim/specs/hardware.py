@@ -24,6 +24,27 @@ GIB = 2**30
 Arch = Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
 
 
+# The DeepEP low-latency kernels' constants (costs/deepep.py ``ll_time_s``): microsecond costs
+# are >= 0, bandwidths (1e9 B/s) > 0; ``pair_us`` may be absent (no per-remote-pair cost).
+_DEEPEP_LL = (("base_us", ">= 0", True), ("pair_us", ">= 0", False), ("nvl_gbps", "> 0", True),
+              ("rdma_gbps", "> 0", True))
+
+
+def _check_deepep_ll(p: Any, where: str) -> None:
+    """Refuse a profile's ``calibration.deepep_ll_*`` entry whose constants the price could not use
+    (a negative ``pair_us`` would make every remote pair speed the kernel up)."""
+    check(isinstance(p, dict), "expected a mapping of base_us, pair_us, nvl_gbps, rdma_gbps", where)
+    for key, rule, required in _DEEPEP_LL:
+        v = p.get(key)
+        if v is None:
+            check(not required, f"missing (a number {rule}, costs/deepep.py)", f"{where}.{key}")
+            continue
+        check(isinstance(v, (int, float)) and not isinstance(v, bool), f"expected a number {rule}, got {v!r}",
+              f"{where}.{key}")
+        ok = v >= 0.0 and v != float("inf") if rule == ">= 0" else v > 0.0
+        check(ok, f"must be {rule}{' and finite' if rule == '>= 0' else ''}, got {v}", f"{where}.{key}")
+
+
 @dataclass(frozen=True)
 class GPUSpec:
     """One accelerator. Peak figures are dense (no sparsity), from datasheets.
@@ -180,6 +201,9 @@ class HardwareProfile:
         required = ["gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit"]
         missing = [k for k in required if k not in self.sources]
         check(not missing, f"every figure needs a source; missing {', '.join(missing)}", "sources")
+        for op in ("dispatch", "combine"):
+            if f"deepep_ll_{op}" in self.calibration:
+                _check_deepep_ll(self.calibration[f"deepep_ll_{op}"], f"calibration.deepep_ll_{op}")
         eff = {f"efficiency.{f.name}" for f in fields(Efficiency)}
         for k, v in self.uncertainty.items():
             check(k in eff or k.startswith("calibration."), f"unknown constant {k!r}", f"uncertainty.{k}")
