@@ -218,7 +218,7 @@ ASSUMPTIONS = (
                lambda r: r.model.quant is not None and bool(r.model.quant.weight_only)),
     Assumption("pdsim.costs.tbo", "COPY_HBM_PASSES", 0.5, lambda r: _moe(r) and any(
         g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r))),
-    # 0.9 of the fitted intranode base (H100 12.7 / 13.4 us less ~1 us of NVLink in flight); range 0.5-1.0
+    # 0.9 of the fitted intranode base (H100 12.8 / 13.6 us less ~1 us of NVLink in flight); range 0.5-1.0
     Assumption("pdsim.costs.tbo", "LL_STREAM_SHARE", 0.35, lambda r: _moe(r) and any(
         g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r)), cap=1.0),
     # DeepSeek's H800 profile vs DeepEP's unit test 1.31 / 1.21; SGLang's kernels 1.50 / 1.05

@@ -71,9 +71,9 @@ COPY_HBM_PASSES = 4.0
 # SGLang runs both kernels on its one stream (DeepEP legacy internode_ll.cu: a send phase and a
 # receive phase), so that part cannot hide behind the other micro-batch. The part per remote
 # pair (``pair_us`` x remote pairs: one NIC atomic per pair, deepep.py) is in flight: it exists
-# only where the NIC carries the pair. Derived: the fitted intranode bases are 12.7 us
-# (dispatch) and 13.4 us (combine) on H100 (H100's measured one-token EP8 times 13.2 / 14.4 us);
-# of these only the NVLink latency, ~1 us, is in flight: (12.7 - 1) / 12.7 = 0.92, 0.93
+# only where the NIC carries the pair. Derived: the fitted intranode bases are 12.8 us
+# (dispatch) and 13.6 us (combine) on H100 (H100's measured one-token EP8 times 13.2 / 14.4 us);
+# of these only the NVLink latency, ~1 us, is in flight: (12.8 - 1) / 12.8 = 0.92, 0.93
 # (calibration/data/deepep_low_latency.csv, AIConfigurator's SGLang tables). Assumption 0.9,
 # range 0.5-1.0 (``pdsim sensitivity``).
 LL_STREAM_SHARE = 0.9
