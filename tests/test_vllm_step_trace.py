@@ -3,6 +3,7 @@
 through the ``sitecustomize.py`` that ``trace_env`` writes."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -109,6 +110,12 @@ def test_read_trace_refuses_a_missing_trace_and_a_bad_row(tmp_path):
         vst.read_trace(tmp_path / "t.jsonl")
     (tmp_path / "t.jsonl.12").write_text('{"kind": "worker", "call": "execute_model", "t0": 1}\n')
     with pytest.raises(ValueError, match=r"t.jsonl.12:1: a 'worker' row without the field 't1'"):
+        vst.read_trace(tmp_path / "t.jsonl")
+    # a step row whose prefill_chunks is not a list (null from a cut writer) crashed with a TypeError
+    whole = {"kind": "step", "t_schedule": 1, "t_scheduled": 1, "t_model_done": 1, "t_end": 1, "decodes": 0,
+             "decode_ctx": 0, "prefill_chunks": None, "prefill_tokens": 0, "running": 0, "waiting": 0, "preempted": 0}
+    (tmp_path / "t.jsonl.12").write_text(json.dumps(whole) + "\n")
+    with pytest.raises(ValueError, match=r"t.jsonl.12:1: a 'step' row whose 'prefill_chunks' is not a list"):
         vst.read_trace(tmp_path / "t.jsonl")
 
 

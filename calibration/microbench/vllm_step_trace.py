@@ -201,6 +201,8 @@ def read_trace(path: str | Path) -> tuple[list[dict], list[dict]]:
                 if field not in row:
                     raise ValueError(f"{f}:{i}: a {kind!r} row without the field {field!r}")
             if kind == "step":
+                if not isinstance(row["prefill_chunks"], list):
+                    raise ValueError(f"{f}:{i}: a 'step' row whose 'prefill_chunks' is not a list")
                 for c in row["prefill_chunks"]:
                     for field in CHUNK_FIELDS:
                         if not isinstance(c, dict) or field not in c:
