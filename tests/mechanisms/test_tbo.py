@@ -168,7 +168,7 @@ def test_normal_kernels_run_slower_beside_compute():
 def test_low_latency_kernels_keep_their_launch_and_copy_on_the_stream():
     """With the receive hook, SGLang runs a low-latency kernel's send and receive on its one stream
     (DeepEP legacy internode_ll.cu): the launches, the count polling (``LL_STREAM_SHARE`` of the
-    fitted intranode base, 12.7 / 13.4 us on H100, less ~1 us of NVLink latency in flight) and
+    fitted intranode base, 12.8 / 13.6 us on H100, less ~1 us of NVLink latency in flight) and
     the receive copy cannot hide; the per-remote-pair NIC messages (deepep.py) are in flight. At LMSYS's decode (EP72, 256 per GPU: 128 per
     micro-batch) that stream time is ~48 us (dispatch) and ~60 us (combine) per layer, the size
     of the DeepEP unit test's "potential of 0.06 ms occupying SMs" for dispatch and ~0.075 ms for
