@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from ._convert import check
 from .errors import SpecError
 
+VISIT_MS_MIN = 0.1  # ms: the shortest host.visit_ms (0 aside); see HostSpec.__post_init__
+
 
 @dataclass(frozen=True)
 class HostSpec:
@@ -38,7 +40,7 @@ class HostSpec:
     background: float = 0.0
     # ``visit_ms``: how the background and unpinned load reach a placed worker's core. 0 (default):
     # spread evenly over time, each core's share of it a constant fractional process (processor
-    # sharing at the mean, as before). > 0: as whole processes that visit a core for ``visit_ms`` on
+    # sharing at the mean, as before). >= 0.1: as whole processes that visit a core for ``visit_ms`` on
     # average (exponential), present for the fraction of the time that keeps the core's mean load
     # (sim/host_stalls.py): a step that meets a visitor runs at 1/(k + 1) for as long as it stays.
     # What sets the visit: the kernel's periodic load balance of a busy CPU, every
@@ -62,7 +64,10 @@ class HostSpec:
         if self.background and not self.placement:
             raise SpecError("background load shares the placed workers' cores: give a placement too",
                             field="background")
-        check(0.0 <= self.visit_ms <= 60000.0, f"must be in [0, 60000] ms (a visit of other work to a core), got "
+        # below ~0.1 ms a visit is shorter than any scheduler time slice (CFS / EEVDF base slice
+        # 0.75 ms), i.e. sharing at the mean (0), and costs an event per visit: a run would be endless
+        check(self.visit_ms == 0.0 or VISIT_MS_MIN <= self.visit_ms <= 60000.0,
+              f"must be 0 (off) or in [{VISIT_MS_MIN}, 60000] ms (a visit of other work to a core), got "
               f"{self.visit_ms}", "visit_ms")
         if self.visit_ms and not self.placement:
             raise SpecError("visits of other work need the placed cores they visit: give a placement too",
