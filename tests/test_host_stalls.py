@@ -158,3 +158,17 @@ def test_the_traced_stalls_are_a_shared_core_not_a_bounded_wait():
     h = out["hop2_ms_histogram_0.5ms_bins"]
     assert h[6] > 2 * h[4] and h[14] > 2 * h[12]
     assert 20.0 <= out["visits_ms"]["mean"] <= 45.0  # about the 32 ms busy balance period
+
+
+def test_stall_trace_refuses_a_span_without_pure_decode_steps():
+    """A case whose span holds no pure decode step (a wrong span in the loads file, a prefill-only
+    recording) is a one-line error (main: exit 2), not an IndexError from np.percentile."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("stall_trace", REPO / "validation/cpu-vllm/stall_trace.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    prefill = {"B": 0, "pf": 100, "t": 0.0, "t_end": 0.1, "hop1": 0.0, "ex": 0.1, "mid": 0.0, "sa": 0.0, "hop2": 0.0}
+    for rows in ([], [prefill]):
+        with pytest.raises(ValueError, match="no pure decode step"):
+            mod.analyse(rows)

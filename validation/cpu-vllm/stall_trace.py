@@ -67,6 +67,8 @@ def steps_of(run: str, span: tuple[float, float], traces: Path = TRACES) -> list
 
 def analyse(rows: list[dict]) -> dict:
     pd = [r for r in rows if r["pf"] == 0 and r["B"] > 0]
+    if not pd:  # every figure below is over pure decode steps
+        raise ValueError(f"no pure decode step in the span ({len(rows)} steps)")
     by_b = collections.defaultdict(list)
     for r in pd:
         by_b[r["B"]].append(r)
