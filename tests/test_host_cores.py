@@ -241,3 +241,21 @@ def test_a_placement_takes_the_static_host_share_off_the_groups_it_places_only()
     assert loose.hardware_of("decode", 0).efficiency.step_overhead_us == pytest.approx(2 * d0)
     assert placed.hardware_of("prefill", 0).efficiency.step_overhead_us == pytest.approx(2 * p0)  # as unplaced
     assert placed.hardware_of("decode", 0).efficiency.step_overhead_us == pytest.approx(d0)  # shares core 1 instead
+
+
+def test_an_expert_service_beside_a_placement_keeps_the_static_host_share():
+    """The expert service (sim/experts.py, priced on ``hardware_of("experts", 0)``) is no group a
+    placement can put on a core, so like an unplaced group it keeps the static host share. On the
+    scenario's default profile it used to get the unscaled profile once anything was placed
+    (with_host_sharing gave a scaled copy only to the cluster's groups)."""
+    import dataclasses
+
+    from pdsim.costs.host import with_host_sharing
+    from pdsim.specs.faults import ExpertServiceSpec
+
+    placed = api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0], decode: [1]}"])
+    r = dataclasses.replace(placed, scenario=dataclasses.replace(placed.scenario, experts=ExpertServiceSpec(servers=2)))
+    base = r.hardware.efficiency.step_overhead_us
+    shared = with_host_sharing(r)
+    assert shared.hardware_of("decode", 0).efficiency.step_overhead_us == pytest.approx(base)  # placed: simulated
+    assert shared.hardware_of("experts", 0).efficiency.step_overhead_us == pytest.approx(2 * base)  # 8 busy on 2 cores vs 4

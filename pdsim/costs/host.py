@@ -152,5 +152,7 @@ def with_host_sharing(resolved):
     groups = dict(resolved.group_hardware)
     for role, i, _g in sc.cluster.groups():
         groups.setdefault((role, i), resolved.hardware)
+    if getattr(sc, "experts", None) is not None:  # the expert service: never placed (world.py hardware_of)
+        groups.setdefault(("experts", 0), resolved.hardware)
     return dataclasses.replace(resolved, group_hardware={
         k: h if k in placed else host_constants(h, sc, f) for k, h in groups.items()})
