@@ -12,7 +12,7 @@ BF16 combine = 2).
   (``UNROLLED_WARP_COPY``) or a non-blocking IBGDA put (``nvshmemi_ibgda_put_nbi_warp``) that the
   NIC carries while the SMs go on copying; ``combine`` likewise TMA-stores NVLink pairs and
   posts puts for the others), so the slower leg bounds the kernel. On H100's rows this form
-  predicts a left-out EP size to 2.5% / 4.9% (dispatch / combine), adding the legs to 5.5% /
+  predicts a left-out EP size to 2.5% / 4.9% (dispatch / combine), adding the legs to 5.3% /
   5.8%.
   The fixed cost grows with the EP size across nodes. Read in DeepEP's legacy
   ``csrc/kernels/legacy/internode_ll.cu`` (``dispatch`` / ``combine``): the launch configures
