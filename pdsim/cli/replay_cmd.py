@@ -115,6 +115,12 @@ def run(args: argparse.Namespace) -> int:
         if "goodput" in label:
             continue  # a real run carries no SLO
         print(f"  {label:<{width}}  {value:>12}")
+    from ..ingest.bursts import burst_note
+
+    offs, ttimes = rec.tokens.offsets, rec.tokens.times
+    bursts = burst_note(np.diff(ttimes[offs[i]:offs[i + 1]]) for i in range(len(rec)) if offs[i + 1] - offs[i] > 1)
+    if bursts:
+        print(f"  warning: {bursts}")
     if rec.meta.get("skipped_too_long"):
         print(f"  skipped: {rec.meta['skipped_too_long']} requests longer than the server's max_model_len "
               f"{rec.meta.get('max_model_len')} (--skip-too-long); {len(rec)} sent")
