@@ -50,3 +50,14 @@ def test_an_interrupted_proxy_start_up_stops_the_proxy(tmp_path, monkeypatch):
         with px:
             pass
     assert px.proc.poll() is not None
+
+
+def test_run_case_names_a_load_without_a_rate_before_starting_servers(tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "validation" / "cpu-vllm-pd" / "run_case.py"
+    r = subprocess.run([sys.executable, str(script), "--python", str(_sleeper(tmp_path)), "--model", str(tmp_path),
+                        "--loads", "knee"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--loads knee: no default rate and size" in r.stderr
+    assert "--rate and --requests" in r.stderr and "Traceback" not in r.stderr

@@ -48,6 +48,10 @@ def main() -> None:
                     help="scenario overrides written into the case (a profile re-measured on this host: "
                          "hardware=PATH, overheads.router_ms=...)")
     args = ap.parse_args()
+    for load in args.loads:  # before minutes of server start-up
+        if load not in LOADS and not (args.rate and args.requests):
+            raise SystemExit(f"run_case.py: --loads {load}: no default rate and size for this load (known: "
+                             f"{', '.join(LOADS)}); give --rate and --requests")
 
     import numpy as np
 
@@ -85,11 +89,8 @@ def main() -> None:
             replay(RequestTable(np.zeros(16), warm.input_len[:16], np.full(16, 16), max_concurrency=4),
                    ReplayConfig(proxy.url, seed=99), name="warm-up")
             for k, load in enumerate(args.loads):
-                rate, n = LOADS.get(load, (None, None))  # another load name: give --rate and --requests
+                rate, n = LOADS.get(load, (None, None))  # another load name: --rate and --requests (checked above)
                 rate, n = args.rate or rate, args.requests or n
-                if rate is None or n is None:
-                    raise SystemExit(f"run_case.py: --loads {load}: no default rate and size for this load (known: "
-                                     f"{', '.join(LOADS)}); give --rate and --requests")
                 name = f"{args.prefix}-{load}"
                 base = materialize(sc.scenario.workload, seed=sc.scenario.seed)
                 t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
