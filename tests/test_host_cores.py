@@ -15,6 +15,12 @@ from builders import REPO
 
 CPU = REPO / "workloads/scenarios/cpu-vllm-tiny-llama.yaml"
 PD = REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"
+# the bundled 1P1D scenario states its launch's placement; these tests build their own from none
+NO_HOST = ["host.unpinned={}", "host.cores=0", "host.placement={}"]
+
+
+def _pd(sets):
+    return api.load_scenario(PD, NO_HOST + list(sets))
 
 
 def _ends(jobs: list[tuple[float, float]]) -> list[float]:
@@ -68,17 +74,17 @@ def test_two_cpu_workers_on_one_core_take_twice_as_long():
 def test_no_placement_changes_nothing():
     table = RequestTable(np.array([0.0, 0.3, 0.5, 2.0]), np.array([700, 200, 450, 900]), np.array([20, 9, 30, 5]),
                          source="t")
-    base = api.simulate(api.load_scenario(PD), table=table)
-    with_host = api.simulate(api.load_scenario(PD, ["host.cores=2"]), table=table)
+    base = api.simulate(_pd([]), table=table)
+    with_host = api.simulate(_pd(["host.cores=2"]), table=table)
     for col in ("ttft_s", "e2e_s"):
         assert with_host.requests[col].to_numpy().tolist() == base.requests[col].to_numpy().tolist()
 
 
 def test_p_and_d_on_one_core_slow_each_other():
     table = RequestTable(np.array([0.0, 0.05, 0.1]), np.array([900, 900, 900]), np.array([60, 60, 60]), source="t")
-    apart = api.simulate(api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0], decode: [1]}"]),
+    apart = api.simulate(_pd(["host.cores=2", "host.placement={prefill: [0], decode: [1]}"]),
                          table=table)
-    shared = api.simulate(api.load_scenario(PD, ["host.cores=1", "host.placement={prefill: [0], decode: [0]}"]),
+    shared = api.simulate(_pd(["host.cores=1", "host.placement={prefill: [0], decode: [0]}"]),
                           table=table)
     # the second and third prompts are prefilled while D decodes the first: slower than alone
     assert shared.requests["ttft_s"].iloc[1] > apart.requests["ttft_s"].iloc[1]
@@ -94,8 +100,8 @@ def test_p_and_d_on_one_core_slow_each_other():
     (["host.cores=2", "host.placement={prefill: [0], decode: [1]}", "host.cpu_stretch=1.5"], "cpu_stretch", "twice"),
 ])
 def test_bad_placements_are_refused_naming_the_field(sets, field, words):
-    with pytest.raises(SpecError) as err:
-        api.load_scenario(PD, sets)
+    with pytest.raises(SpecError) as err:  # from no host block (the bundled scenario states its own)
+        _pd(sets)
     assert field in str(err.value) and words in str(err.value)
 
 
@@ -126,7 +132,7 @@ def test_unpinned_processes_go_to_the_least_loaded_cores():
 
 def test_unpinned_needs_a_placed_group():
     with pytest.raises(SpecError) as err:
-        api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}", "host.unpinned={decode: 1}"])
+        _pd(["host.cores=2", "host.placement={prefill: [0]}", "host.unpinned={decode: 1}"])
     assert "unpinned.decode" in str(err.value)
 
 
@@ -134,13 +140,13 @@ def test_a_group_placed_under_two_of_its_names_is_refused():
     """``decode`` and ``decode[0]`` are one group: one of the two placements was dropped silently
     (the last key won); an ``unpinned`` count under another of a placed group's names counts."""
     with pytest.raises(SpecError) as err:
-        api.load_scenario(PD, ["host.cores=2", 'host.placement={prefill: [0], decode: [1], "decode[0]": [0]}'])
+        _pd(["host.cores=2", 'host.placement={prefill: [0], decode: [1], "decode[0]": [0]}'])
     assert "host.placement.decode[0]" in str(err.value) and "'decode'" in str(err.value)
     with pytest.raises(SpecError) as err:
-        api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}",
+        _pd(["host.cores=2", "host.placement={prefill: [0]}",
                                'host.unpinned={prefill: 1, "prefill[0]": 0.5}'])
     assert "host.unpinned.prefill[0]" in str(err.value)
-    sc = api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}", 'host.unpinned={"prefill[0]": 0.5}'])
+    sc = _pd(["host.cores=2", "host.placement={prefill: [0]}", 'host.unpinned={"prefill[0]": 0.5}'])
     assert HostCores.of(simpy.Environment(), sc.scenario).extra_of("prefill", 0) == 0.5
 
 
@@ -157,7 +163,7 @@ def test_background_work_shares_the_cores_throughout():
 
 def test_background_needs_a_placement():
     with pytest.raises(SpecError) as err:
-        api.load_scenario(PD, ["host.background=1"])
+        _pd(["host.background=1"])
     assert "background" in str(err.value) and "placement" in str(err.value)
 
 
@@ -176,7 +182,7 @@ def test_a_worker_failing_mid_step_leaves_its_core(monkeypatch):
         cancelled.append(job not in job.core.jobs)  # off the core
 
     monkeypatch.setattr(HostCores, "cancel", counted)
-    res = api.simulate(api.load_scenario(PD, sets), table=table)
+    res = api.simulate(_pd(sets), table=table)
     assert res.requests["finished"].all() and res.requests["retries"].sum() > 0
     assert cancelled == [True]  # D was mid-step when it failed
 
@@ -186,7 +192,7 @@ def test_a_cpu_group_left_out_of_a_placement_is_refused():
     1.0 on the 2-core 1P1D case) while D shared no core: D stepped as if alone on the host."""
     table = RequestTable(np.array([0.0]), np.array([300]), np.array([4]), source="t")
     with pytest.raises(SpecError) as err:
-        api.simulate(api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0]}"]), table=table)
+        api.simulate(_pd(["host.cores=2", "host.placement={prefill: [0]}"]), table=table)
     assert "host.placement" in str(err.value) and "decode[0]" in str(err.value) and "no core" in str(err.value)
 
 
@@ -207,7 +213,7 @@ def test_instances_the_autoscaler_adds_share_their_groups_core(monkeypatch):
             "faults={events: [], restart: {process_s: 0.2, weight_load_gbps: 100.0, comm_init_s: 0.1, "
             "graph_capture_s: 0.1}}"]  # a quick start-up, so that the added instances step
     table = RequestTable(np.linspace(0.0, 3.0, 60), np.full(60, 3000), np.full(60, 20), source="t")
-    res = api.simulate(api.load_scenario(PD, sets), table=table)
+    res = api.simulate(_pd(sets), table=table)
     steps = [len(c["step_s"]) for c in res.record.steps]
     assert len(steps) > 2 and min(steps[2:]) > 0  # the autoscaler added prefill instances, and they stepped
     assert res.requests["finished"].all()

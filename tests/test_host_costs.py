@@ -53,7 +53,9 @@ def test_eager_launch_structural_and_cuda_graphs_remove_it():
 def test_processes_sharing_the_cpu_hosts_cores():
     assert core_share(4, 2) == 2 and core_share(1, 2) == 1 and core_share(3, 0) == 1
     colo = api.load_scenario(REPO / "workloads/scenarios/cpu-vllm-tiny-llama.yaml")
-    pd = api.load_scenario(REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml")
+    # the static share is what a scenario without a placement gets (the bundled one states its own)
+    pd = api.load_scenario(REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml",
+                           ["host.unpinned={}", "host.placement={}"])
     assert busy_processes(colo.scenario, 1) == 4  # API server, engine core, worker, client = as measured
     assert busy_processes(pd.scenario, 1) == 8  # two servers of three, the P/D proxy, the client
     assert host_scale(colo) == 1.0
@@ -63,6 +65,8 @@ def test_processes_sharing_the_cpu_hosts_cores():
     e0, e1 = pd.hardware.efficiency, w.resolved.hardware.efficiency
     assert e1.step_overhead_us == pytest.approx(2 * e0.step_overhead_us)
     assert e1.seq_overhead_us == pytest.approx(2 * e0.seq_overhead_us)
+    placed = api.load_scenario(REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml")
+    assert World(placed, table).resolved.hardware.efficiency.step_overhead_us == e0.step_overhead_us  # cores shared
     assert host_scale(resolve(scenario_dict("disagg"))) == 1.0  # a GPU datasheet profile records no host
 
 

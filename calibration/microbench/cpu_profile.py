@@ -334,7 +334,12 @@ def remeasure(args) -> None:
         finally:
             os.sched_setaffinity(0, own)
     t_overhead = time.monotonic() - t1 - t_start
-    profile(argparse.Namespace(out=str(out), model=args.model, name=args.name, yaml=args.yaml, fresh=True))
+    bounds = [f"--repeat {args.repeat}", f"--repeats {args.repeats}"]
+    for flag, v in (("--batches", args.batches), ("--prompts", args.prompts), ("--output-tokens", args.output_tokens)):
+        if v:
+            bounds.append(f"{flag} {' '.join(map(str, v)) if isinstance(v, (list, tuple)) else v}")
+    profile(argparse.Namespace(out=str(out), model=args.model, name=args.name, yaml=args.yaml, fresh=True,
+                               bounds=" ".join(bounds)))
     info = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "kernels_core": kernel_core if taskset else None, "client_core": client_core if len(cpus) > 1 else None,
             "engine_args": " ".join(ENGINE_ARGS), "worker_binding": binding or "not logged",

@@ -169,9 +169,12 @@ def profile(args) -> None:
     # the overhead runs' busy processes on these cores: vLLM's API server, engine core, worker, and
     # the replay client (pdsim/costs/host.py scales host work by a deployment's share of the cores)
     machine["host_processes"] = 4
+    # the bounds this measurement ran with, so that the command measures the same rows again
+    bounds = getattr(args, "bounds", "") or ""
     machine["remeasure"] = (f"PYTHONPATH=. python calibration/microbench/cpu_profile.py remeasure --out {out} "
-                            f"--name {args.name} --yaml {args.yaml} (kernels, then a server with the validation "
-                            "engine's arguments and its host overheads, then this profile; a few minutes)")
+                            f"--name {args.name} --yaml {args.yaml}{' ' + bounds if bounds else ''} (kernels, then a "
+                            "server with the validation engine's arguments and its host overheads, then this "
+                            "profile; a few minutes)")
     doc["machine"] = machine
     uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.25, "efficiency.seq_overhead_us": 0.25,
                                    "efficiency.ctx_overhead_ns": 0.2}}

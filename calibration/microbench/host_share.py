@@ -10,10 +10,26 @@ took longer (``host.cpu_stretch``): on the CPU validation host it read 1.17 and 
 runs whose steps took the same time shape for shape, as the worker waits mostly while it polls for
 the next step (specs/host.py); the step-time ratio is measured by timing the same steps. Used by
 ``validation/cpu-vllm/here.py --trace-steps`` around each recording.
+
+Around any command (a user's own ``pdsim replay``), with the engine's processes named by the
+pid of the server you started (it and every process under it)::
+
+    python calibration/microbench/host_share.py watch --pid SERVER_PID --out host.json -- \
+        pdsim replay WORKLOAD --endpoint http://127.0.0.1:8000 --out runs/real
+
+``host.json`` then holds each process's CPU and run-queue wait, the other work on the host
+(``other_cpu_s``; ``other_cpu_s / wall_s`` is the scenario's ``host.background``) and the core
+each process ran on (``placement``).
 """
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -75,3 +91,134 @@ def share(before: dict, after: dict, wall_s: float, cores: int) -> dict:
             "engine_cpu_s": round(own, 3), "machine_busy_s": round(busy, 3),
             "other_cpu_s": round(max(busy - own, 0.0), 3),
             "steal_s": round((after["steal_ticks"] - before["steal_ticks"]) / TICK, 3)}
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """pid -> command name of ``pid`` and every live process under it (``/proc/<pid>/stat``'s
+    parent pid), however it was started (a terminal's ``vllm serve``, a script's Popen)."""
+    parent: dict[int, int] = {}
+    for p in PROC.iterdir():
+        if p.name.isdigit():
+            try:
+                parent[int(p.name)] = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    keep, todo = set(), [pid]
+    while todo:
+        q = todo.pop()
+        if q in parent and q not in keep:
+            keep.add(q)
+            todo.extend(c for c, pp in parent.items() if pp == q)
+    out = {}
+    for q in sorted(keep):
+        try:
+            out[q] = (PROC / str(q) / "comm").read_text().strip()
+        except OSError:
+            continue
+    return out
+
+
+class CoreSampler:
+    """Which core each process ran on: ``/proc/<pid>/stat`` field 39 (the CPU it last ran on)
+    sampled every ``period_s`` in a thread, and its allowed CPUs (``sched_getaffinity``, what
+    ``taskset -p`` shows). ``stop()`` returns per process its affinity and the share of samples
+    on each core."""
+
+    def __init__(self, procs: dict[int, str], period_s: float = 0.2):
+        self.procs, self.period_s = procs, period_s
+        self.counts: dict[int, dict[int, int]] = {pid: {} for pid in procs}
+        self.last_sched: dict[int, tuple[int, int]] = {}  # pid -> (run ns, wait ns) at its last sample
+        self.affinity = {}
+        for pid in procs:
+            try:
+                self.affinity[pid] = sorted(os.sched_getaffinity(pid))
+            except OSError:
+                self.affinity[pid] = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            for pid, c in self.counts.items():
+                try:
+                    cpu = int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[36])
+                    run, wait = (int(x) for x in (PROC / str(pid) / "schedstat").read_text().split()[:2])
+                except (OSError, IndexError, ValueError):
+                    continue
+                c[cpu] = c.get(cpu, 0) + 1
+                self.last_sched[pid] = (run, wait)
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        out = {}
+        for pid, name in self.procs.items():
+            n = sum(self.counts[pid].values())
+            out[f"{name}[{pid}]"] = {"affinity": self.affinity[pid],
+                                     "ran_on": {str(k): round(v / n, 3) for k, v in sorted(self.counts[pid].items())}
+                                     if n else {}}
+        return out
+
+
+def watch(pids: list[int], command: list[str], cores: int | None = None) -> tuple[int, dict]:
+    """Run ``command`` (its own process is counted as ``client``) and measure, over its span, the
+    CPU and run-queue wait of every process under each of ``pids`` and of the command, the other
+    work on the host and the core each ran on. (exit status, the report)."""
+    procs: dict[int, str] = {}
+    for i, pid in enumerate(pids):
+        found = descendants(pid)
+        if not found:
+            raise SystemExit(f"host_share.py: --pid {pid}: no such process (give the pid of the server you started)")
+        procs.update({q: f"{i}:{name}" for q, name in found.items()})
+    cores = cores or os.cpu_count() or 1
+    t0 = time.monotonic()
+    snap0 = snapshot(procs)
+    child = subprocess.Popen(command)
+    client = "client:" + Path(command[0]).name
+    sampler = CoreSampler({**procs, child.pid: client})
+    rc = child.wait()
+    span = time.monotonic() - t0
+    snap1 = snapshot(procs)
+    placement = sampler.stop()
+    report = {"command": command, "span_s": round(span, 3), "cores": cores,
+              "share": share(snap0, snap1, span, cores), "placement": placement, "loadavg": os.getloadavg()}
+    # the client has exited, so its schedstat is gone: its CPU from its rusage, its run-queue wait
+    # from the last sample taken while it ran (up to one sampling period short)
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = ru.ru_utime + ru.ru_stime
+    run_ns, wait_ns = sampler.last_sched.get(child.pid, (0, 0))
+    report["share"]["processes"][f"{client}[{child.pid}]"] = {
+        "cpu_s": round(cpu_s, 3), "wait_s": round(wait_ns / 1e9, 3),
+        "stretch": round((run_ns + wait_ns) / run_ns, 3) if run_ns > 0 else None}
+    report["share"]["client_cpu_s"] = round(cpu_s, 3)
+    report["share"]["other_cpu_s"] = round(max(report["share"]["other_cpu_s"] - cpu_s, 0.0), 3)
+    report["background"] = round(report["share"]["other_cpu_s"] / span, 3) if span > 0 else None
+    return rc, report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="CPU, run-queue wait and cores of a server's processes around a command")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("watch", help="run a command (e.g. pdsim replay) and measure the host around it")
+    w.add_argument("--pid", type=int, action="append", required=True,
+                   help="pid of a server you started (it and every process under it); repeat for several")
+    w.add_argument("--out", required=True, help="JSON report")
+    w.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
+    args = ap.parse_args(argv)
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        ap.error("give the command to run after --")
+    rc, report = watch(args.pid, cmd)
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    s = report["share"]
+    print(f"host_share.py: {s['engine_cpu_s']:.1f} CPU s in the server's processes, client {s['client_cpu_s']:.1f}, "
+          f"other work {s['other_cpu_s']:.1f} over {report['span_s']:.1f} s (host.background "
+          f"{report['background']}); {args.out}", file=sys.stderr)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -37,6 +37,9 @@ def register(sub) -> None:
     r.add_argument("--follow-redirects", action="store_true",
                    help="follow HTTP redirects of the endpoint (default: a redirect fails the request and names "
                         "its target; a followed 307/308 re-sends the prompt to wherever it points)")
+    r.add_argument("--skip-too-long", action="store_true",
+                   help="leave out requests whose prompt + output exceed the server's max_model_len (counted in "
+                        "the run's meta as skipped_too_long; default: refuse the run, naming the first)")
     r.add_argument("--no-ignore-eos", action="store_true", help="let the model stop early (lengths then differ)")
     r.add_argument("--block-size", type=int, default=16,
                    help="the engine's KV block (page) size: prompts are recorded as chained hashes of blocks this "
@@ -93,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = ReplayConfig(args.endpoint, args.api, args.model, args.max_concurrency, args.max_inflight,
                            args.timeout, not args.no_ignore_eos, args.prompt, args.seed, args.vocab_size,
                            progress=not args.no_progress and sys.stderr.isatty(),
-                           follow_redirects=args.follow_redirects)
+                           follow_redirects=args.follow_redirects, skip_too_long=args.skip_too_long)
     except ValueError as err:
         raise SpecError(str(err), field="--prompt" if "token ids" in str(err) else "--api") from None
     print(f"pdsim replay: {len(table)} requests from {table.source} -> {args.endpoint} ({args.api})", file=sys.stderr)
@@ -112,6 +115,15 @@ def run(args: argparse.Namespace) -> int:
         if "goodput" in label:
             continue  # a real run carries no SLO
         print(f"  {label:<{width}}  {value:>12}")
+    from ..ingest.bursts import burst_note
+
+    offs, ttimes = rec.tokens.offsets, rec.tokens.times
+    bursts = burst_note(np.diff(ttimes[offs[i]:offs[i + 1]]) for i in range(len(rec)) if offs[i + 1] - offs[i] > 1)
+    if bursts:
+        print(f"  warning: {bursts}")
+    if rec.meta.get("skipped_too_long"):
+        print(f"  skipped: {rec.meta['skipped_too_long']} requests longer than the server's max_model_len "
+              f"{rec.meta.get('max_model_len')} (--skip-too-long); {len(rec)} sent")
     if s["drop_reasons"]:
         print("  failed: " + ", ".join(f"{k}={v}" for k, v in s["drop_reasons"].items()))
     if rec.meta.get("waited_for_inflight_bound"):

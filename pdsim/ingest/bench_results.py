@@ -28,6 +28,7 @@ from ..specs.errors import SpecError
 from ..workload.bench import bench_run
 from ..specs.workload import check_span
 from . import checks
+from .bursts import burst_note
 from .common import Ingested, real_record, table_of, tokens_from_gaps, tool_arrivals
 
 # default --seed of each tool (used when the file does not record the run's seed)
@@ -104,6 +105,9 @@ def read_bench_result(path: str | Path, record: int | None = None) -> Ingested:
     if any(len(g) + 1 != o for g, o, d in zip(itls, out_len, drops) if d is None and isinstance(g, list) and g):
         notes.append("some requests have fewer ITL entries than output tokens - 1 (the server streamed several "
                      "tokens per chunk)")
+    bursts = burst_note(np.diff(t) for t, d in zip(times, drops) if d is None and len(t) > 1)
+    if bursts:
+        notes.append(bursts)
     cc = run.get("max_concurrency")
     cc = cc if isinstance(cc, int) and not isinstance(cc, bool) and cc >= 1 else None
     pm = run.get("pdsim_meta") or {}

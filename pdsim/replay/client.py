@@ -51,6 +51,7 @@ class ReplayConfig:
     progress: bool = False
     extra_body: dict = field(default_factory=dict)
     follow_redirects: bool = False  # a 3xx fails the request (naming its Location) unless set
+    skip_too_long: bool = False  # leave out requests past the server's max_model_len (else refuse the run)
 
     def __post_init__(self) -> None:
         if self.api not in APIS:

@@ -60,16 +60,19 @@ class VLLMServer:
         # even when this process is pinned (bench scripts pin themselves to one core)
         self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
                                      start_new_session=True, preexec_fn=_all_cpus)
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < self.startup_s:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vLLM exited with status {self.proc.returncode} during start-up"
-                                   + (f" (log: {self.log})" if self.log else ""))
-            if self.ready():
-                return self
-            time.sleep(2)
-        self.stop()
-        raise TimeoutError(f"vLLM did not answer within {self.startup_s:.0f} s")
+        try:  # a start-up interrupted (Ctrl-C, a kill) or failed stops the server it started: __exit__ never runs
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < self.startup_s:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"vLLM exited with status {self.proc.returncode} during start-up"
+                                       + (f" (log: {self.log})" if self.log else ""))
+                if self.ready():
+                    return self
+                time.sleep(2)
+            raise TimeoutError(f"vLLM did not answer within {self.startup_s:.0f} s")
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -114,18 +117,21 @@ class PDProxy:
 
     def __enter__(self) -> "PDProxy":
         self.proc = subprocess.Popen(self.command, start_new_session=True)
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < self.startup_s:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the P/D proxy exited with status {self.proc.returncode}")
-            try:
-                with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.5)
-        self.__exit__()
-        raise TimeoutError(f"the P/D proxy did not answer within {self.startup_s:.0f} s")
+        try:  # stopped again when its start-up is interrupted or fails (__exit__ never runs then)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < self.startup_s:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"the P/D proxy exited with status {self.proc.returncode}")
+                try:
+                    with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as r:
+                        if r.status == 200:
+                            return self
+                except OSError:
+                    time.sleep(0.5)
+            raise TimeoutError(f"the P/D proxy did not answer within {self.startup_s:.0f} s")
+        except BaseException:
+            self.__exit__()
+            raise
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:

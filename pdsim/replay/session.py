@@ -190,7 +190,34 @@ async def _prepare(session, table: RequestTable, cfg: ReplayConfig, model: str) 
                                            "prompt_length_mismatches": off, "prefix_structure": False}
 
 
-async def _replay(table: RequestTable, cfg: ReplayConfig, hash_block: int) -> tuple[list, dict, float]:
+def fit_max_model_len(table: RequestTable, max_model_len: int | None, skip: bool) -> tuple[RequestTable, int]:
+    """``table`` less the requests whose prompt + output exceed the server's ``max_model_len``
+    (vLLM answers those with HTTP 400 before running them), and how many were left out. Without
+    ``skip`` such requests are refused up front, saying how many, the first, and what to do: a
+    public trace's longest rows would otherwise fail one by one and the recording would silently
+    be a different workload."""
+    if not max_model_len or not len(table):
+        return table, 0
+    total = table.input_len + table.output_len
+    over = np.flatnonzero(total > max_model_len)
+    if not over.size:
+        return table, 0
+    if not skip:
+        i = int(over[0])
+        raise SpecError(f"{over.size} of {len(table)} requests need more than the server's max_model_len "
+                        f"{max_model_len} (prompt + output; the first is request {i}: {int(table.input_len[i])} + "
+                        f"{int(table.output_len[i])}), which the server refuses; give --skip-too-long to leave "
+                        "them out (the run records how many), or start the server with a larger --max-model-len",
+                        field="--endpoint")
+    keep = np.flatnonzero(total <= max_model_len)
+    out = RequestTable(table.arrival_s[keep], table.input_len[keep], table.output_len[keep],
+                       [table.hash_ids[k] for k in keep] if table.hash_ids is not None else None, table.block_size,
+                       table.max_concurrency, table.source, table.skipped_rows, dict(table.meta),
+                       table.priority[keep] if table.priority is not None else None)
+    return out, int(over.size)
+
+
+async def _replay(table: RequestTable, cfg: ReplayConfig, hash_block: int) -> tuple[list, dict, float, RequestTable]:
     import aiohttp
 
     base = cfg.endpoint.rstrip("/")
@@ -204,6 +231,9 @@ async def _replay(table: RequestTable, cfg: ReplayConfig, hash_block: int) -> tu
             raise SpecError(f"model {cfg.model!r} is not served here (the server has {', '.join(map(str, info['models']))})",
                             field="--model")
         cfg.model = model
+        table, too_long = fit_max_model_len(table, info.get("max_model_len"), cfg.skip_too_long)
+        if too_long:
+            info["skipped_too_long"] = too_long
         make, prov = await _prepare(session, table, cfg, model)
         r = Replayer(cfg)
         before = await engine_counters(session, base)
@@ -224,7 +254,7 @@ async def _replay(table: RequestTable, cfg: ReplayConfig, hash_block: int) -> tu
     info["waited_for_inflight_bound"] = r.waited
     info["redirects"] = redirect_summary(results, cfg.follow_redirects)
     info["interrupted"] = r.stopped
-    return results, info, wall
+    return results, info, wall, table
 
 
 def replay(table: RequestTable, cfg: ReplayConfig, *, name: str = "replay", description: str = "",
@@ -238,7 +268,7 @@ def replay(table: RequestTable, cfg: ReplayConfig, *, name: str = "replay", desc
     from ..workload.prefix_hashes import DEFAULT_BLOCK
 
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    results, info, wall = asyncio.run(_replay(table, cfg, hash_block or DEFAULT_BLOCK))
+    results, info, wall, table = asyncio.run(_replay(table, cfg, hash_block or DEFAULT_BLOCK))
     from .. import __version__ as pdsim_version
 
     meta = {

@@ -76,7 +76,8 @@ class HostSpec:
             # the stretch is other load measured as a step-time ratio; a placement simulates the same
             # sharing (background, unpinned): both together would count that load twice
             raise SpecError("a measured stretch and a placement count the same load twice: with a placement "
-                            "give the other load as background / unpinned, or leave out the placement",
+                            "give the other load as background / unpinned, or leave out the placement "
+                            "(--set host.placement={}; the CPU scenarios bundle one)",
                             field="cpu_stretch")
         for group, n in self.unpinned.items():  # that each is a placed group: check_placement (names alias)
             check(0.0 <= n <= 64.0, f"must be in [0, 64] (busy processes), got {n}", f"unpinned.{group}")

@@ -31,48 +31,6 @@ SCENARIO = "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"
 LOADS = {"light": (3.0, 150)}
 
 
-class CoreSampler:
-    """Which core each process ran on: ``/proc/<pid>/stat`` field 39 (the CPU it last ran on)
-    sampled every ``period_s`` in a thread, and its allowed CPUs (``sched_getaffinity``, what
-    ``taskset -p`` shows). ``stop()`` returns per process its affinity and the share of samples
-    on each core."""
-
-    def __init__(self, procs: dict[int, str], period_s: float = 0.2):
-        import threading
-
-        self.procs, self.period_s = procs, period_s
-        self.counts: dict[int, dict[int, int]] = {pid: {} for pid in procs}
-        self.affinity = {}
-        for pid in procs:
-            try:
-                self.affinity[pid] = sorted(os.sched_getaffinity(pid))
-            except OSError:
-                self.affinity[pid] = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            for pid, c in self.counts.items():
-                try:
-                    cpu = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[36])
-                except (OSError, IndexError, ValueError):
-                    continue
-                c[cpu] = c.get(cpu, 0) + 1
-
-    def stop(self) -> dict:
-        self._stop.set()
-        self._thread.join()
-        out = {}
-        for pid, name in self.procs.items():
-            n = sum(self.counts[pid].values())
-            out[f"{name}[{pid}]"] = {"affinity": self.affinity[pid],
-                                     "ran_on": {str(k): round(v / n, 3) for k, v in sorted(self.counts[pid].items())}
-                                     if n else {}}
-        return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", required=True, help="python of the vLLM venv")
@@ -90,6 +48,10 @@ def main() -> None:
                     help="scenario overrides written into the case (a profile re-measured on this host: "
                          "hardware=PATH, overheads.router_ms=...)")
     args = ap.parse_args()
+    for load in args.loads:  # before minutes of server start-up
+        if load not in LOADS and not (args.rate and args.requests):
+            raise SystemExit(f"run_case.py: --loads {load}: no default rate and size for this load (known: "
+                             f"{', '.join(LOADS)}); give --rate and --requests")
 
     import numpy as np
 
@@ -111,6 +73,7 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
         import host_share
         import vllm_step_trace
+        from host_share import CoreSampler
 
         tdir = Path(args.trace_steps)
         tdir.mkdir(parents=True, exist_ok=True)
@@ -126,7 +89,7 @@ def main() -> None:
             replay(RequestTable(np.zeros(16), warm.input_len[:16], np.full(16, 16), max_concurrency=4),
                    ReplayConfig(proxy.url, seed=99), name="warm-up")
             for k, load in enumerate(args.loads):
-                rate, n = LOADS[load]
+                rate, n = LOADS.get(load, (None, None))  # another load name: --rate and --requests (checked above)
                 rate, n = args.rate or rate, args.requests or n
                 name = f"{args.prefix}-{load}"
                 base = materialize(sc.scenario.workload, seed=sc.scenario.seed)
