@@ -239,9 +239,9 @@ def test_a_placement_takes_the_static_host_share_off_the_groups_it_places_only()
 
     table = RequestTable(np.array([0.0]), np.array([300]), np.array([4]), source="t")
     gpu_p = ["cluster.prefill[0].hardware=h100"]
-    loose = World(api.load_scenario(PD, gpu_p), table).resolved
-    placed = World(api.load_scenario(PD, gpu_p + ["host.cores=2", "host.placement={decode: [1]}"]), table).resolved
-    bare = api.load_scenario(PD, gpu_p)
+    loose = World(_pd(gpu_p), table).resolved
+    placed = World(_pd(gpu_p + ["host.cores=2", "host.placement={decode: [1]}"]), table).resolved
+    bare = _pd(gpu_p)
     p0, d0 = (bare.hardware_of(r, 0).efficiency.step_overhead_us for r in ("prefill", "decode"))
     assert loose.hardware_of("prefill", 0).efficiency.step_overhead_us == pytest.approx(2 * p0)
     assert loose.hardware_of("decode", 0).efficiency.step_overhead_us == pytest.approx(2 * d0)
@@ -259,7 +259,7 @@ def test_an_expert_service_beside_a_placement_keeps_the_static_host_share():
     from pdsim.costs.host import with_host_sharing
     from pdsim.specs.faults import ExpertServiceSpec
 
-    placed = api.load_scenario(PD, ["host.cores=2", "host.placement={prefill: [0], decode: [1]}"])
+    placed = _pd(["host.cores=2", "host.placement={prefill: [0], decode: [1]}"])
     r = dataclasses.replace(placed, scenario=dataclasses.replace(placed.scenario, experts=ExpertServiceSpec(servers=2)))
     base = r.hardware.efficiency.step_overhead_us
     shared = with_host_sharing(r)

@@ -128,7 +128,7 @@ def test_a_scenario_with_visits_runs_and_repeats_itself():
     # a visit far below the scheduler's time slice makes an event per microsecond of simulated
     # time (1 us visits: 1.9 s of wall time per 2 s simulated on 6 requests; 1 ns: hours)
     (["host.cores=2", "host.placement={colocated: [0]}", "host.visit_ms=0.001"], "0.1"),
-    (["host.visit_ms=32"], "placement"),
+    (["host.cores=0", "host.placement={}", "host.visit_ms=32"], "placement"),  # the bundled scenario states a placement
 ])
 def test_bad_visits_are_refused_naming_the_field(sets, words):
     with pytest.raises(SpecError) as err:
