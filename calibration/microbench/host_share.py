@@ -144,6 +144,9 @@ class CoreSampler:
                 try:
                     cpu = int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[36])
                     run, wait = (int(x) for x in (PROC / str(pid) / "schedstat").read_text().split()[:2])
+                    # read again while it runs: a command started as `taskset -c 1 ...` pins itself
+                    # only after the spawn, where the first read saw every CPU
+                    self.affinity[pid] = sorted(os.sched_getaffinity(pid))
                 except (OSError, IndexError, ValueError):
                     continue
                 c[cpu] = c.get(cpu, 0) + 1
@@ -164,7 +167,8 @@ class CoreSampler:
 def watch(pids: list[int], command: list[str], cores: int | None = None) -> tuple[int, dict]:
     """Run ``command`` (its own process is counted as ``client``) and measure, over its span, the
     CPU and run-queue wait of every process under each of ``pids`` and of the command, the other
-    work on the host and the core each ran on. (exit status, the report)."""
+    work on the host and the core each ran on; ``exited``: server processes gone before the command
+    ended (their CPU counted to their last sample). (exit status, the report)."""
     procs: dict[int, str] = {}
     for i, pid in enumerate(pids):
         found = descendants(pid)
@@ -181,8 +185,15 @@ def watch(pids: list[int], command: list[str], cores: int | None = None) -> tupl
     span = time.monotonic() - t0
     snap1 = snapshot(procs)
     placement = sampler.stop()
+    # a server process that exited during the command has no schedstat left: its CPU up to its last
+    # sample (one sampling period short at most) is still the server's, not other work on the host
+    exited = [pid for pid in snap0["procs"] if pid not in snap1["procs"]]
+    for pid in exited:
+        run, wait = sampler.last_sched.get(pid, (snap0["procs"][pid]["run_ns"], snap0["procs"][pid]["wait_ns"]))
+        snap1["procs"][pid] = {"name": procs[pid], "run_ns": run, "wait_ns": wait}
     report = {"command": command, "span_s": round(span, 3), "cores": cores,
-              "share": share(snap0, snap1, span, cores), "placement": placement, "loadavg": os.getloadavg()}
+              "share": share(snap0, snap1, span, cores), "placement": placement, "loadavg": os.getloadavg(),
+              "exited": [f"{procs[pid]}[{pid}]" for pid in exited]}
     # the client has exited, so its schedstat is gone: its CPU from its rusage, its run-queue wait
     # from the last sample taken while it ran (up to one sampling period short)
     import resource
@@ -217,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"host_share.py: {s['engine_cpu_s']:.1f} CPU s in the server's processes, client {s['client_cpu_s']:.1f}, "
           f"other work {s['other_cpu_s']:.1f} over {report['span_s']:.1f} s (host.background "
           f"{report['background']}); {args.out}", file=sys.stderr)
+    if report["exited"]:
+        print(f"host_share.py: warning: {', '.join(report['exited'])} exited during the command (CPU counted up to "
+              "its last 0.2 s sample; a server that lost a process is not the one the scenario describes)",
+              file=sys.stderr)
     return rc
 
 
