@@ -164,6 +164,19 @@ class CoreSampler:
         return out
 
 
+def keep_exited(before: dict, after: dict, sampler: CoreSampler) -> list[int]:
+    """The processes of ``before`` gone by ``after`` (two ``snapshot``s), put back into ``after``
+    with their run and wait ns at their last ``sampler`` sample (one sampling period short at most;
+    no sample: no CPU counted): a server process that exited has no schedstat left, and its CPU is
+    still the server's, not other work on the host. Their pids."""
+    gone = [pid for pid in before["procs"] if pid not in after["procs"]]
+    for pid in gone:
+        b = before["procs"][pid]
+        run, wait = sampler.last_sched.get(pid, (b["run_ns"], b["wait_ns"]))
+        after["procs"][pid] = {"name": b["name"], "run_ns": run, "wait_ns": wait}
+    return gone
+
+
 def watch(pids: list[int], command: list[str], cores: int | None = None) -> tuple[int, dict]:
     """Run ``command`` (its own process is counted as ``client``) and measure, over its span, the
     CPU and run-queue wait of every process under each of ``pids`` and of the command, the other
@@ -185,12 +198,7 @@ def watch(pids: list[int], command: list[str], cores: int | None = None) -> tupl
     span = time.monotonic() - t0
     snap1 = snapshot(procs)
     placement = sampler.stop()
-    # a server process that exited during the command has no schedstat left: its CPU up to its last
-    # sample (one sampling period short at most) is still the server's, not other work on the host
-    exited = [pid for pid in snap0["procs"] if pid not in snap1["procs"]]
-    for pid in exited:
-        run, wait = sampler.last_sched.get(pid, (snap0["procs"][pid]["run_ns"], snap0["procs"][pid]["wait_ns"]))
-        snap1["procs"][pid] = {"name": procs[pid], "run_ns": run, "wait_ns": wait}
+    exited = keep_exited(snap0, snap1, sampler)
     report = {"command": command, "span_s": round(span, 3), "cores": cores,
               "share": share(snap0, snap1, span, cores), "placement": placement, "loadavg": os.getloadavg(),
               "exited": [f"{procs[pid]}[{pid}]" for pid in exited]}

@@ -112,9 +112,12 @@ def main() -> None:
                 if tdir is not None:
                     span.append(time.monotonic())
                     snap1 = host_share.snapshot(procs)
+                    placement = sampler.stop()
+                    gone = host_share.keep_exited(snap0, snap1, sampler)
                     host = {"span_monotonic": span, "cores": os.cpu_count(),
                             "share": host_share.share(snap0, snap1, span[1] - span[0], os.cpu_count() or 1),
-                            "placement": sampler.stop(), "loadavg": os.getloadavg()}
+                            "placement": placement, "loadavg": os.getloadavg(),
+                            "exited": [f"{procs[pid]}[{pid}]" for pid in gone]}
                     (tdir / f"host-{load}.json").write_text(json.dumps(host, indent=1) + "\n")
                 rec.meta.update(engine_command=" ".join(p_srv.command), engine_env=ENGINE_ENV,
                                 engine_args=f"P: {' '.join(PREFILL_ARGS + kv)}; D: {' '.join(ENGINE_ARGS + kv)}")
@@ -136,7 +139,9 @@ def main() -> None:
 
                     cf = ROOT / "validation" / name / "case.yaml"
                     case = yaml.safe_load(cf.read_text())
-                    where = "; ".join(f"{k.split('[')[0]} {v['affinity']} ran on "
+                    # keep the pid: a server has two processes named python (its API server and an
+                    # idle helper), told apart only by it (and by their CPU in host-<load>.json)
+                    where = "; ".join(f"{k} {v['affinity']} ran on "
                                       + "/".join(f"{c}:{share:.0%}" for c, share in v["ran_on"].items())
                                       for k, v in host["placement"].items() if v["ran_on"])
                     case["source"]["provenance"] += (f"; cores (taskset -p affinity, /proc/PID/stat field 39 every "
