@@ -48,7 +48,7 @@ def test_watch_reports_server_client_other_and_cores(tmp_path):
 def test_watch_names_a_pid_that_is_not_there(tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPT), "watch", "--pid", "999999999", "--out", str(tmp_path / "h.json"),
                         "--", "true"], capture_output=True, text=True, timeout=30)
-    assert r.returncode != 0 and "--pid 999999999: no such process" in r.stderr
+    assert r.returncode == 2 and "--pid 999999999: no such process" in r.stderr
     assert "Traceback" not in r.stderr
 
 
@@ -94,3 +94,18 @@ def test_the_command_affinity_is_the_one_it_ran_with(tmp_path):
         server.wait()
     client = [v for k, v in rep["placement"].items() if k.startswith("client:")]
     assert client[0]["affinity"] == [cpu]
+
+
+@pytest.mark.parametrize("out, cmd, words", [
+    ("no-such-dir/h.json", ["true"], "--out no-such-dir/h.json: no folder no-such-dir"),  # known before the run
+    ("h.json", ["no-such-command-pdsim"], "no-such-command-pdsim: no such command"),
+])
+def test_watch_names_bad_arguments_in_one_line(tmp_path, out, cmd, words):
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        r = subprocess.run([sys.executable, str(SCRIPT), "watch", "--pid", str(server.pid), "--out", out, "--", *cmd],
+                           capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    finally:
+        server.kill()
+        server.wait()
+    assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr

@@ -177,6 +177,10 @@ def keep_exited(before: dict, after: dict, sampler: CoreSampler) -> list[int]:
     return gone
 
 
+class WatchError(Exception):
+    """A bad argument of ``watch``, found before anything ran: one line, exit status 2."""
+
+
 def watch(pids: list[int], command: list[str], cores: int | None = None) -> tuple[int, dict]:
     """Run ``command`` (its own process is counted as ``client``) and measure, over its span, the
     CPU and run-queue wait of every process under each of ``pids`` and of the command, the other
@@ -186,12 +190,15 @@ def watch(pids: list[int], command: list[str], cores: int | None = None) -> tupl
     for i, pid in enumerate(pids):
         found = descendants(pid)
         if not found:
-            raise SystemExit(f"host_share.py: --pid {pid}: no such process (give the pid of the server you started)")
+            raise WatchError(f"--pid {pid}: no such process (give the pid of the server you started)")
         procs.update({q: f"{i}:{name}" for q, name in found.items()})
     cores = cores or os.cpu_count() or 1
     t0 = time.monotonic()
     snap0 = snapshot(procs)
-    child = subprocess.Popen(command)
+    try:
+        child = subprocess.Popen(command)
+    except (FileNotFoundError, PermissionError) as err:
+        raise WatchError(f"{command[0]}: no such command ({err.strerror})") from None
     client = "client:" + Path(command[0]).name
     sampler = CoreSampler({**procs, child.pid: client})
     rc = child.wait()
@@ -230,7 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
         ap.error("give the command to run after --")
-    rc, report = watch(args.pid, cmd)
+    parent = Path(args.out).parent
+    try:
+        if not parent.is_dir():  # found now, not after minutes of recording
+            raise WatchError(f"--out {args.out}: no folder {parent}")
+        rc, report = watch(args.pid, cmd)
+    except WatchError as err:
+        print(f"host_share.py: {err}", file=sys.stderr)
+        return 2
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     s = report["share"]
     print(f"host_share.py: {s['engine_cpu_s']:.1f} CPU s in the server's processes, client {s['client_cpu_s']:.1f}, "
