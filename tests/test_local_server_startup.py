@@ -61,3 +61,15 @@ def test_run_case_names_a_load_without_a_rate_before_starting_servers(tmp_path):
                         "--loads", "knee"], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "--loads knee: no default rate and size" in r.stderr
     assert "--rate and --requests" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("flags, words", [(["--rate", "-1", "--requests", "10"], "--rate: expected req/s > 0, got -1"),
+                                          (["--rate", "0.5", "--requests", "0"], "--requests: expected >= 1, got 0")])
+def test_run_case_names_a_bad_rate_or_size_before_starting_servers(tmp_path, flags, words):
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "validation" / "cpu-vllm-pd" / "run_case.py"
+    r = subprocess.run([sys.executable, str(script), "--python", str(_sleeper(tmp_path)), "--model", str(tmp_path),
+                        "--loads", "knee", *flags], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr

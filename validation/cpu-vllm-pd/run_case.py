@@ -43,15 +43,20 @@ def main() -> None:
     ap.add_argument("--trace-steps", metavar="DIR",
                     help="record each server's steps (calibration/microbench/vllm_step_trace.py: DIR/p.<pid>, "
                          "DIR/d.<pid>), its processes' CPU and run-queue wait (host_share.py) and the core each "
-                         "process ran on (sampled every 0.2 s) into DIR/host.json")
+                         "process ran on (sampled every 0.2 s) into DIR/host-<load>.json")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="scenario overrides written into the case (a profile re-measured on this host: "
                          "hardware=PATH, overheads.router_ms=...)")
     args = ap.parse_args()
-    for load in args.loads:  # before minutes of server start-up
+    # bad arguments are named before minutes of server start-up (exit status 2)
+    if args.rate is not None and not args.rate > 0:
+        ap.error(f"--rate: expected req/s > 0, got {args.rate:g}")
+    if args.requests is not None and args.requests < 1:
+        ap.error(f"--requests: expected >= 1, got {args.requests}")
+    for load in args.loads:
         if load not in LOADS and not (args.rate and args.requests):
-            raise SystemExit(f"run_case.py: --loads {load}: no default rate and size for this load (known: "
-                             f"{', '.join(LOADS)}); give --rate and --requests")
+            ap.error(f"--loads {load}: no default rate and size for this load (known: {', '.join(LOADS)}); give "
+                     "--rate and --requests")
 
     import numpy as np
 
