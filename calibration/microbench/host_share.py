@@ -19,7 +19,8 @@ pid of the server you started (it and every process under it)::
 
 ``host.json`` then holds each process's CPU and run-queue wait, the other work on the host
 (``other_cpu_s``; ``other_cpu_s / wall_s`` is the scenario's ``host.background``) and the core
-each process ran on (``placement``).
+each process ran on (``placement``); ``exited`` names any of the server's processes that ended during
+the command (their CPU counted up to their last sample).
 """
 from __future__ import annotations
 
