@@ -27,3 +27,15 @@ def test_a_bench_result_with_bursts_says_so_in_its_notes(tmp_path):
                              "start_times": [0.0, 0.5, 1.0], "completed": n}))
     ing = read_run(f)
     assert any("inter-token gaps are 0 s" in x for x in ing.notes)
+
+
+def test_a_replay_record_counts_the_gaps_of_finished_requests_only():
+    # the same gaps the real ITL percentiles are taken from (and what `pdsim validate` counts on the
+    # bench.json the replay writes): a request that failed mid-stream is not part of them
+    from pdsim.ingest.bursts import record_gaps
+    from pdsim.ingest.common import real_record
+
+    rec = real_record("r", arrival_s=[0.0, 0.0], input_len=[8, 8], output_len=[4, 4],
+                      token_times=[[0.1, 0.11, 0.12, 0.13], [0.1, 0.1, 0.1]], drop_reason=[None, "stream_error"],
+                      meta={})
+    assert zero_gap_share(record_gaps(rec)) == (0.0, 3)

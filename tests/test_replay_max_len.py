@@ -44,3 +44,11 @@ def test_replay_against_a_server_records_what_it_skipped():
         rec = replay(small, ReplayConfig(srv.url, skip_too_long=True), name="t")
     assert len(rec) == 2 and rec.meta["skipped_too_long"] == 1
     assert list(rec.requests["output_tokens"]) == [3, 3]
+
+
+def test_skip_too_long_that_leaves_nothing_is_refused():
+    # every request past max_model_len: --skip-too-long would send nothing and write an empty recording
+    # that exits 0 (it did: "0 sent", rc 0)
+    t = RequestTable(np.zeros(2), np.array([5000, 4097]), np.array([3, 3]), source="test")
+    with pytest.raises(SpecError, match="all 2 requests need more than the server's max_model_len 4096"):
+        fit_max_model_len(t, 4096, skip=True)

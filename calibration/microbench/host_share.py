@@ -19,7 +19,8 @@ pid of the server you started (it and every process under it)::
 
 ``host.json`` then holds each process's CPU and run-queue wait, the other work on the host
 (``other_cpu_s``; ``other_cpu_s / wall_s`` is the scenario's ``host.background``) and the core
-each process ran on (``placement``).
+each process ran on (``placement``); ``exited`` names any of the server's processes that ended during
+the command (their CPU counted up to their last sample).
 """
 from __future__ import annotations
 
@@ -144,6 +145,9 @@ class CoreSampler:
                 try:
                     cpu = int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[36])
                     run, wait = (int(x) for x in (PROC / str(pid) / "schedstat").read_text().split()[:2])
+                    # read again while it runs: a command started as `taskset -c 1 ...` pins itself
+                    # only after the spawn, where the first read saw every CPU
+                    self.affinity[pid] = sorted(os.sched_getaffinity(pid))
                 except (OSError, IndexError, ValueError):
                     continue
                 c[cpu] = c.get(cpu, 0) + 1
@@ -161,28 +165,51 @@ class CoreSampler:
         return out
 
 
+def keep_exited(before: dict, after: dict, sampler: CoreSampler) -> list[int]:
+    """The processes of ``before`` gone by ``after`` (two ``snapshot``s), put back into ``after``
+    with their run and wait ns at their last ``sampler`` sample (one sampling period short at most;
+    no sample: no CPU counted): a server process that exited has no schedstat left, and its CPU is
+    still the server's, not other work on the host. Their pids."""
+    gone = [pid for pid in before["procs"] if pid not in after["procs"]]
+    for pid in gone:
+        b = before["procs"][pid]
+        run, wait = sampler.last_sched.get(pid, (b["run_ns"], b["wait_ns"]))
+        after["procs"][pid] = {"name": b["name"], "run_ns": run, "wait_ns": wait}
+    return gone
+
+
+class WatchError(Exception):
+    """A bad argument of ``watch``, found before anything ran: one line, exit status 2."""
+
+
 def watch(pids: list[int], command: list[str], cores: int | None = None) -> tuple[int, dict]:
     """Run ``command`` (its own process is counted as ``client``) and measure, over its span, the
     CPU and run-queue wait of every process under each of ``pids`` and of the command, the other
-    work on the host and the core each ran on. (exit status, the report)."""
+    work on the host and the core each ran on; ``exited``: server processes gone before the command
+    ended (their CPU counted to their last sample). (exit status, the report)."""
     procs: dict[int, str] = {}
     for i, pid in enumerate(pids):
         found = descendants(pid)
         if not found:
-            raise SystemExit(f"host_share.py: --pid {pid}: no such process (give the pid of the server you started)")
+            raise WatchError(f"--pid {pid}: no such process (give the pid of the server you started)")
         procs.update({q: f"{i}:{name}" for q, name in found.items()})
     cores = cores or os.cpu_count() or 1
     t0 = time.monotonic()
     snap0 = snapshot(procs)
-    child = subprocess.Popen(command)
+    try:
+        child = subprocess.Popen(command)
+    except (FileNotFoundError, PermissionError) as err:
+        raise WatchError(f"{command[0]}: no such command ({err.strerror})") from None
     client = "client:" + Path(command[0]).name
     sampler = CoreSampler({**procs, child.pid: client})
     rc = child.wait()
     span = time.monotonic() - t0
     snap1 = snapshot(procs)
     placement = sampler.stop()
+    exited = keep_exited(snap0, snap1, sampler)
     report = {"command": command, "span_s": round(span, 3), "cores": cores,
-              "share": share(snap0, snap1, span, cores), "placement": placement, "loadavg": os.getloadavg()}
+              "share": share(snap0, snap1, span, cores), "placement": placement, "loadavg": os.getloadavg(),
+              "exited": [f"{procs[pid]}[{pid}]" for pid in exited]}
     # the client has exited, so its schedstat is gone: its CPU from its rusage, its run-queue wait
     # from the last sample taken while it ran (up to one sampling period short)
     import resource
@@ -211,12 +238,23 @@ def main(argv: list[str] | None = None) -> int:
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
         ap.error("give the command to run after --")
-    rc, report = watch(args.pid, cmd)
+    parent = Path(args.out).parent
+    try:
+        if not parent.is_dir():  # found now, not after minutes of recording
+            raise WatchError(f"--out {args.out}: no folder {parent}")
+        rc, report = watch(args.pid, cmd)
+    except WatchError as err:
+        print(f"host_share.py: {err}", file=sys.stderr)
+        return 2
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     s = report["share"]
     print(f"host_share.py: {s['engine_cpu_s']:.1f} CPU s in the server's processes, client {s['client_cpu_s']:.1f}, "
           f"other work {s['other_cpu_s']:.1f} over {report['span_s']:.1f} s (host.background "
           f"{report['background']}); {args.out}", file=sys.stderr)
+    if report["exited"]:
+        print(f"host_share.py: warning: {', '.join(report['exited'])} exited during the command (CPU counted up to "
+              "its last 0.2 s sample; a server that lost a process is not the one the scenario describes)",
+              file=sys.stderr)
     return rc
 
 

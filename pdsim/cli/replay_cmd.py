@@ -115,10 +115,9 @@ def run(args: argparse.Namespace) -> int:
         if "goodput" in label:
             continue  # a real run carries no SLO
         print(f"  {label:<{width}}  {value:>12}")
-    from ..ingest.bursts import burst_note
+    from ..ingest.bursts import burst_note, record_gaps
 
-    offs, ttimes = rec.tokens.offsets, rec.tokens.times
-    bursts = burst_note(np.diff(ttimes[offs[i]:offs[i + 1]]) for i in range(len(rec)) if offs[i + 1] - offs[i] > 1)
+    bursts = burst_note(record_gaps(rec))
     if bursts:
         print(f"  warning: {bursts}")
     if rec.meta.get("skipped_too_long"):

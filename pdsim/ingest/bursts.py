@@ -10,7 +10,7 @@ validation/README.md).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -25,6 +25,16 @@ def zero_gap_share(gaps: Iterable[Iterable[float]]) -> tuple[float, int]:
     if not len(allg):
         return 0.0, 0
     return float((allg < ZERO_S).mean()), int(len(allg))
+
+
+def record_gaps(rec) -> Iterator[np.ndarray]:
+    """Each finished request's inter-token gaps (s) of a real RunRecord with explicit token times:
+    the gaps its ITL percentiles are taken from (a request that failed mid-stream has none)."""
+    offs, times = rec.tokens.offsets, rec.tokens.times
+    drops = rec.requests["drop_reason"]
+    for i in range(len(rec)):
+        if drops[i] is None and offs[i + 1] - offs[i] > 1:
+            yield np.diff(times[offs[i]:offs[i + 1]])
 
 
 def burst_note(gaps: Iterable[Iterable[float]]) -> str | None:

@@ -75,13 +75,8 @@ class VLLMServer:
             raise
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # the group this object started
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        if self.proc is not None:
+            stop_group(self.proc, 30.0)
 
     def __exit__(self, *exc) -> None:
         self.stop()
@@ -95,6 +90,34 @@ def shared_storage_args(path: str | Path) -> tuple[str, ...]:
     cfg = {"kv_connector": "ExampleConnector", "kv_role": "kv_both",
            "kv_connector_extra_config": {"shared_storage_path": str(path)}}
     return ("--kv-transfer-config", json.dumps(cfg))
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """Stop the process group ``proc`` leads (started with ``start_new_session``: the group this
+    object started, and only that): SIGTERM, then SIGKILL after ``grace_s`` seconds. Also when the
+    leader has exited already: vLLM's API server dying in its start-up leaves its engine core
+    and worker running in the group (the group id outlives its leader while a member is left)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        proc.poll()
+        return
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < grace_s:
+        proc.poll()  # reap the leader: an unreaped one still counts as a member
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _all_cpus() -> None:
@@ -134,6 +157,5 @@ class PDProxy:
             raise
 
     def __exit__(self, *exc) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(10)
+        if self.proc is not None:
+            stop_group(self.proc, 10.0)

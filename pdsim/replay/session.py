@@ -210,6 +210,10 @@ def fit_max_model_len(table: RequestTable, max_model_len: int | None, skip: bool
                         "them out (the run records how many), or start the server with a larger --max-model-len",
                         field="--endpoint")
     keep = np.flatnonzero(total <= max_model_len)
+    if not keep.size:  # an empty recording would pass for a run
+        raise SpecError(f"all {len(table)} requests need more than the server's max_model_len {max_model_len} "
+                        f"(prompt + output; the shortest needs {int(total.min())}): nothing is left to send; start "
+                        "the server with a larger --max-model-len", field="--endpoint")
     out = RequestTable(table.arrival_s[keep], table.input_len[keep], table.output_len[keep],
                        [table.hash_ids[k] for k in keep] if table.hash_ids is not None else None, table.block_size,
                        table.max_concurrency, table.source, table.skipped_rows, dict(table.meta),

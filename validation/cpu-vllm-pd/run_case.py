@@ -43,15 +43,20 @@ def main() -> None:
     ap.add_argument("--trace-steps", metavar="DIR",
                     help="record each server's steps (calibration/microbench/vllm_step_trace.py: DIR/p.<pid>, "
                          "DIR/d.<pid>), its processes' CPU and run-queue wait (host_share.py) and the core each "
-                         "process ran on (sampled every 0.2 s) into DIR/host.json")
+                         "process ran on (sampled every 0.2 s) into DIR/host-<load>.json")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="scenario overrides written into the case (a profile re-measured on this host: "
                          "hardware=PATH, overheads.router_ms=...)")
     args = ap.parse_args()
-    for load in args.loads:  # before minutes of server start-up
+    # bad arguments are named before minutes of server start-up (exit status 2)
+    if args.rate is not None and not args.rate > 0:
+        ap.error(f"--rate: expected req/s > 0, got {args.rate:g}")
+    if args.requests is not None and args.requests < 1:
+        ap.error(f"--requests: expected >= 1, got {args.requests}")
+    for load in args.loads:
         if load not in LOADS and not (args.rate and args.requests):
-            raise SystemExit(f"run_case.py: --loads {load}: no default rate and size for this load (known: "
-                             f"{', '.join(LOADS)}); give --rate and --requests")
+            ap.error(f"--loads {load}: no default rate and size for this load (known: {', '.join(LOADS)}); give "
+                     "--rate and --requests")
 
     import numpy as np
 
@@ -112,9 +117,12 @@ def main() -> None:
                 if tdir is not None:
                     span.append(time.monotonic())
                     snap1 = host_share.snapshot(procs)
+                    placement = sampler.stop()
+                    gone = host_share.keep_exited(snap0, snap1, sampler)
                     host = {"span_monotonic": span, "cores": os.cpu_count(),
                             "share": host_share.share(snap0, snap1, span[1] - span[0], os.cpu_count() or 1),
-                            "placement": sampler.stop(), "loadavg": os.getloadavg()}
+                            "placement": placement, "loadavg": os.getloadavg(),
+                            "exited": [f"{procs[pid]}[{pid}]" for pid in gone]}
                     (tdir / f"host-{load}.json").write_text(json.dumps(host, indent=1) + "\n")
                 rec.meta.update(engine_command=" ".join(p_srv.command), engine_env=ENGINE_ENV,
                                 engine_args=f"P: {' '.join(PREFILL_ARGS + kv)}; D: {' '.join(ENGINE_ARGS + kv)}")
@@ -136,7 +144,9 @@ def main() -> None:
 
                     cf = ROOT / "validation" / name / "case.yaml"
                     case = yaml.safe_load(cf.read_text())
-                    where = "; ".join(f"{k.split('[')[0]} {v['affinity']} ran on "
+                    # keep the pid: a server has two processes named python (its API server and an
+                    # idle helper), told apart only by it (and by their CPU in host-<load>.json)
+                    where = "; ".join(f"{k} {v['affinity']} ran on "
                                       + "/".join(f"{c}:{share:.0%}" for c, share in v["ran_on"].items())
                                       for k, v in host["placement"].items() if v["ran_on"])
                     case["source"]["provenance"] += (f"; cores (taskset -p affinity, /proc/PID/stat field 39 every "
