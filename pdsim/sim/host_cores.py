@@ -19,6 +19,16 @@ With ``host.visit_ms`` the other load comes to a core as whole processes that st
 (sim/host_stalls.py) instead of a steady fraction of one: the intermittent ~2x decode steps of the
 CPU validation host (docs/validation/host-stalls.md).
 
+The request path (issue 24): each request's hops outside the engines (the way in through the HTTP
+server, proxy, tokeniser and engine core; the first token's way out) are CPU work of those
+unpinned processes, their idle-host time (``overheads.router_ms``, the tokeniser) measured as
+work. With a placement each hop is a job here (``hop``): it lands on the core that is least
+loaded at that moment (busy steps and hops plus the spread unpinned load: where the kernel's
+wake-up path puts a waking task) and shares that core's speed with whatever runs there until its
+work is done, slowing the steps beside it too. A hop alone on an idle core takes its work; beside
+one always-busy worker on each of two cores it takes twice that. Without a placement the world
+keeps the fixed delays (world.py).
+
 Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
 its prefills at 1.07x their price while D's worker was idle and 1.71x while it computed; D's
 decode steps 0.92x / 1.25x the other way round; the unpinned processes (D's engine core, API
@@ -113,6 +123,27 @@ class HostCores:
     def extra_of(self, role: str, index: int) -> float:
         """Unpinned busy processes an instance of that group adds while it steps."""
         return self.unpinned.get((role, index), 0.0)
+
+    def hop(self, work: float):
+        """A request-path hop of ``work`` seconds of CPU (at full speed) by an unpinned process: it
+        takes the core with the fewest busy processes now (steps and hops on it plus its share of
+        the unpinned load; the lowest id on a tie) and shares it from then on. Returns its job
+        (``.done``: the SimPy event that fires when its work is done)."""
+        if not (work >= 0.0 and work < float("inf")):
+            raise ValueError(f"a hop's work must be >= 0 s and finite, got {work}")
+        self._settle()
+        spread = self._extra(self._spread())
+        core = min(self.cores, key=lambda c: (c.busy + spread[c.cid], c.cid))
+        return self.start(core, work)
+
+    def finish_time(self, job: _Job) -> float:
+        """When ``job`` would be done if who runs where stayed as it is now (a hop still running
+        when the world stops: nothing else changes after the last request is done)."""
+        if job.done.triggered:
+            raise ValueError("the job is already done")
+        self._settle()
+        core = job.core
+        return self.env.now + max(job.left, 0.0) / core.rate(self._extra(self._spread())[core.cid])
 
     # ---- processor sharing -------------------------------------------------------------------
     def start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
