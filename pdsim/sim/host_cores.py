@@ -126,15 +126,23 @@ class HostCores:
 
     def hop(self, work: float):
         """A request-path hop of ``work`` seconds of CPU (at full speed) by an unpinned process: it
-        takes the core with the fewest busy processes now (steps and hops on it plus its share of
-        the unpinned load; the lowest id on a tie) and shares it from then on. Returns its job
+        takes the core where it would share with the fewest busy processes (the steps and hops
+        there plus that core's share of the unpinned load once the hop is counted: the load
+        balancer then moves the other load off it; the lowest id on a tie) and shares it from then on. Returns its job
         (``.done``: the SimPy event that fires when its work is done)."""
         if not (work >= 0.0 and work < float("inf")):
             raise ValueError(f"a hop's work must be >= 0 s and finite, got {work}")
         self._settle()
-        spread = self._extra(self._spread())
-        core = min(self.cores, key=lambda c: (c.busy + spread[c.cid], c.cid))
-        return self.start(core, work)
+        busy = [c.busy for c in self.cores]
+
+        def load_if_there(c: HostCore) -> float:  # busy processes it would share with, the hop among them
+            busy[c.cid] += 1
+            spread = self._spread(busy)
+            busy[c.cid] -= 1
+            return busy[c.cid] + 1 + spread[c.cid]
+
+        core = min(self.cores, key=lambda c: (load_if_there(c), c.cid))
+        return self._start(core, work)
 
     def finish_time(self, job: _Job) -> float:
         """When ``job`` would be done if who runs where stayed as it is now (a hop still running
@@ -147,6 +155,9 @@ class HostCores:
 
     # ---- processor sharing -------------------------------------------------------------------
     def start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
+        return self._start(core, work, extra)
+
+    def _start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
         self._settle()
         if self.visits is not None and not core.jobs:
             self.visits.wake(core.cid, self.env.now)
@@ -166,11 +177,13 @@ class HostCores:
         job.core.jobs.remove(job)
         self.load = max(self.background, self.load - job.extra)  # float residue of the sum
 
-    def _spread(self) -> list[float]:
+    def _spread(self, busy_now: list[int] | None = None) -> list[float]:
         """Unpinned load on each core: the kernel's load balancer moves runnable processes to the
         least loaded cores, so the load fills the cores with the fewest busy workers first, up to a
-        common level (water filling): extra_c = max(0, w - busy_c), summing to ``load``."""
-        busy = sorted(c.busy for c in self.cores)
+        common level (water filling): extra_c = max(0, w - busy_c), summing to ``load``.
+        ``busy_now``: busy jobs per core other than the cores' own (a hop weighing where to go)."""
+        per_core = busy_now if busy_now is not None else [c.busy for c in self.cores]
+        busy = sorted(per_core)
         left, w = self.load, 0.0
         for i, b in enumerate(busy):  # raise the level over the i + 1 least busy cores
             nxt = busy[i + 1] if i + 1 < len(busy) else float("inf")
@@ -179,7 +192,7 @@ class HostCores:
                 w = b + left / (i + 1)
                 break
             left -= room
-        return [max(0.0, w - c.busy) for c in self.cores]
+        return [max(0.0, w - b) for b in per_core]
 
     def _extra(self, spread: list[float]) -> list[float]:
         """Extra busy processes on each core now: the mean ones, or as visits realise them."""
