@@ -261,7 +261,8 @@ class StepTokens:
     seg_last: np.ndarray  # int64, last decode-step index (inclusive)
     step_end: "list[np.ndarray] | DecodeEnds"
     # per request, how much later than its engine's step ends the client got its stream (its
-    # first token's way out waited for a host core: world.first_token); None = no such shift
+    # first token's way out waited for a host core: world.first_token); None = no such shift.
+    # Request r's tokens 2..N reach the client at ``step_end`` + ``first_shift[r]``.
     first_shift: np.ndarray | None = None
 
     #: gaps expanded at a time while finding each request's worst gap (bounds the memory)
