@@ -141,7 +141,11 @@ class HostCores:
             busy[c.cid] -= 1
             return busy[c.cid] + 1 + spread[c.cid]
 
-        core = min(self.cores, key=lambda c: (load_if_there(c), c.cid))
+        # cores with the same busy count are alike to the water filling: weigh the first of each
+        candidates: dict[int, HostCore] = {}
+        for c in self.cores:
+            candidates.setdefault(c.busy, c)
+        core = min(candidates.values(), key=lambda c: (load_if_there(c), c.cid))
         return self._start(core, work)
 
     def finish_time(self, job: _Job) -> float:
