@@ -29,9 +29,10 @@ def _token_times(rec, k: int) -> list[float]:
     """Request k's token times: its first token, then the decode-step ends it took part in."""
     tok = rec.tokens
     t = [float(rec.requests["first_token_s"][k])]
+    shift = float(tok.first_shift[k]) if tok.first_shift is not None else 0.0  # the stream's wait for a core
     for r, i, a, b in zip(tok.seg_request, tok.seg_instance, tok.seg_first, tok.seg_last):
         if r == k:
-            t += tok.step_end[i][a:b + 1].tolist()
+            t += (tok.step_end[i][a:b + 1] + shift).tolist()
     return t
 
 

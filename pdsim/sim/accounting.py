@@ -62,10 +62,17 @@ class Accounting:
         if self.egress_s:  # every token reaches the client egress_s after its engine emits it
             for c in ("first_token_s", "finish_s"):
                 cols[c] = cols[c] + self.egress_s
+        # on placed host cores the first token's way out shares them: its wait beyond egress_s
+        # moves the request's whole stream (its gaps stay the engine's; world.first_token)
+        shift = self.egress_extras() if self.builder.host_cores is not None and self.egress_s else None
+        if shift is not None:
+            for c in ("first_token_s", "finish_s"):
+                cols[c] = cols[c] + shift
         infos = [InstanceInfo(i.name, i.role, i.gpus, i.pool.capacity, i.pool.peak, i.busy_time, i.tokens_out,
                               i.retractions) for i in self.instances]
         steps = [i.steps.columns() for i in self.instances]
-        tokens = StepTokens(*self.ledger.segments(), DecodeEnds([self._decode_ends(i, st) for i, st in zip(self.instances, steps)]))
+        tokens = StepTokens(*self.ledger.segments(), DecodeEnds([self._decode_ends(i, st) for i, st in zip(self.instances, steps)]),
+                            first_shift=shift)
         tier_usage = []
         for inst in self.instances:
             if inst.tier_log and inst.cache is not None:

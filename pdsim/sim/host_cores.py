@@ -19,6 +19,16 @@ With ``host.visit_ms`` the other load comes to a core as whole processes that st
 (sim/host_stalls.py) instead of a steady fraction of one: the intermittent ~2x decode steps of the
 CPU validation host (docs/validation/host-stalls.md).
 
+The request path (issue 24): each request's hops outside the engines (the way in through the HTTP
+server, proxy, tokeniser and engine core; the first token's way out) are CPU work of those
+unpinned processes, their idle-host time (``overheads.router_ms``, the tokeniser) measured as
+work. With a placement each hop is a job here (``hop``): it lands on the core that is least
+loaded at that moment (busy steps and hops plus the spread unpinned load: where the kernel's
+wake-up path puts a waking task) and shares that core's speed with whatever runs there until its
+work is done, slowing the steps beside it too. A hop alone on an idle core takes its work; beside
+one always-busy worker on each of two cores it takes twice that. Without a placement the world
+keeps the fixed delays (world.py).
+
 Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
 its prefills at 1.07x their price while D's worker was idle and 1.71x while it computed; D's
 decode steps 0.92x / 1.25x the other way round; the unpinned processes (D's engine core, API
@@ -114,8 +124,44 @@ class HostCores:
         """Unpinned busy processes an instance of that group adds while it steps."""
         return self.unpinned.get((role, index), 0.0)
 
+    def hop(self, work: float):
+        """A request-path hop of ``work`` seconds of CPU (at full speed) by an unpinned process: it
+        takes the core where it would share with the fewest busy processes (the steps and hops
+        there plus that core's share of the unpinned load once the hop is counted: the load
+        balancer then moves the other load off it; the lowest id on a tie) and shares it from then on. Returns its job
+        (``.done``: the SimPy event that fires when its work is done)."""
+        if not (work >= 0.0 and work < float("inf")):
+            raise ValueError(f"a hop's work must be >= 0 s and finite, got {work}")
+        self._settle()
+        busy = [c.busy for c in self.cores]
+
+        def load_if_there(c: HostCore) -> float:  # busy processes it would share with, the hop among them
+            busy[c.cid] += 1
+            spread = self._spread(busy)
+            busy[c.cid] -= 1
+            return busy[c.cid] + 1 + spread[c.cid]
+
+        # cores with the same busy count are alike to the water filling: weigh the first of each
+        candidates: dict[int, HostCore] = {}
+        for c in self.cores:
+            candidates.setdefault(c.busy, c)
+        core = min(candidates.values(), key=lambda c: (load_if_there(c), c.cid))
+        return self._start(core, work)
+
+    def finish_time(self, job: _Job) -> float:
+        """When ``job`` would be done if who runs where stayed as it is now (a hop still running
+        when the world stops: nothing else changes after the last request is done)."""
+        if job.done.triggered:
+            raise ValueError("the job is already done")
+        self._settle()
+        core = job.core
+        return self.env.now + max(job.left, 0.0) / core.rate(self._extra(self._spread())[core.cid])
+
     # ---- processor sharing -------------------------------------------------------------------
     def start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
+        return self._start(core, work, extra)
+
+    def _start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
         self._settle()
         if self.visits is not None and not core.jobs:
             self.visits.wake(core.cid, self.env.now)
@@ -135,11 +181,13 @@ class HostCores:
         job.core.jobs.remove(job)
         self.load = max(self.background, self.load - job.extra)  # float residue of the sum
 
-    def _spread(self) -> list[float]:
+    def _spread(self, busy_now: list[int] | None = None) -> list[float]:
         """Unpinned load on each core: the kernel's load balancer moves runnable processes to the
         least loaded cores, so the load fills the cores with the fewest busy workers first, up to a
-        common level (water filling): extra_c = max(0, w - busy_c), summing to ``load``."""
-        busy = sorted(c.busy for c in self.cores)
+        common level (water filling): extra_c = max(0, w - busy_c), summing to ``load``.
+        ``busy_now``: busy jobs per core other than the cores' own (a hop weighing where to go)."""
+        per_core = busy_now if busy_now is not None else [c.busy for c in self.cores]
+        busy = sorted(per_core)
         left, w = self.load, 0.0
         for i, b in enumerate(busy):  # raise the level over the i + 1 least busy cores
             nxt = busy[i + 1] if i + 1 < len(busy) else float("inf")
@@ -148,7 +196,7 @@ class HostCores:
                 w = b + left / (i + 1)
                 break
             left -= room
-        return [max(0.0, w - c.busy) for c in self.cores]
+        return [max(0.0, w - b) for b in per_core]
 
     def _extra(self, spread: list[float]) -> list[float]:
         """Extra busy processes on each core now: the mean ones, or as visits realise them."""

@@ -16,6 +16,9 @@ class EnginePorts(Protocol):
     def prefill_done(self, req, inst) -> None:
         """Prefill instance ``inst`` finished ``req``'s prompt; its KV is ready to leave."""
 
+    def first_token(self, req) -> None:
+        """An instance has set ``req.first_token`` (the request's first token leaves the engine then)."""
+
     def finished(self, req, inst) -> None:
         """``req`` produced its last token on ``inst``."""
 

@@ -260,6 +260,10 @@ class StepTokens:
     seg_first: np.ndarray  # int64, first decode-step index of the stretch
     seg_last: np.ndarray  # int64, last decode-step index (inclusive)
     step_end: "list[np.ndarray] | DecodeEnds"
+    # per request, how much later than its engine's step ends the client got its stream (its
+    # first token's way out waited for a host core: world.first_token); None = no such shift.
+    # Request r's tokens 2..N reach the client at ``step_end`` + ``first_shift[r]``.
+    first_shift: np.ndarray | None = None
 
     #: gaps expanded at a time while finding each request's worst gap (bounds the memory)
     CHUNK_GAPS = 1 << 20
@@ -285,6 +289,8 @@ class StepTokens:
         new_req = np.ones(len(rid), dtype=bool)
         new_req[1:] = rid[1:] != rid[:-1]
         prev[new_req] = first_token_s[rid[new_req]]
+        if self.first_shift is not None:  # the stream moved as a whole: gaps between engine times
+            prev[new_req] -= self.first_shift[rid[new_req]]
         prev[~new_req] = last_end[np.flatnonzero(~new_req) - 1]
         values, counts = [], []
         for i in np.unique(inst).tolist():

@@ -121,6 +121,7 @@ def merge(records: list[RunRecord], parts: list[np.ndarray], n: int, wall_s: flo
     for c, v in first.requests.items():
         cols[c] = np.empty(n, dtype=v.dtype)
     seg = {"r": [], "i": [], "a": [], "b": []}
+    shift = None  # the replicas' per-request stream shifts (record.StepTokens.first_shift), if any
     instances: list[InstanceInfo] = []
     steps, tier_usage, step_end = [], [], []
     link_cols: dict[str, list[np.ndarray]] = {}
@@ -137,6 +138,10 @@ def merge(records: list[RunRecord], parts: list[np.ndarray], n: int, wall_s: flo
         tok = r.tokens
         if not isinstance(tok, StepTokens):  # pragma: no cover - worlds always write step tokens
             raise TypeError("replicas merge simulated records only")
+        if tok.first_shift is not None:
+            if shift is None:
+                shift = np.zeros(n)
+            shift[idx] = tok.first_shift
         seg["r"].append(idx[tok.seg_request])
         seg["i"].append(tok.seg_instance + inst_off[k])
         seg["a"].append(tok.seg_first)
@@ -165,7 +170,7 @@ def merge(records: list[RunRecord], parts: list[np.ndarray], n: int, wall_s: flo
     r_all = np.concatenate(seg["r"])
     order = np.argsort(r_all, kind="stable")
     tokens = StepTokens(r_all[order], np.concatenate(seg["i"])[order], np.concatenate(seg["a"])[order],
-                        np.concatenate(seg["b"])[order], step_end)
+                        np.concatenate(seg["b"])[order], step_end, first_shift=shift)
     link_usage = {c: np.concatenate(v) for c, v in link_cols.items()}
     if "time_s" in link_usage and len(link_usage["time_s"]):
         o = np.argsort(link_usage["time_s"], kind="stable")

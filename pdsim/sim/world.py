@@ -83,6 +83,8 @@ class World(Elastic, Recovery, Accounting):
         fixed = pd_fixed_costs(sc.overheads) if sc.overheads is not None else None
         self.ingress_s = fixed.ingress_s if fixed else 0.0  # arrival -> the router has routed it
         self.egress_s = fixed.egress_s if fixed else 0.0  # a token leaves an engine -> the client has it
+        self.egress_extra: dict[int, float] = {}  # request id -> its way out's wait beyond egress_s (placed cores)
+        self._hops_out: dict[int, tuple] = {}  # request id -> (its way-out hop still running, token time)
         plugins = resolved.plugins if "schedulers" in resolved.plugins else default_plugins(resolved)
         self.transport = plugins["transport"].create(spec=sc.transfer)
         self.plans = group_plans(resolved, self.transport)
@@ -184,9 +186,32 @@ class World(Elastic, Recovery, Accounting):
             return
         ingress = self.ingress_s + tokenize_s(req.input_len, self.hw.efficiency)  # HTTP, proxy, tokeniser
         if ingress > 0:
-            self.env.timeout(ingress).callbacks.append(lambda _e, r=req: self._routed(r))
+            # with placed host cores the way in is CPU work sharing them (sim/host_cores.py hop),
+            # else its idle-host time as a fixed delay
+            cores = self.builder.host_cores
+            done = cores.hop(ingress).done if cores is not None else self.env.timeout(ingress)
+            done.callbacks.append(lambda _e, r=req: self._routed(r))
             return
         self._routed(req)
+
+    def first_token(self, req: Request) -> None:
+        """An engine has set ``req.first_token`` (now or, for a D that first loads and computes the
+        tail, a moment ahead). With placed host cores the token's way out (``egress_s``, the same
+        idle-host time every token gets) is a hop sharing them from then; its time beyond
+        ``egress_s`` is kept per request and moves the request's whole stream (accounting.py)."""
+        cores = self.builder.host_cores
+        if cores is None or not self.egress_s:
+            return
+        def out(_e=None, r=req, t0=req.first_token):
+            if r.first_token != t0:
+                return  # evicted and retried before its token left: the retry's token counts
+            job = cores.hop(self.egress_s)
+            self._hops_out[r.rid] = (job, t0)
+            job.done.callbacks.append(lambda _e, r=r, t0=t0: self._out_done(r.rid, t0, self.env.now))
+        # from the token's time, once the engine has done what it does at that moment: its worker
+        # goes on with its next step at once (it polls, holding its core), so a hop that starts
+        # between two steps must not take that core as if it were free
+        self.env.timeout(max(req.first_token - self.env.now, 0.0)).callbacks.append(out)
 
     def _routed(self, req: Request) -> None:
         req.routed = self.env.now
@@ -238,6 +263,22 @@ class World(Elastic, Recovery, Accounting):
 
     def prefill_done(self, req: Request, inst: Instance) -> None:
         self.transport.prefill_done(req, inst)
+
+    def _out_done(self, rid: int, t0: float, end: float) -> None:
+        """Request ``rid``'s first token (left its engine at ``t0``) reached the client at ``end``."""
+        self._hops_out.pop(rid, None)
+        self.egress_extra[rid] = max(0.0, end - t0 - self.egress_s)  # >= 0 but for float residue
+
+    def egress_extras(self) -> np.ndarray:
+        """Per request, its first token's way out beyond ``egress_s`` (s; 0 without placed cores).
+        A hop still running when the world stops ends at the rates of that moment."""
+        for rid, (job, t0) in list(self._hops_out.items()):
+            self._out_done(rid, t0, self.builder.host_cores.finish_time(job))
+        extra = np.zeros(len(self.table))
+        if self.egress_extra:
+            ids = np.fromiter(self.egress_extra, dtype=np.int64, count=len(self.egress_extra))
+            extra[ids] = np.fromiter(self.egress_extra.values(), dtype=np.float64, count=len(ids))
+        return extra
 
     def finished(self, req: Request, inst: Instance) -> None:
         self.n_finished += 1

@@ -218,7 +218,8 @@ class PDOverheadSpec:
     """Fixed costs of a P/D request outside the engines (costs/pd_overheads.py), milliseconds.
 
     ``router_ms``: the load balancer / HTTP proxy path, once on the way in (request to P and
-    D) and added to the first token's trip out; ``bootstrap_ms``: D's bootstrap handshake with
+    D) and added to the first token's trip out (the idle-host time; with a ``host.placement`` it
+    is CPU work that shares the placed cores, sim/host_cores.py ``hop``); ``bootstrap_ms``: D's bootstrap handshake with
     P per request (room allocation, KV page indices sent to P); ``connect_ms``: the first
     handshake of a (P, D) pair (transfer-engine connection setup, RDMA queue pairs), once per
     pair. None = the defaults in pd_overheads.py, which are assumptions with stated

@@ -29,6 +29,10 @@ class HostSpec:
     # it is the only group of that role, or ``role[i]``): one core id per instance, or one id for all
     # of them. CPU-device workers placed on the same core share it (processor sharing). What a
     # recording observed (``taskset -p``, /proc/PID/stat field 39), never fitted. Empty = no sharing.
+    # With a placement the request path shares the cores too: the way in (``overheads.router_ms`` +
+    # the tokeniser) and the first token's way out are CPU work of unpinned processes, each a hop on
+    # the core where it shares with the fewest (sim/host_cores.py ``hop``); without one they are
+    # fixed delays.
     # ``unpinned``: per placed group, how many of an instance's other processes (engine core, API
     # server) are busy, on no core in particular, while its worker steps (their CPU seconds over the
     # worker's stepping seconds in a recording, host_share.py); the kernel spreads them over all cores.

@@ -120,6 +120,7 @@ class Admission:
             req.decode_admit = self.env.now
             if math.isnan(req.first_token):
                 req.first_token = self.env.now + lag  # P's token streamed by D on admission, or D's own
+                self.ports.first_token(req)
             self._start_decoding(req, req.ctx0)
 
     def _admit_holding_pages(self) -> None:
@@ -134,6 +135,7 @@ class Admission:
                 req.decode_admit = self.env.now
                 if math.isnan(req.first_token):
                     req.first_token = self.env.now
+                    self.ports.first_token(req)
                 self._start_decoding(req, req.ctx0)
             else:
                 keep.append(req)

@@ -290,6 +290,7 @@ class Stepping:
             req.prefill_end = now
             if math.isnan(req.first_token):
                 req.first_token = now  # the last prefill chunk samples the first token
+                self.ports.first_token(req)
         # KV pages for the prompt were allocated at the first chunk; join the batch next step
         req.ctx0 = recompute if recompute is not None else req.input_len
         self.ready_q.append(req)
