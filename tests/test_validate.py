@@ -131,3 +131,21 @@ def test_all_with_a_remeasured_profile_says_so(tmp_path):
     assert main(["validate", "--all", str(cases), "--docs", str(docs)]) == 0
     base = float(docs.read_text().split("| cpu-vllm-light | mean_itl_ms | ")[1].split("|")[1].replace(",", ""))
     assert slow > base  # the override was simulated, not only printed
+
+
+def test_one_case_folder_validates_as_its_case_yaml_says(tmp_path, capsys):
+    """`pdsim validate validation/<case>`: the case's own run, scenario, sets and tolerances (the same
+    numbers `--all` writes to docs/validation.md); a past-tolerance metric exits 3, and options the
+    case.yaml fixes are refused in one line (exit 2)."""
+    from pdsim.validate.case import run_case
+
+    case = ROOT / "validation" / "cpu-vllm-here-trace-knee"
+    rc = main(["validate", str(case), "--out", str(tmp_path / "v")])
+    out = capsys.readouterr().out
+    want = run_case(case)
+    assert rc == (0 if want.passed else 3) and (tmp_path / "v" / "validation.html").is_file()
+    for row in want.rows:
+        if row.tolerance is not None:
+            assert f"{row.error * 100:+.1f}%" in out and row.metric in out
+    assert main(["validate", str(case), "--tolerance", "mean_itl_ms=0.1"]) == 2
+    assert "case.yaml" in capsys.readouterr().err

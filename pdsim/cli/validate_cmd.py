@@ -19,7 +19,8 @@ def register(sub) -> None:
                     "and a verdict against tolerances (exit status 3 when one is past it). --all regenerates "
                     "docs/validation.md from the cases in a folder.")
     v.add_argument("real", nargs="?", help="a real run: `pdsim replay --out` folder, bench_serving/vLLM/genai-bench/"
-                                           "AIPerf result or server request log")
+                                           "AIPerf result or server request log; or a case folder of validation/ "
+                                           "(with case.yaml: its run, scenario and tolerances)")
     v.add_argument("--scenario", help="scenario YAML path or bundled key describing the real deployment")
     v.add_argument("--set", action="append", metavar="FIELD=VALUE",
                    help="override a scenario field (with --all: every case, e.g. hardware=PATH of a re-measured "
@@ -73,9 +74,55 @@ def run(args: argparse.Namespace) -> int:
                   ", ".join(f"{row.metric} {row.error:+.1%}" for row in bad))
         print(f"wrote {args.docs} ({len(results)} cases)")
         return 0 if all(r.passed for r in results) else PAST_TOLERANCE
+    if args.real and not args.scenario and _is_case(args.real):
+        return _case(args)
     if not args.real or not args.scenario:
-        raise SpecError("give a real run and --scenario (or --all CASES)", field="real")
+        raise SpecError("give a real run and --scenario, a case folder (with case.yaml), or --all CASES", field="real")
     return _one(args)
+
+
+def _is_case(path: str) -> bool:
+    from pathlib import Path
+
+    from ..validate.case import CASE_FILE
+
+    return (Path(path) / CASE_FILE).is_file()
+
+
+def _case(args: argparse.Namespace) -> int:
+    """One case folder of validation/: its real run, scenario, sets and tolerances from its case.yaml."""
+    import warnings
+    from pathlib import Path
+
+    from ..specs.errors import SpecError
+    from ..validate.case import run_case
+    from ..validate.report import fmt
+
+    if args.tolerance or args.record is not None or args.max_concurrency is not None or args.format != "auto" \
+            or args.arrivals != "auto":
+        raise SpecError("a case folder states its format, arrivals and tolerances in case.yaml; give only --set "
+                        "and --out with it", field="real")
+    html = None
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        html = Path(args.out) / "validation.html"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = run_case(args.real, html, overrides=args.set)
+    print(f"{r.name}: {r.requests} requests aligned ({r.arrivals}); profile {r.profile}")
+    for n in r.notes:
+        print(f"  note: {n}", file=sys.stderr)
+    print(f"  {'metric':<24}{'real':>12}{'simulated':>12}{'error':>10}  verdict")
+    for row in r.rows:
+        print(f"  {row.metric:<24}{fmt(row.real):>12}{fmt(row.simulated):>12}{fmt(row.error, True):>10}  "
+              f"{row.verdict}" + (f" (±{row.tolerance:.0%})" if row.tolerance is not None else ""))
+    if html is not None:
+        print(f"  wrote {html}")
+    bad = [row for row in r.rows if row.verdict == "FAIL"]
+    if bad:
+        print(f"past tolerance: {', '.join(row.metric for row in bad)}", file=sys.stderr)
+        return PAST_TOLERANCE
+    return 0
 
 
 def _one(args: argparse.Namespace) -> int:
