@@ -105,6 +105,7 @@ def measure(quick: bool, baseline: str | None = None, rounds: int = 7,
         import run_memory
 
         out["pdsim_run_alongside"] = alongside
+        out["pdsim_run_requested"] = [list(run) for run in pdsim_runs]
         out["pdsim_run"] = []
         load0, t0 = _load(), time.perf_counter()
 
@@ -239,6 +240,10 @@ def memory_table(r: dict) -> list[str]:
                      f"({_minutes(m['simulate_s'])}) |")
     done = [f"{m['requests']:,} ({m['workload']}): {m['completed']:,} completed, {m['dropped']:,} dropped, "
             f"{m['sim_time_s']:,.0f} s simulated" for m in rows]
+    measured = {(m["workload"], m["requests"]) for m in rows}
+    missing = [f"{n:,} ({k})" for k, n in r.get("pdsim_run_requested", []) if (k, n) not in measured]
+    if missing:
+        done.append(f"not measured (the run did not finish): {', '.join(missing)}")
     lines += ["", "; ".join(done) + ".", ""]
     kinds = sorted({m["workload"] for m in rows})
     for k in kinds:

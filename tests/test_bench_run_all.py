@@ -74,6 +74,15 @@ def test_same_steps_read_as_like_for_like_and_no_memory_section_without_it():
     assert "Memory through" not in text
 
 
+def test_a_requested_run_that_did_not_finish_is_named_not_dropped():
+    r = _results(steps_baseline=184_071)
+    r["pdsim_run_requested"] = [["A", 1_000_000], ["B", 10_000_000]]
+    r["pdsim_run"] = r["pdsim_run"][:1]
+    text = run_all.table(r)
+    assert "| 1,000,000 | A |" in text and "| 10,000,000 |" not in text
+    assert "not measured (the run did not finish): 10,000,000 (B)" in text
+
+
 def test_pdsim_run_sizes_pick_the_readme_workloads_and_bad_input_is_one_line():
     assert run_memory.parse_runs("1000000,10000000") == [("A", 1_000_000), ("B", 10_000_000)]
     assert run_memory.parse_runs("b:2000, A:3_000") == [("B", 2000), ("A", 3000)]
