@@ -46,6 +46,9 @@ from typing import Callable
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+# Bare SimPy's rate varying more than this between rounds means the machine's load changed under
+# the comparison: the table then says wall-time ratios are noise and points at the CPU time.
+NOISY = 1.5
 
 
 def _json_of(script: str, *args: str) -> object:
@@ -193,12 +196,18 @@ def table(r: dict) -> str:
 
 
 def _versus_caveat(v: dict) -> list[str]:
-    """Say plainly when the two trees did different work (their prices differ): not like for like."""
-    steps = v["steps"]
+    """Say plainly when the two trees did different work, and when the machine was too busy for wall times."""
+    steps, simpy = v["steps"], v["simpy_events_per_s"]
+    lines = []
+    if simpy["max"] > NOISY * simpy["min"]:
+        lines += ["", f"Bare SimPy's rate varied {simpy['max'] / simpy['min']:.1f}x between rounds (other jobs came "
+                      f"and went on the shared machine): the wall-time ratios carry that noise, the CPU-time ratio "
+                      f"much less, so read speed from the CPU time here."]
     if steps["current"] == steps["baseline"]:
-        return ["", "Both trees took the same engine steps on the same requests: like for like."]
-    return ["", f"The two trees price the same requests differently (the baseline took {steps['baseline']:,} engine "
-                f"steps, the current tree {steps['current']:,}), so these ratios mix speed with different work."]
+        return lines + ["", "Both trees took the same engine steps on the same requests: like for like."]
+    return lines + ["", f"The two trees price the same requests differently (the baseline took {steps['baseline']:,} "
+                        f"engine steps, the current tree {steps['current']:,}), so these ratios mix speed with "
+                        f"different work."]
 
 
 def _load_text(r: dict) -> str:

@@ -61,6 +61,7 @@ def test_table_opens_with_the_same_run_ratios_and_ends_with_the_memory_rows_and_
     assert "| 10,000,000 | B |" in text and "| OVER 12 GB |" in text
     assert "all at once in the background" in text
     assert "load average 2.5 (2.0-3.0) on 2 cores" in text
+    assert "read speed from the CPU time" not in text  # SimPy steady within 1.5x: no noise warning
     # the exact commands, with the request limit raised as the README shows
     assert "PDSIM_MAX_REQUESTS=10000000 nice -n 19 /usr/bin/time -v python -m pdsim run dsv3-h800-p4d6" in text
     assert "--set workload.rate=12" in text and "--set workload.rate=3.4" in text
@@ -72,6 +73,8 @@ def test_same_steps_read_as_like_for_like_and_no_memory_section_without_it():
     text = run_all.table(r)
     assert "like for like" in text and "not like for like" not in text
     assert "Memory through" not in text
+    r["versus"]["simpy_events_per_s"] = {"median": 2.4e5, "min": 2.3e5, "max": 7.1e5, "n": 5}
+    assert "Bare SimPy's rate varied 3.1x between rounds" in run_all.table(r)
 
 
 def test_a_requested_run_that_did_not_finish_is_named_not_dropped():
