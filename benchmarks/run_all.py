@@ -153,46 +153,65 @@ def measure(quick: bool, baseline: str | None = None, rounds: int = 7,
     return out
 
 
+ABSOLUTE = ("core", "length", "fleet", "replicas", "sweep")
+
+
 def table(r: dict) -> str:
-    c = r["core"]
-    versus = []
+    """The README's table from a results dict; parts a stopped run did not reach are named, not dropped."""
+    lines: list[str] = []
     if r.get("versus"):
         from compare import table as versus_table
 
-        versus = [versus_table(r["versus"]), *_versus_caveat(r["versus"]), "",
+        lines += [versus_table(r["versus"]), *_versus_caveat(r["versus"]), "",
                   "Absolute figures on this machine, this day:", ""]
-    lines = versus + [f"Measured {r['date']} at commit `{r['commit']}` on this {r['cores']}-core machine (Python "
+    missing = [k for k in ABSOLUTE if not r.get(k)]
+    if "core" in missing:
+        lines.append(f"Absolute figures: not measured (the run of {r['date']} at commit `{r['commit']}` was stopped "
+                     f"before them{_load_text(r)}).")
+    else:
+        lines += _absolute_rows(r)
+        if missing:
+            lines += ["", f"Not measured (the run was stopped before them): {', '.join(missing)}."]
+    if r.get("pdsim_run") or r.get("pdsim_run_requested"):
+        lines += ["", *memory_table(r)]
+    return "\n".join(lines)
+
+
+def _absolute_rows(r: dict) -> list[str]:
+    c = r["core"]
+    lines = [f"Measured {r['date']} at commit `{r['commit']}` on this {r['cores']}-core machine (Python "
              f"{r['python']}) by `python benchmarks/run_all.py`; bare SimPy runs "
              f"{c['simpy_events_per_s']:,.0f} events/s here (the machine normaliser){_load_text(r)}.", "",
              "| benchmark | what | result |", "|---|---|---|",
              f"| `bench_core.py` | Mooncake conversation trace ({c['requests']:,} requests) through DeepSeek-V3 "
              f"P4D6 on H800 ({c['gpus']} GPUs), one core, best of {c['repeat']} | {c['requests_per_s']:,.0f} "
              f"requests/s, {c['steps_per_s']:,.0f} engine steps/s, {c['peak_mib']:,.0f} MiB peak |"]
-    for row in r["length"]:
+    for row in r.get("length") or []:
         lines.append(f"| `bench_scale.py` | {row['requests']:,} requests (the trace tiled), P4D6, whole pipeline "
                      f"(simulate, metrics, tables, report) | {row['requests_per_s']:,.0f} requests/s simulated, "
                      f"{row['simulate_s'] + row['metrics_s'] + row.get('outputs_s', 0):,.1f} s in all, "
                      f"{row['peak_mib']:,.0f} MiB peak |")
-    for row in r["fleet"][1:]:
+    for row in (r.get("fleet") or [])[1:]:
         lines.append(f"| `bench_scale.py --fleet {row['fleet']}` | {row['fleet']} copies of the P4D6 groups "
                      f"({row['gpus']:,} GPUs) behind one router, {row['requests']:,} requests | "
                      f"{row['requests_per_s']:,.0f} requests/s, {row['peak_mib']:,.0f} MiB peak |")
-    w1, w2 = r["replicas"]
-    same = all(w1[k] == w2[k] for k in ("completed", "mean_ttft_ms", "p99_itl_ms", "engine_steps"))
-    lines.append(f"| `bench_scale.py --replicas` | {w1['fleet']} independent P4D6 replicas ({w1['gpus']:,} GPUs), "
-                 f"{w1['requests']:,} requests, 1 vs 2 worker processes | {w1['simulate_s']:.1f} s vs "
-                 f"{w2['simulate_s']:.1f} s ({w1['simulate_s'] / w2['simulate_s']:.2f}x, "
-                 f"{w1['simulate_s'] / w2['simulate_s'] / 2:.0%} efficiency); "
-                 f"{'same' if same else 'DIFFERENT'} completed, mean TTFT, p99 ITL and steps |")
-    s1, s2 = r["sweep"]
-    lines.append(f"| `bench_sweep.py` | {s1['sweep']}: {s1['configurations']} configurations ({s1['simulated']} "
-                 f"simulated), 1 vs 2 workers | {s1['wall_s']:.1f} s vs {s2['wall_s']:.1f} s "
-                 f"({s1['wall_s'] / s2['wall_s']:.2f}x, {s1['wall_s'] / s2['wall_s'] / 2:.0%} efficiency) |")
-    lines += ["", "Scaling plot (requests and cluster size against wall time and peak memory): "
-              "[docs/benchmarks/scaling.html](docs/benchmarks/scaling.html)."]
-    if r.get("pdsim_run"):
-        lines += ["", *memory_table(r)]
-    return "\n".join(lines)
+    if r.get("replicas"):
+        w1, w2 = r["replicas"]
+        same = all(w1[k] == w2[k] for k in ("completed", "mean_ttft_ms", "p99_itl_ms", "engine_steps"))
+        lines.append(f"| `bench_scale.py --replicas` | {w1['fleet']} independent P4D6 replicas ({w1['gpus']:,} "
+                     f"GPUs), {w1['requests']:,} requests, 1 vs 2 worker processes | {w1['simulate_s']:.1f} s vs "
+                     f"{w2['simulate_s']:.1f} s ({w1['simulate_s'] / w2['simulate_s']:.2f}x, "
+                     f"{w1['simulate_s'] / w2['simulate_s'] / 2:.0%} efficiency); "
+                     f"{'same' if same else 'DIFFERENT'} completed, mean TTFT, p99 ITL and steps |")
+    if r.get("sweep"):
+        s1, s2 = r["sweep"]
+        lines.append(f"| `bench_sweep.py` | {s1['sweep']}: {s1['configurations']} configurations ({s1['simulated']} "
+                     f"simulated), 1 vs 2 workers | {s1['wall_s']:.1f} s vs {s2['wall_s']:.1f} s "
+                     f"({s1['wall_s'] / s2['wall_s']:.2f}x, {s1['wall_s'] / s2['wall_s'] / 2:.0%} efficiency) |")
+    if r.get("length") and r.get("fleet"):
+        lines += ["", "Scaling plot (requests and cluster size against wall time and peak memory): "
+                  "[docs/benchmarks/scaling.html](docs/benchmarks/scaling.html)."]
+    return lines
 
 
 def _versus_caveat(v: dict) -> list[str]:
@@ -230,7 +249,7 @@ def memory_table(r: dict) -> list[str]:
     """The ``pdsim run`` memory rows, their bounds, and the commands that produced them."""
     import run_memory
 
-    rows = r["pdsim_run"]
+    rows = r.get("pdsim_run") or []
     load = r.get("load_avg", {}).get("pdsim_run")
     how = ("all at once in the background while the benchmarks above ran" if r.get("pdsim_run_alongside")
            else "after the benchmarks above")
@@ -254,14 +273,15 @@ def memory_table(r: dict) -> list[str]:
     if missing:
         done.append(f"not measured (the run did not finish): {', '.join(missing)}")
     lines += ["", "; ".join(done) + ".", ""]
-    kinds = sorted({m["workload"] for m in rows})
-    for k in kinds:
+    runs = [(m["workload"], m["requests"]) for m in rows]
+    runs += [(k, n) for k, n in r.get("pdsim_run_requested", []) if (k, n) not in runs]
+    for k in sorted({k for k, _ in runs}):
         rate, mean, _ = run_memory.WORKLOADS[k]
         lines.append(f"Workload {k}: P4D6 (`{run_memory.SCENARIO}`, 80 H800 GPUs), synthetic, log-normal prompts "
                      f"(mean {mean:,} tokens) and outputs (mean 340) at {rate:g} requests/s.")
-    for m in rows:
-        lines += ["", f"{m['requests']:,} requests, workload {m['workload']}:", "",
-                  *("    " + line for line in m["command"].splitlines())]
+    for k, n in runs:
+        lines += ["", f"{n:,} requests, workload {k}:", "",
+                  *("    " + line for line in run_memory.command_text(k, n).splitlines())]
     return lines
 
 
@@ -325,7 +345,8 @@ def main() -> None:
         print(table(r))
         return
     write_readme(table(r))
-    plot(r, ROOT / "docs" / "benchmarks" / "scaling.html")
+    if r.get("length") and r.get("fleet"):
+        plot(r, ROOT / "docs" / "benchmarks" / "scaling.html")
     print(table(r))
 
 

@@ -84,6 +84,7 @@ def test_a_requested_run_that_did_not_finish_is_named_not_dropped():
     text = run_all.table(r)
     assert "| 1,000,000 | A |" in text and "| 10,000,000 |" not in text
     assert "not measured (the run did not finish): 10,000,000 (B)" in text
+    assert "PDSIM_MAX_REQUESTS=10000000 nice -n 19" in text  # its command is still given
 
 
 def test_pdsim_run_sizes_pick_the_readme_workloads_and_bad_input_is_one_line():
@@ -96,3 +97,15 @@ def test_pdsim_run_sizes_pick_the_readme_workloads_and_bad_input_is_one_line():
     words = run_memory.argv("A", 1000, "OUT")
     assert words[:2] == ["run", "dsv3-h800-p4d6"] and "workload.num_requests=1000" in words
     assert words[-2:] == ["--out", "OUT"] and "--no-verdict-check" in words
+
+
+def test_a_stopped_run_renders_what_it_measured_and_names_the_rest():
+    r = _results(steps_baseline=184_071)
+    for k in ("fleet", "replicas", "sweep"):
+        del r[k]
+    text = run_all.table(r)
+    assert "| `bench_core.py` |" in text and "Not measured (the run was stopped before them): fleet, replicas, sweep" in text
+    assert "Scaling plot" not in text
+    del r["core"], r["length"]
+    text = run_all.table(r)
+    assert "Same-run comparison" in text and "Absolute figures: not measured" in text and "| 10,000,000 | B |" in text
