@@ -258,14 +258,14 @@ def memory_table(r: dict) -> list[str]:
              f"{how}; peak RSS the kernel's `ru_maxrss` for it (what `/usr/bin/time -v` prints)"
              + (f", load average {load['start']:.1f} at the start and {load['end']:.1f} at the end" if load else "")
              + ". Bounds from issue 27: 1M requests under 1.5 GB, 10M under 12 GB.", "",
-             "| requests | workload | engine steps | peak RSS | per request | bound | wall (simulate) |",
-             "|---|---|---|---|---|---|---|"]
+             "| requests | workload | engine steps | peak RSS | per request | bound | wall (simulate) | CPU |",
+             "|---|---|---|---|---|---|---|---|"]
     for m in rows:
         bound = ("-" if m["bound_bytes"] is None else
                  f"{'under' if m['within_bound'] else 'OVER'} {m['bound_bytes'] / 1e9:g} GB")
         lines.append(f"| {m['requests']:,} | {m['workload']} | {m['engine_steps'] / 1e6:.1f}M | {_gb(m['peak_bytes'])} "
                      f"| {m['bytes_per_request']:,.0f} B | {bound} | {_minutes(m['wall_s'])} "
-                     f"({_minutes(m['simulate_s'])}) |")
+                     f"({_minutes(m['simulate_s'])}) | {_minutes(m['cpu_s'])} |")
     done = [f"{m['requests']:,} ({m['workload']}): {m['completed']:,} completed, {m['dropped']:,} dropped, "
             f"{m['sim_time_s']:,.0f} s simulated" for m in rows]
     measured = {(m["workload"], m["requests"]) for m in rows}

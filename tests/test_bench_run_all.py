@@ -57,7 +57,7 @@ def test_table_opens_with_the_same_run_ratios_and_ends_with_the_memory_rows_and_
     assert "| simulate wall time | 1.50x (1.20-1.80) |" in text
     assert "not like for like" in text and "the baseline took 193,022 engine steps, the current tree 184,071" in text
     assert "load average 1.0-4.5" in text
-    assert "| 1,000,000 | A | 16.0M | 1,335 MiB (1.40 GB) | 1,400 B | under 1.5 GB | 21 min 11 s (16 min 40 s) |" in text
+    assert "| 1,000,000 | A | 16.0M | 1,335 MiB (1.40 GB) | 1,400 B | under 1.5 GB | 21 min 11 s (16 min 40 s) | 20 min 0 s |" in text
     assert "| 10,000,000 | B |" in text and "| OVER 12 GB |" in text
     assert "all at once in the background" in text
     assert "load average 2.5 (2.0-3.0) on 2 cores" in text
