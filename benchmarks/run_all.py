@@ -171,7 +171,8 @@ def table(r: dict) -> str:
     else:
         lines += _absolute_rows(r)
         if missing:
-            lines += ["", f"Not measured (the run was stopped before them): {', '.join(missing)}."]
+            why = r.get("stopped") or "the run was stopped before them"
+            lines += ["", f"Not measured: {', '.join(missing)} ({why})."]
     if r.get("pdsim_run") or r.get("pdsim_run_requested"):
         lines += ["", *memory_table(r)]
     return "\n".join(lines)

@@ -104,7 +104,7 @@ def test_a_stopped_run_renders_what_it_measured_and_names_the_rest():
     for k in ("fleet", "replicas", "sweep"):
         del r[k]
     text = run_all.table(r)
-    assert "| `bench_core.py` |" in text and "Not measured (the run was stopped before them): fleet, replicas, sweep" in text
+    assert "| `bench_core.py` |" in text and "Not measured: fleet, replicas, sweep (the run was stopped before them)" in text
     assert "Scaling plot" not in text
     del r["core"], r["length"]
     text = run_all.table(r)
