@@ -129,6 +129,7 @@ def table(r: dict) -> str:
         f"is faster or smaller), median (min-max over rounds). Bare SimPy in the same rounds: "
         f"{r['simpy_events_per_s']['median']:,.0f} events/s ({r['simpy_events_per_s']['min']:,.0f}-"
         f"{r['simpy_events_per_s']['max']:,.0f}); load average {r['load_avg']['median']:.1f} "
+        f"({r['load_avg']['min']:.1f}-{r['load_avg']['max']:.1f}) "
         f"on {r['machine']['cores']} cores.", "",
         "| measure | baseline / current |", "|---|---|",
         f"| simulate wall time | {cell(q['simulate_s'])} |",
