@@ -66,10 +66,17 @@ class TransferPlan:
 
 def kv_bytes_moved(model: ModelSpec, tokens: int, attn_tp: int, engine_kv_dtype: str = "auto") -> tuple[float, int]:
     """(bytes, senders) for ``tokens`` of KV leaving an instance with attention TP ``attn_tp``."""
+    per_tok, copies, senders = _kv_copies(model, attn_tp, engine_kv_dtype)
+    return float(tokens * per_tok * copies), senders
+
+
+def _kv_copies(model: ModelSpec, attn_tp: int, engine_kv_dtype: str) -> tuple[int, int, int]:
+    """(KV bytes per token, copies moved, senders): MLA moves one copy from one sender, GQA its
+    replication from every attention-TP rank (module docstring)."""
     per_tok = model.kv_bytes_per_token(kv_dtype(model, engine_kv_dtype))
     if model.attention == "mla":
-        return float(tokens * per_tok), 1
-    return float(tokens * per_tok * model.kv_replication(attn_tp)), attn_tp
+        return per_tok, 1, 1
+    return per_tok, model.kv_replication(attn_tp), attn_tp
 
 
 def kv_chunks(model: ModelSpec, tokens: int, page_size: int, attn_tp: int = 1, dst_attn_tp: int | None = None,
@@ -78,6 +85,19 @@ def kv_chunks(model: ModelSpec, tokens: int, page_size: int, attn_tp: int = 1, d
     regions, ``run_pages`` pages per contiguous run (or ``runs`` contiguous runs, counted by the
     page allocators of both ends: sim/kv/pool.py); a GQA source rank whose heads land on
     several destination ranks (D's attention TP larger) sends each chunk as that many pieces."""
+    return _chunks(tokens, page_size, run_pages, runs, _chunks_per_run(model, attn_tp, dst_attn_tp))
+
+
+def _chunks_per_run(model: ModelSpec, attn_tp: int, dst_attn_tp: int | None) -> int:
+    """Work requests per contiguous run of pages: layers x KV parts x pieces per chunk."""
+    parts = 1 if model.attention == "mla" else 2
+    split = 1
+    if model.attention != "mla" and dst_attn_tp and dst_attn_tp > attn_tp:
+        split = min(dst_attn_tp, max(model.num_kv_heads, attn_tp)) // attn_tp or 1
+    return model.num_layers * parts * split
+
+
+def _chunks(tokens: int, page_size: int, run_pages: float, runs: int | None, per_run: int) -> int:
     if tokens <= 0:
         return 0
     pages = -(-tokens // page_size)
@@ -85,11 +105,7 @@ def kv_chunks(model: ModelSpec, tokens: int, page_size: int, attn_tp: int = 1, d
         runs = min(max(int(runs), 1), pages)
     else:
         runs = math.ceil(pages / max(run_pages, 1.0))
-    parts = 1 if model.attention == "mla" else 2
-    split = 1
-    if model.attention != "mla" and dst_attn_tp and dst_attn_tp > attn_tp:
-        split = min(dst_attn_tp, max(model.num_kv_heads, attn_tp)) // attn_tp or 1
-    return int(runs * model.num_layers * parts * split)
+    return int(runs * per_run)
 
 
 def mooncake_constants(hw: HardwareProfile, calibrated: bool) -> dict:
@@ -110,25 +126,54 @@ def transfer_plan(model: ModelSpec, hw: HardwareProfile, spec: TransferSpec, tok
     (attention TP ``attn_tp``, ``page_size``) over ``link`` ('rdma' or 'nvlink'). ``runs``:
     contiguous page runs of this request (both ends' allocators); without it ``run_pages``
     pages per run (1: every page its own run, the worst case)."""
-    nbytes, senders = kv_bytes_moved(model, tokens, attn_tp, engine_kv_dtype)
-    chunks = kv_chunks(model, tokens, page_size, attn_tp, dst_attn_tp, run_pages, runs)
-    if link == "nvlink":
-        setup = (spec.setup_ms if spec.setup_ms is not None else NVLINK_SETUP_MS) * 1e-3
-        serial = chunks * NVLINK_PER_CHUNK_US * 1e-6
-        return TransferPlan(nbytes, setup + serial, senders, chunks, "nvlink", serial)
-    if spec.backend == "mooncake":
-        c = mooncake_constants(hw, calibrated)
-        setup = (spec.setup_ms if spec.setup_ms is not None else c["setup_ms"]) * 1e-3
-        if spec.batched:
-            serial = chunks * c["per_chunk_us"] * 1e-6
+    return TransferPricer(model, hw, spec, attn_tp, page_size, engine_kv_dtype, calibrated, link=link,
+                          dst_attn_tp=dst_attn_tp).plan(tokens, run_pages, runs)
+
+
+class TransferPricer:
+    """``transfer_plan`` for one sender, receiver, link and transfer spec: what does not depend
+    on the request (bytes per token, work requests per run of pages, setup and per-chunk
+    seconds) worked out once, so a request's ``plan`` is a few operations (the simulator prices
+    every P->D transfer with it: sim/build.py ``PairPlan``)."""
+
+    __slots__ = ("per_tok", "copies", "senders", "page", "per_run", "link", "setup_s", "per_chunk_us",
+                 "per_chunk_s", "fixed_s")
+
+    def __init__(self, model: ModelSpec, hw: HardwareProfile, spec: TransferSpec, attn_tp: int, page_size: int,
+                 engine_kv_dtype: str = "auto", calibrated: bool = False, *, link: str = "rdma",
+                 dst_attn_tp: int | None = None):
+        self.per_tok, self.copies, self.senders = _kv_copies(model, attn_tp, engine_kv_dtype)
+        self.page = page_size
+        self.per_run = _chunks_per_run(model, attn_tp, dst_attn_tp)
+        self.link = link
+        self.per_chunk_us = self.per_chunk_s = self.fixed_s = None  # which one prices the chunks
+        self.setup_s = 0.0
+        if link == "nvlink":
+            self.setup_s = (spec.setup_ms if spec.setup_ms is not None else NVLINK_SETUP_MS) * 1e-3
+            self.per_chunk_us = NVLINK_PER_CHUNK_US
+        elif spec.backend == "mooncake":
+            c = mooncake_constants(hw, calibrated)
+            self.setup_s = (spec.setup_ms if spec.setup_ms is not None else c["setup_ms"]) * 1e-3
+            if spec.batched:
+                self.per_chunk_us = c["per_chunk_us"]
+            else:
+                self.per_chunk_s = (spec.per_page_us if spec.per_page_us is not None else c["per_page_us"]) * 1e-6
         else:
-            per = (spec.per_page_us if spec.per_page_us is not None else c["per_page_us"]) * 1e-6
-            serial = chunks * per
-        return TransferPlan(nbytes, setup + serial, senders, chunks, link, serial)
-    # NCCL point to point: one send per layer, a latency chain of this request alone
-    setup = (spec.setup_ms or 0.0) * 1e-3
-    fixed = setup + model.num_layers * hw.efficiency.p2p_latency_us * 1e-6
-    return TransferPlan(nbytes, fixed, senders, chunks, link)
+            # NCCL point to point: one send per layer, a latency chain of this request alone
+            setup = (spec.setup_ms or 0.0) * 1e-3
+            self.fixed_s = setup + model.num_layers * hw.efficiency.p2p_latency_us * 1e-6
+
+    def plan(self, tokens: int, run_pages: float = 1.0, runs: int | None = None) -> TransferPlan:
+        """The plan of ``tokens`` of KV in ``runs`` contiguous page runs (see ``transfer_plan``)."""
+        nbytes = float(tokens * self.per_tok * self.copies)
+        chunks = _chunks(tokens, self.page, run_pages, runs, self.per_run)
+        if self.per_chunk_us is not None:
+            serial = chunks * self.per_chunk_us * 1e-6
+        elif self.per_chunk_s is not None:
+            serial = chunks * self.per_chunk_s
+        else:
+            return TransferPlan(nbytes, self.fixed_s, self.senders, chunks, self.link)
+        return TransferPlan(nbytes, self.setup_s + serial, self.senders, chunks, self.link, serial)
 
 
 def _nic_cap(hw: HardwareProfile, senders: int, gpus: int, nic_gbit: float | None, backend: str, calibrated: bool) -> float:

@@ -19,7 +19,7 @@ from ..costs.pipeline import PipelineRound, PipelineStepCost
 from ..costs.host_load import stretched
 from ..costs.registry import resolve_cost_kind
 from ..costs.speculative import SpeculativeStepCost, mtp_draft_model
-from ..costs.transfer import flow_cap, instance_nic_capacity, kv_bytes_moved, transfer_plan
+from ..costs.transfer import TransferPricer, flow_cap, instance_nic_capacity, kv_bytes_moved
 from ..specs.catalog import load_model_ref, load_storage
 from ..specs.errors import SpecError
 from ..specs.hardware import GIB, HardwareProfile
@@ -104,6 +104,7 @@ class PairPlan:
     backend: str
     link: str  # 'rdma' or 'nvlink'
     _caps: dict = field(default_factory=dict)
+    _pricer: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (spec, its TransferPricer)
 
     def flow_cap(self, senders: int) -> float:
         """Bytes/s one request's transfer may reach with ``senders`` GPUs sending."""
@@ -118,8 +119,12 @@ class PairPlan:
     def plan(self, spec, tokens: int, runs: int | None = None):
         """Bytes, senders, chunks and fixed seconds of ``tokens`` of KV (costs/transfer.py);
         ``runs``: its contiguous page runs (kv/pool.py), None for every page its own run."""
-        return transfer_plan(self.model, self.hw, spec, tokens, self.p_attn_tp, self.page, self.kv_cache_dtype,
-                             self.calibrated, link=self.link, dst_attn_tp=self.d_attn_tp, runs=runs)
+        pricer = self._pricer
+        if pricer is None or pricer[0] is not spec:  # the transport's spec: one per world
+            pricer = self._pricer = (spec, TransferPricer(self.model, self.hw, spec, self.p_attn_tp, self.page,
+                                                          self.kv_cache_dtype, self.calibrated, link=self.link,
+                                                          dst_attn_tp=self.d_attn_tp))
+        return pricer[1].plan(tokens, runs=runs)
 
 
 def step_cost(resolved: ResolvedScenario, hw: HardwareProfile, g: GroupSpec, role: str):
