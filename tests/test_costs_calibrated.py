@@ -3,7 +3,6 @@ with the kernel forms the fits use, units, transfers, fallback to the roofline, 
 from __future__ import annotations
 
 import dataclasses
-import time
 import warnings
 
 import pytest
@@ -182,13 +181,30 @@ def test_nic_what_if_scales_the_fitted_rdma_leg():
 
 
 def test_step_time_is_cheap():
+    """The engine loop prices a step per event, so a step price is a few dozen Python-level calls,
+    not a search or an array build. Counted with sys.setprofile rather than timed: a wall-clock
+    bound flakes on a shared 2-core machine (45 us measured against a 25 us bound at load 6).
+    Today 15 Python calls and 5 C calls a step; the bound leaves 2x / 3x headroom."""
+    import sys
+
     c = build_step_cost("calibrated", H800, DSV3, GROUPS["decode"], "decode")
-    n = 20_000
-    t0 = time.perf_counter()
-    for i in range(n):
-        c.step_time(0, 0, 0, 1000 + i % 7, 4e6 + i)
-    us = (time.perf_counter() - t0) / n * 1e6
-    assert us < 25.0, us  # ~4 us on a laptop core; generous for shared CI machines
+    for i in range(10):
+        c.step_time(0, 0, 0, 1000 + i % 7, 4e6 + i)  # warm any lazily built tables
+    calls = {"call": 0, "c_call": 0}
+
+    def count(frame, event, arg):
+        if event in calls:
+            calls[event] += 1
+
+    n = 1000
+    sys.setprofile(count)
+    try:
+        for i in range(n):
+            c.step_time(0, 0, 0, 1000 + i % 7, 4e6 + i)
+    finally:
+        sys.setprofile(None)
+    assert 0 < calls["call"] / n <= 30, calls
+    assert calls["c_call"] / n <= 15, calls
 
 
 @pytest.mark.parametrize("kind", ["roofline", "calibrated"])
