@@ -178,6 +178,15 @@ CHUNK_FIELDS = ("tokens", "computed", "prompt")
 WORKER_FIELDS = ("call", "t0", "t1")
 
 
+def emit_summary(out: dict, json_path: str | None) -> None:
+    """Print a trace summary as JSON, and write it to ``json_path`` too when given (the ending of
+    step_compare.py, pd_trace.py and stall_trace.py)."""
+    text = json.dumps(out, indent=1)
+    print(text)
+    if json_path:
+        Path(json_path).write_text(text + "\n")
+
+
 def read_trace(path: str | Path) -> tuple[list[dict], list[dict]]:
     """The merged (steps, worker calls) of every process's ``<path>.<pid>`` file, each sorted by time.
     A step or worker row without a field the readers use is refused (ValueError naming the file,

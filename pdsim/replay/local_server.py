@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -116,8 +117,8 @@ def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
         pass
     try:
         proc.wait(10)
-    except subprocess.TimeoutExpired:
-        pass
+    except subprocess.TimeoutExpired:  # SIGKILL not taken within 10 s (uninterruptible I/O): say so
+        print(f"warning: process group {proc.pid} did not exit 10 s after SIGKILL", file=sys.stderr)
 
 
 def _all_cpus() -> None:

@@ -143,10 +143,9 @@ def main() -> None:
         except (OSError, ValueError, KeyError) as e:  # a missing or malformed trace: one line, exit 2
             print(f"error: {run}: {e}", file=sys.stderr)
             raise SystemExit(2) from None
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    from vllm_step_trace import emit_summary
+
+    emit_summary(out, args.json)
 
 
 if __name__ == "__main__":

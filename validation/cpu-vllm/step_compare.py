@@ -165,10 +165,9 @@ def main() -> None:
         raise SystemExit(2) from None
     sim = sim_steps(args.case) if args.case else None
     out = summary(real, sim)
-    text = json.dumps(out, indent=1)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
-    print(text)
+    from vllm_step_trace import emit_summary
+
+    emit_summary(out, args.json)
 
 
 if __name__ == "__main__":
