@@ -82,6 +82,38 @@ class TorchLlama:
         g, u = F.linear(self._norm(x, L["n2"]), L["up"]).chunk(2, dim=-1)
         return x + F.linear(F.silu(g) * u, L["down"])
 
+    def mixed_step(self, chunk: "TorchLlama", xd, pos_d, ctx: int, xp, pos_p):
+        """One forward of a mixed batch, as serving engines batch a prefill chunk into decode
+        steps: the projections and the MLP run once over the decode tokens and the chunk's tokens
+        together (``b + n`` rows), the attention runs per part: ``self``'s ``b`` sequences decode
+        one token (``xd``, positions ``pos_d``) over their first ``ctx`` cached positions, and one
+        sequence (``chunk``: a TorchLlama with the same weights and its own cache) prefills ``n``
+        tokens (``xp``, positions ``pos_p``, causal). The LM head reads every sequence's last token."""
+        torch = self.torch
+        F = torch.nn.functional
+        c = self.c
+        b, n, h = xd.shape[0], xp.shape[1], c["hidden"]
+        hd, kvd, d = c["heads"] * c["head_dim"], c["kv_heads"] * c["head_dim"], c["head_dim"]
+        x = torch.cat([xd.reshape(b, h), xp.reshape(n, h)])
+        for i in range(self.n):
+            L = self.L[i]
+            q, k, v = F.linear(self._norm(x, L["n1"]), L["qkv"]).split([hd, kvd, kvd], dim=-1)
+            parts = []
+            for cache, rows, seqs, m, pos, kv_len, causal in ((self, slice(0, b), b, 1, pos_d, ctx, False),
+                                                               (chunk, slice(b, b + n), 1, n, pos_p, n, True)):
+                qi = cache._rope(q[rows].view(seqs, m, c["heads"], d).transpose(1, 2), pos)
+                ki = cache._rope(k[rows].view(seqs, m, c["kv_heads"], d).transpose(1, 2), pos)
+                cache.k[i].index_copy_(2, pos, ki)
+                cache.v[i].index_copy_(2, pos, v[rows].view(seqs, m, c["kv_heads"], d).transpose(1, 2))
+                a = F.scaled_dot_product_attention(qi, cache.k[i][:, :, :kv_len], cache.v[i][:, :, :kv_len],
+                                                   is_causal=causal, enable_gqa=True)
+                parts.append(a.transpose(1, 2).reshape(seqs * m, hd))
+            x = x + F.linear(torch.cat(parts), L["o"])
+            g, u = F.linear(self._norm(x, L["n2"]), L["up"]).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(g) * u, L["down"])
+        last = torch.cat([x[:b], x[b + n - 1:]])
+        return F.linear(last, self.head)
+
     def step(self, x, pos, ctx: int):
         """All layers, then the LM head on the last token only (what an engine samples from)."""
         for i in range(self.n):

@@ -12,6 +12,10 @@ failure logs one line and the next family runs), each family's rows appended to 
 5. forward   whole Llama-3.1-8B-shaped forward steps (transformers, random weights) -> forward.csv
 6. graphs_forward  the same steps in the repo's torch decoder, eager and as CUDA-graph replays
              (as serving engines run decode) -> forward.csv
+7. overlap   two-batch overlap's parts: GEMMs with SMs carved out, kernels beside a communication
+             proxy on 24 SMs, and the proxy's own slowdown (gpu_overlap.py) -> overlap.csv
+8. mixed_forward  the torch decoder's mixed steps (a prefill chunk + a decode batch in one forward)
+             beside the pure decode and pure prefill at the same shapes -> forward.csv
 
 The budget (``--budget-s``) is shared out among the families still to run; a family past its
 share skips its remaining (largest) points and says how many. Every row carries source
@@ -35,7 +39,7 @@ from common import provenance, write_rows
 
 # (family, share of the budget): the shares are rough cost estimates on an H100
 FAMILIES = (("gemm", 0.20), ("moe", 0.08), ("attention", 0.12), ("system", 0.12), ("forward", 0.28),
-            ("graphs_forward", 0.20))
+            ("graphs_forward", 0.20), ("overlap", 0.15), ("mixed_forward", 0.15))
 
 
 class Budget:
@@ -191,11 +195,13 @@ def main() -> None:
     import gpu_forward
     import gpu_graph_forward
     import gpu_kernels
+    import gpu_overlap
     import gpu_system
 
     run = {"gemm": gpu_kernels.gemm, "moe": gpu_kernels.moe, "attention": gpu_kernels.attention,
            "system": gpu_system.system, "forward": gpu_forward.forward,
-           "graphs_forward": gpu_graph_forward.graphs_forward}
+           "graphs_forward": gpu_graph_forward.graphs_forward, "overlap": gpu_overlap.overlap,
+           "mixed_forward": gpu_graph_forward.mixed_forward}
     only = set(args.only.split(",")) if args.only else set(run)
     unknown = only - set(run)
     if unknown:

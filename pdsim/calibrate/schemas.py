@@ -28,6 +28,10 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     "memcopy": ("hardware", "kind", "bytes", "traffic_bytes", "us", "gbps"),
     # host-side costs: per-kernel launch, and eager vs CUDA-graph time of a decoder layer / decode step
     "launch": ("hardware", "kind", "model", "batch", "context", "layers", "kernels", "us"),
+    # two-batch-overlap parts on one GPU (calibration/microbench/gpu_overlap.py): a kernel with
+    # ``held_sms`` carved out of its SM count, alone (beside none) or beside a communication proxy
+    # on 24 SMs; a proxy's rows give its HBM rate alone (proxy_gbps) and its time beside a kernel
+    "overlap": ("hardware", "kernel", "shape", "held_sms", "beside", "proxy_gbps", "us"),
 }
 # measurement columns a file may have beyond its schema, with the value a missing cell means
 EXTRA: dict[str, dict[str, object]] = {
