@@ -31,7 +31,8 @@ import math
 
 PROXY_SMS = 24  # DeepEP normal's SMs in its benchmarks and SGLang's default DeepEPConfig.num_sms
 HELD_SWEEP = (0, 8, 16, 24, 32, 48, 66)
-THROTTLES = (16, 64, 256)  # spin iterations (~36 ns each on an H100 SM) between copied 32 KB blocks
+# copy_t<k>: k spin iterations (~36 ns each on an H100 SM) between copied 32 KB blocks; run 1
+# (2026-11-26) measured copy_t16, copy_t64 and copy_t256 with 8 warps a CTA
 COPY_BLOCK = 8192  # int32 elements per program per iteration (32 KB)
 
 _KERNELS: dict = {}
@@ -71,11 +72,20 @@ def _triton_kernels():
     return _KERNELS
 
 
-class Proxy:
-    """A communication kernel's stand-in on ``PROXY_SMS`` SMs: ``spin``, ``copy`` or ``copy_t<k>``."""
+# (kind, warps per CTA): thin proxies (run 1) left room on their SMs for a GEMM CTA's registers only
+# if the GEMM needed little; fat ones (32 warps = 1024 threads) take an SM as DeepEP's normal
+# kernels do (768 threads and 192 KB of shared memory a CTA: kNumThreads, kNumTMABytesPerWarp x 24
+# warps in DeepEP's csrc/kernels/intranode.cu)
+PROXIES = (("spin", 4), ("spin", 32), ("copy", 8), ("copy", 32), ("copy_t64", 32))
 
-    def __init__(self, s, kind: str):
-        self.s, self.kind = s, kind
+
+class Proxy:
+    """A communication kernel's stand-in on ``PROXY_SMS`` SMs, one CTA of ``warps`` warps on
+    each: ``spin``, ``copy`` or ``copy_t<k>``; its label is ``<kind>_w<warps>``."""
+
+    def __init__(self, s, kind: str, warps: int):
+        self.s, self.kind, self.warps = s, kind, warps
+        self.label = f"{kind}_w{warps}"
         torch = s.torch
         self.throttle = int(kind.split("_t")[1]) if kind.startswith("copy_t") else 0
         n = 2**14 if s.dry else 64 * 2**20  # int32 elements: 256 MB each way, beyond the 50 MB L2
@@ -100,10 +110,10 @@ class Proxy:
             return
         k = _triton_kernels()
         if self.kind == "spin":
-            k["spin"][(PROXY_SMS,)](self.out, 1000 * units, BLOCK=1024, num_warps=4)
+            k["spin"][(PROXY_SMS,)](self.out, 1000 * units, BLOCK=1024, num_warps=self.warps)
         else:
             k["copy"][(PROXY_SMS,)](self.src, self.dst, self.src.numel(), units, self.throttle, PROXY_SMS,
-                                    BLOCK=COPY_BLOCK, num_warps=8)
+                                    BLOCK=COPY_BLOCK, num_warps=self.warps)
         del torch
 
     def _time(self, units: int) -> float:
@@ -227,8 +237,12 @@ def overlap(s, out: dict) -> None:
     m = 64 if s.dry else 4096
     kernels = []
     if fp8:
-        kernels.append(("gemm_fp8", f"m={m} k=7168 n=4096", gemm_fn("fp8", m, 7168, 4096), PROXY_SMS,
-                        "deepseek-v3 expert_up_gate, carve-out 24 (SGLang TBO)"))
+        fn8 = gemm_fn("fp8", m, 7168, 4096)
+        for held in (PROXY_SMS, 0, 2 * PROXY_SMS):
+            kernels.append(("gemm_fp8", f"m={m} k=7168 n=4096", fn8, held,
+                            f"deepseek-v3 expert_up_gate, carve-out {held}" + (" (SGLang TBO)" if held == PROXY_SMS else "")))
+    kernels.append(("gemm_bf16", f"m={m} k=7168 n=4096", gemm_fn("bf16", m, 7168, 4096), PROXY_SMS,
+                    "deepseek-v3 expert_up_gate, F.linear, carve-out 24"))
     heads, kvh, d, n_tok = (4, 2, 32, 64) if s.dry else (32, 8, 128, 8192)
     q = torch.randn(1, heads, n_tok, d, device=dev, dtype=torch.bfloat16)
     kk = torch.randn(1, kvh, n_tok, d, device=dev, dtype=torch.bfloat16)
@@ -244,10 +258,10 @@ def overlap(s, out: dict) -> None:
         x32 = xr.float()
         return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(xr.dtype) * wr
     kernels.append(("rmsnorm", f"tokens={rt} hidden={rh}", rmsnorm, 0, "memory-bound, unfused torch ops (6 kernels)"))
-    for kind in ("spin", "copy", *(f"copy_t{t}" for t in THROTTLES)):
+    for kind, warps in PROXIES:
         if not s.ok():
             continue
-        px = Proxy(s, kind)
+        px = Proxy(s, kind, warps)
         for name, shape, fn, held, what in kernels:
             if not s.ok():
                 continue
@@ -264,12 +278,12 @@ def overlap(s, out: dict) -> None:
                 _carveout(torch, 0) if can_carve else None
             base = {"shape": shape, "held_sms": held, "proxy_gbps": px.gbps}
             rows.append({**base, "kernel": name, "beside": "none", "us": alone, "note": f"{what}; alone"})
-            rows.append({**base, "kernel": name, "beside": f"proxy_{kind}", "us": k_us,
+            rows.append({**base, "kernel": name, "beside": f"proxy_{px.label}", "us": k_us,
                          "note": f"{what}; {note0}; 5 calls timed inside one proxy launch"})
             pshape = f"{PROXY_SMS} SMs, {p_units} units"
-            rows.append({**base, "kernel": f"proxy_{kind}", "shape": pshape, "beside": "none", "us": p_alone,
+            rows.append({**base, "kernel": f"proxy_{px.label}", "shape": pshape, "beside": "none", "us": p_alone,
                          "note": f"{note0}; the proxy alone (before {name})"})
-            rows.append({**base, "kernel": f"proxy_{kind}", "shape": pshape, "beside": name, "us": p_us,
+            rows.append({**base, "kernel": f"proxy_{px.label}", "shape": pshape, "beside": name, "us": p_us,
                          "note": f"{note0}; beside {name} {shape} ({what}), {series} calls covering it"})
         del px
         s.free()
