@@ -76,7 +76,7 @@ def _triton_kernels():
 # if the GEMM needed little; fat ones (32 warps = 1024 threads) take an SM as DeepEP's normal
 # kernels do (768 threads and 192 KB of shared memory a CTA: kNumThreads, kNumTMABytesPerWarp x 24
 # warps in DeepEP's csrc/kernels/intranode.cu)
-PROXIES = (("spin", 4), ("spin", 32), ("copy", 8), ("copy", 32), ("copy_t64", 32))
+PROXIES = (("spin", 32), ("copy_t64", 32), ("spin", 4), ("copy", 8), ("copy", 32))
 
 
 class Proxy:
@@ -236,13 +236,17 @@ def overlap(s, out: dict) -> None:
     # 2. beside a proxy
     m = 64 if s.dry else 4096
     kernels = []
-    if fp8:
-        fn8 = gemm_fn("fp8", m, 7168, 4096)
-        for held in (PROXY_SMS, 0, 2 * PROXY_SMS):
-            kernels.append(("gemm_fp8", f"m={m} k=7168 n=4096", fn8, held,
-                            f"deepseek-v3 expert_up_gate, carve-out {held}" + (" (SGLang TBO)" if held == PROXY_SMS else "")))
-    kernels.append(("gemm_bf16", f"m={m} k=7168 n=4096", gemm_fn("bf16", m, 7168, 4096), PROXY_SMS,
-                    "deepseek-v3 expert_up_gate, F.linear, carve-out 24"))
+    if fp8:  # every carve-out shape at two M, at the carve-outs 0, 24 (SGLang's TBO) and 48
+        for mm in ((64,) if s.dry else (4096, 16384)):
+            for g, k, n in shapes:
+                fn8 = gemm_fn("fp8", mm, k, n)
+                for held in (PROXY_SMS, 0, 2 * PROXY_SMS):
+                    kernels.append(("gemm_fp8", f"m={mm} k={k} n={n}", fn8, held,
+                                    f"deepseek-v3 {g}, carve-out {held}" + (" (SGLang TBO)" if held == PROXY_SMS else "")))
+    fn16 = gemm_fn("bf16", m, 7168, 4096)
+    for held in (PROXY_SMS, 0):
+        kernels.append(("gemm_bf16", f"m={m} k=7168 n=4096", fn16, held,
+                        f"deepseek-v3 expert_up_gate, F.linear, carve-out {held}"))
     heads, kvh, d, n_tok = (4, 2, 32, 64) if s.dry else (32, 8, 128, 8192)
     q = torch.randn(1, heads, n_tok, d, device=dev, dtype=torch.bfloat16)
     kk = torch.randn(1, kvh, n_tok, d, device=dev, dtype=torch.bfloat16)
