@@ -67,9 +67,15 @@ KERNEL_RULES = {
 }
 
 
+# columns that describe the point measured, not its value, though their unit is one: overlap.csv's
+# proxy_gbps is the HBM rate of the communication proxy beside the kernel (0 for the spin proxy)
+POINT_COLUMNS = {"proxy_gbps"}
+
+
 def _value_columns(name: str) -> list[str]:
     """The schema's measured values (times in us/ms, bandwidths in GB/s)."""
-    return [c for c in data.SCHEMAS[name] if c in ("us", "ms", "gbps") or c.endswith(("_us", "_gbps"))]
+    return [c for c in data.SCHEMAS[name]
+            if (c in ("us", "ms", "gbps") or c.endswith(("_us", "_gbps"))) and c not in POINT_COLUMNS]
 
 
 def _read(src: Path) -> pd.DataFrame:
@@ -97,6 +103,12 @@ def _check_rows(src: Path, name: str, df: pd.DataFrame) -> None:
     given = pd.Series(False, index=df.index)
     # launch.csv's layer and kernel counts, where given, are divisors of the host fit (fit_system.fit_host)
     counts = [c for c in ("layers", "kernels") if name == "launch" and c in df]
+    for col in [c for c in POINT_COLUMNS if c in df]:
+        x = pd.to_numeric(df[col], errors="coerce")
+        bad = ~(np.isfinite(x) & (x >= 0))
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise SystemExit(f"error: {src}: line {i + 2}: {col}: expected a finite number >= 0, got {df[col].iloc[i]!r}")
     for col in vals + counts:
         raw = df[col]
         x = pd.to_numeric(raw, errors="coerce")
@@ -116,7 +128,7 @@ def ingest(folder: Path, out: Path, check: bool = False) -> list[str]:
     keys = set(hardware_keys())
     if not out.is_dir():
         raise SystemExit(f"error: --data {out}: not a folder (expected calibration/data or a copy of it)")
-    said = []
+    said, writes = [], []
     for name in data.SCHEMAS:
         src = folder / f"{name}.csv"
         if not src.is_file():
@@ -146,11 +158,13 @@ def ingest(folder: Path, out: Path, check: bool = False) -> list[str]:
             df.loc[m, "fit"] = "no"
             df.loc[m, "note"] = why + "; " + df.loc[m, "note"]
         said.append(f"{name}.csv: {len(df)} rows ({int((df['fit'].astype(str) == 'no').sum())} not fitted) -> {dst}")
-        if not check:
-            merged = pd.concat([old, df], ignore_index=True)
-            merged[[c for c in (list(old.columns) or cols) if c in merged]].to_csv(dst, index=False)
+        merged = pd.concat([old, df], ignore_index=True)
+        writes.append((dst, merged[[c for c in (list(old.columns) or cols) if c in merged]]))
     if not said:
         raise SystemExit(f"error: {folder}: no CSV of a known schema ({', '.join(data.SCHEMAS)})")
+    if not check:  # every file checked before any is written: a bad file leaves the data as it was
+        for dst, merged in writes:
+            merged.to_csv(dst, index=False)
     return said
 
 

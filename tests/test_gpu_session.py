@@ -1,5 +1,6 @@
 """The one-process GPU session (calibration/microbench/gpu_session.py, issue 28): its CPU
---dry-run runs every family (GEMM, grouped MoE, attention, copies/launch, whole forward) and
+--dry-run runs every family (GEMM, grouped MoE, attention, copies/launch, whole and mixed forward,
+overlap) and
 writes each family's rows in the data schema, marked as no measurement. Skipped without torch
 (an optional extra), like the other microbenchmark tests."""
 from __future__ import annotations
@@ -39,7 +40,11 @@ def test_gpu_session_dry_run_writes_every_family(tmp_path):
     att = pd.read_csv(tmp_path / "attention.csv")
     assert set(att["phase"]) == {"prefill", "decode"} and att["note"].str.contains("backend").all()
     fwd = pd.read_csv(tmp_path / "forward.csv")
-    assert set(fwd["phase"]) == {"prefill", "decode"}
+    assert set(fwd["phase"]) == {"prefill", "decode", "mixed"}
+    ov = pd.read_csv(tmp_path / "overlap.csv")
+    assert list(ov.columns) == data.columns("overlap") and (ov["source"] == "dry-run (not a measurement)").all()
+    assert {0, 24} <= set(ov["held_sms"]) and {"none", "proxy_spin_w32", "proxy_copy_t64_w32"} <= set(ov["beside"])
+    assert ov["kernel"].str.startswith("proxy_").any() and (ov["us"] > 0).all()
 
 
 def test_gpu_session_refuses_unknown_family(tmp_path):

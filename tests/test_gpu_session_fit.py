@@ -201,7 +201,7 @@ def test_ingest_cli_bad_input_exits_2_with_one_line(tmp_path):
 @pytest.mark.parametrize("change, match", [
     ({"model": "nope-model"}, "line 3: model: unknown model 'nope-model'"),  # named the scenario's field
     ({"layers": float("nan")}, "line 3: batch, tokens, context and layers"),  # was a ValueError traceback
-    ({"phase": "train"}, "line 3: phase: expected prefill or decode"),  # was priced as a prefill
+    ({"phase": "train"}, "line 3: phase: expected prefill, decode or mixed"),  # was priced as a prefill
     ({"us": 0.0}, "line 3: us: expected a finite time > 0"),  # was a ZeroDivisionError traceback
 ])
 def test_forward_section_names_the_line_of_a_row_it_cannot_price(change, match):
@@ -232,3 +232,52 @@ def test_ingest_refuses_a_launch_row_whose_counts_the_host_fit_divides_by(tmp_pa
     with pytest.raises(SystemExit, match=f"line 2: {col}: expected a finite number > 0"):
         mod.ingest(session, out)
     assert not (out / "launch.csv").exists()
+
+
+def test_forward_section_prices_a_mixed_step_and_what_batching_saves():
+    """A mixed row (``batch`` decodes over ``context`` + one ``tokens``-token chunk, replayed as a
+    CUDA graph) is priced by the one step contract with both parts, and the report sets the
+    chunk's increment over the pure decode, and the saving against the chunk alone, beside their
+    prices (issue 24 item 4 on a GPU: gpu_session.py family mixed_forward)."""
+    graph = "repo TorchLlama (gpu_forward.py), CUDA graph replay"
+    rows = pd.DataFrame([
+        {"hardware": "h100", "model": "llama-3.1-8b", "phase": "decode", "batch": 32, "tokens": 32, "context": 2048,
+         "layers": 32, "us": 12000.0, "note": graph, "source": "measured"},
+        {"hardware": "h100", "model": "llama-3.1-8b", "phase": "prefill", "batch": 1, "tokens": 512, "context": 512,
+         "layers": 32, "us": 18000.0, "note": graph, "source": "measured"},
+        {"hardware": "h100", "model": "llama-3.1-8b", "phase": "mixed", "batch": 32, "tokens": 512, "context": 2048,
+         "layers": 32, "us": 24000.0, "note": graph, "source": "measured"}])
+    c = forward_comparison(rows).set_index("phase")
+    # one pass over the weights for both parts: the mixed price is less than decode + chunk alone
+    assert c.loc["decode", "calibrated_ms"] < c.loc["mixed", "calibrated_ms"] < (
+        c.loc["decode", "calibrated_ms"] + c.loc["prefill", "calibrated_ms"])
+    text = forward_report(rows)
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("mixed 32 x 2048 ctx + 512 chunk") and "saves" in ln)
+    assert "+ 12.00 ms measured" in line and "batching saves 6.00 ms measured" in line
+    assert "mixed 1:" in text
+
+
+def test_ingest_takes_a_proxy_rate_of_zero_and_writes_nothing_when_any_file_is_bad(tmp_path):
+    """overlap.csv's proxy_gbps describes the point (0 for the spin proxy), not a measured value;
+    and a session whose second file is bad leaves the first unwritten (it was appended, then the
+    run stopped: a partial session in calibration/data)."""
+    from pdsim.calibrate import data
+
+    mod = _ingest_module()
+    session, out = tmp_path / "s", tmp_path / "d"
+    session.mkdir()
+    out.mkdir()
+    prov = {"fit": None, "source": "measured", "software": "torch 2.11.0", "date": "2026-11-26"}
+    ov = pd.DataFrame([{"hardware": "h100", "kernel": "gemm_fp8", "shape": "m=4096 k=7168 n=4096", "held_sms": 24,
+                        "beside": "proxy_spin_w32", "proxy_gbps": 0.0, "us": 300.0, "note": "x", **prov}])
+    ov[data.columns("overlap")].to_csv(session / "overlap.csv", index=False)
+    assert "overlap.csv: 1 rows" in mod.ingest(session, out)[0]
+    ov.assign(proxy_gbps=-1.0, us=301.0)[data.columns("overlap")].to_csv(session / "overlap.csv", index=False)
+    with pytest.raises(SystemExit, match="line 2: proxy_gbps: expected a finite number >= 0"):
+        mod.ingest(session, out)
+    fwd = pd.DataFrame([{"hardware": "h100", "model": "llama-3.1-8b", "phase": "mixed", "batch": 8, "tokens": 128,
+                         "context": 2048, "layers": 32, "us": 12000.0, "note": "y", **prov}])
+    fwd[data.columns("forward")].to_csv(session / "forward.csv", index=False)  # good, checked before overlap
+    with pytest.raises(SystemExit, match="proxy_gbps"):
+        mod.ingest(session, out)
+    assert not (out / "forward.csv").exists()

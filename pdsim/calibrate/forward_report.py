@@ -53,6 +53,9 @@ def predict_forward_ms(r, kind: str) -> float:
         b = int(r.batch)
         return cost.step_time(0, 0.0, 0, b, b * float(r.context)) * 1e3
     n = int(r.tokens)
+    if r.phase == "mixed":  # ``batch`` decodes over ``context`` + one ``tokens``-token chunk (no prefix)
+        b = int(r.batch)
+        return cost.step_time(n, n * n / 2.0, 1, b, b * float(r.context)) * 1e3
     return cost.step_time(n, n * n / 2.0, 1, 0, 0.0) * 1e3
 
 
@@ -61,8 +64,8 @@ def _priced(r, i: int) -> tuple[float, float, float]:
     its line and what was expected (a row the report cannot price is bad data, not a crash)."""
     where = f"line {i + 2}"
     try:
-        if str(r.phase) not in ("prefill", "decode"):
-            raise SpecError(f"expected prefill or decode, got {r.phase!r}", field="phase")
+        if str(r.phase) not in ("prefill", "decode", "mixed"):
+            raise SpecError(f"expected prefill, decode or mixed, got {r.phase!r}", field="phase")
         ms = float(r.us) / 1e3
         if not (ms > 0.0 and math.isfinite(ms)):
             raise SpecError(f"expected a finite time > 0 us, got {r.us!r}", field="us")
@@ -93,8 +96,9 @@ def forward_comparison(df: pd.DataFrame | None = None) -> pd.DataFrame:
         if str(r.hardware) not in keys:
             continue
         roof, cal, ms = _priced(r, i)
-        cfg = (f"decode batch {r.batch} x {r.context} ctx" if r.phase == "decode" else f"prefill {r.tokens} tokens") + \
-            f", {r.layers} layers"
+        cfg = {"decode": f"decode batch {r.batch} x {r.context} ctx",
+               "mixed": f"mixed {r.batch} x {r.context} ctx + {r.tokens} chunk"}.get(str(r.phase), f"prefill {r.tokens} tokens")
+        cfg += f", {r.layers} layers"
         g = sorted(graphs.get(tuple(str(getattr(r, c)) for c in shape), []))
         out.append((str(r.hardware), str(r.model), str(r.phase), cfg, ms, roof, cal, (roof - ms) / ms, (cal - ms) / ms,
                     str(r.source), _engine(r), g[len(g) // 2] if g else float("nan")))
@@ -123,6 +127,7 @@ def forward_report(df: pd.DataFrame | None = None) -> str:
         lines.append(f"  {r.hardware:<5} {r.model:<13} {r.engine:<18} {r.config:<38} measured {r.measured_ms:>8.2f} ms  "
                      f"roofline {r.roofline_ms:>8.2f} ({r.roofline_error:+.0%})  calibrated {r.calibrated_ms:>8.2f} "
                      f"({r.error:+.0%}){host}{mark}")
+    lines += mixed_increments(c)
     lines.append("  mean |error| (roofline, calibrated):")
     for (hwk, model, engine), g in c.groupby(["hardware", "model", "engine"]):
         parts = [f"all {len(g)}: {g['roofline_error'].abs().mean():.1%}, {g['error'].abs().mean():.1%}"]
@@ -130,3 +135,34 @@ def forward_report(df: pd.DataFrame | None = None) -> str:
             parts.append(f"{phase} {len(gp)}: {gp['roofline_error'].abs().mean():.1%}, {gp['error'].abs().mean():.1%}")
         lines.append(f"    {hwk:<6} {model:<13} {engine:<18} " + "; ".join(parts))
     return "\n".join(lines)
+
+
+def mixed_increments(c: pd.DataFrame) -> list[str]:
+    """Lines: each mixed step (a prefill chunk batched with decodes, replayed as a CUDA graph) less
+    the pure decode of the same batch and context, measured against priced (calibrated): what the
+    chunk adds to a decode step; and what batching saves against running the chunk alone (its
+    pure prefill), which the step contract prices as one pass over the weights for both."""
+    g = c[c["engine"].str.endswith("graph")]
+    mixed = g[g["phase"] == "mixed"]
+    if mixed.empty:
+        return []
+    def med(frame, col):
+        return float(frame[col].median()) if len(frame) else float("nan")
+    lines = ["  mixed steps (CUDA graph): the chunk's increment over the pure decode, and the chunk alone:"]
+    for cfg, m in mixed.groupby("config", sort=False):
+        head = cfg.split(" + ")[0].replace("mixed ", "decode batch ")  # "decode batch B x C ctx"
+        chunk = cfg.split(" + ")[1].split(" chunk")[0]
+        d = g[(g["phase"] == "decode") & g["config"].str.startswith(head + ",") & (g["hardware"] == m["hardware"].iloc[0])]
+        p = g[(g["phase"] == "prefill") & g["config"].str.startswith(f"prefill {chunk} tokens")
+              & (g["hardware"] == m["hardware"].iloc[0])]
+        if d.empty:
+            continue
+        mi, pi = med(m, "measured_ms") - med(d, "measured_ms"), med(m, "calibrated_ms") - med(d, "calibrated_ms")
+        err = f" ({(pi - mi) / mi:+.0%})" if mi > 0 else ""
+        saved = ""
+        if len(p):  # batching the chunk saves a pass over the weights: (decode + chunk alone) - mixed
+            ms_, ps_ = med(p, "measured_ms") - mi, med(p, "calibrated_ms") - pi
+            saved = (f"; chunk alone {med(p, 'measured_ms'):.2f} measured, {med(p, 'calibrated_ms'):.2f} priced; "
+                     f"batching saves {ms_:.2f} ms measured, {ps_:.2f} priced")
+        lines.append(f"    {cfg:<44} +{mi:6.2f} ms measured, +{pi:6.2f} priced{err}{saved}")
+    return lines

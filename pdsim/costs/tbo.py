@@ -104,20 +104,41 @@ def attention_core_share(model) -> float:
     return core / total if total > 0 else 0.0
 
 
+# What the SM partition costs the compute, as multiples k of the proportional loss share / (1 -
+# share) (0.222 at 24 of 132 SMs), measured on pdsim's own H100 (calibration/data/overlap.csv,
+# calibration/microbench/gpu_overlap.py; pdsim.calibrate.fit_overlap recomputes them, and
+# tests/mechanisms/test_tbo_measured.py checks these constants against the rows):
+# - GEMM_CARVEOUT_K: an FP8 GEMM told to leave 24 SMs free, alone on the GPU: 1.133x (median of 32
+#   shape x run points, 1.06-1.34 beside two noisy host-bound ones), not 1.222x;
+# - GEMM_BESIDE_K: the same GEMM while a DeepEP-like kernel runs on those 24 SMs (one 1024-thread
+#   CTA per SM streaming ~0.56 TB/s of HBM, launched first): 1.329x of the GEMM alone with all SMs
+#   (median of 9 points, 1.13-1.70): the neighbour costs more than its SMs;
+# - OTHER_BESIDE_K: FlashAttention prefill (SDPA, not carved out) beside the same kernel: 1.04x
+#   (2 runs), far less than losing 24 SMs.
+# The GEMMs are cuBLASLt's (torch._scaled_mm), not DeepGEMM; other GPUs take H100's k at their
+# own share (an assumption, range in ``pdsim sensitivity``).
+GEMM_CARVEOUT_K = 0.60
+GEMM_BESIDE_K = 1.48
+OTHER_BESIDE_K = 0.18
+
+
 def sm_stretch(compute: float, comm: float, share: float, hbm_share: float = 0.0) -> tuple[float, float, float]:
     """(GEMM factor, other-kernel factor, memory-bound-kernel factor) by which DeepEP's normal
-    kernels stretch a micro-batch's compute: DeepGEMM runs on 1 - ``share`` of the SMs
-    throughout the TBO forward; other kernels lose ``share`` of the SMs for the part of their
-    time a communication kernel runs beside them (at most all of it: ``comm`` against
-    ``compute``); memory-bound kernels also lose ``hbm_share`` of the HBM bandwidth then
-    (``copy_hbm_share``)."""
+    kernels stretch a micro-batch's compute. DeepGEMM runs with ``share`` of the SMs carved out
+    throughout the TBO forward (``GEMM_CARVEOUT_K``), and slower still for the part of its time a
+    communication kernel runs beside it (``GEMM_BESIDE_K``; at most all of it: ``comm`` against
+    ``compute``); other kernels slow for that part only (``OTHER_BESIDE_K``); memory-bound kernels
+    also lose ``hbm_share`` of the HBM bandwidth then (``copy_hbm_share``). Each k is a multiple of
+    the proportional loss ``share / (1 - share)``, measured on an H100 (above)."""
     if compute <= 0.0 or (share <= 0.0 and hbm_share <= 0.0):
         return 1.0, 1.0, 1.0
     overlap = comm / compute
     if overlap > 1.0:
         overlap = 1.0
-    f = 1.0 + overlap * share / (1.0 - share)
-    return 1.0 / (1.0 - share), f, f * (1.0 + overlap * hbm_share / (1.0 - hbm_share))
+    prop = share / (1.0 - share)
+    g = 1.0 + prop * (GEMM_CARVEOUT_K + overlap * (GEMM_BESIDE_K - GEMM_CARVEOUT_K))
+    f = 1.0 + overlap * OTHER_BESIDE_K * prop
+    return g, f, f * (1.0 + overlap * hbm_share / (1.0 - hbm_share))
 
 
 def copy_hbm_share(link_bytes_per_s: float, hbm_bytes_per_s: float) -> float:

@@ -1,0 +1,81 @@
+"""Two-batch overlap's compute-side factors from pdsim's own H100 rows (calibration/data/overlap.csv,
+written by calibration/microbench/gpu_overlap.py; issue 23 item 2).
+
+Under SGLang's prefill TBO, DeepEP's normal kernels hold ``held`` SMs (24 of 132) and DeepGEMM is
+told to use the rest (``deep_gemm_num_sms = total - DeepEPConfig.num_sms``). The proportional price
+of that is ``1 / (1 - share)`` (1.222 on an H100). The rows measure instead, for FP8 GEMMs
+(``torch._scaled_mm``, cuBLASLt) on DeepSeek-V3's prefill shapes:
+
+- ``carveout``: the GEMM with 24 SMs carved out, alone on the GPU, over the same GEMM with none;
+- ``beside``: the GEMM carved out by 24 while a DeepEP-like proxy runs on 24 SMs on another stream
+  (``copy_t64_w32``: one 1024-thread CTA per SM streaming ~0.56 TB/s of HBM, the rate of a DeepEP
+  normal kernel's copies, ``COPY_HBM_PASSES`` x its link bytes), over the same GEMM alone with none;
+- ``other``: FlashAttention prefill (torch SDPA, which no carve-out limits) beside the same proxy
+  over it alone.
+
+Each factor is given as a multiple of the proportional loss, ``k = (ratio - 1) / (share / (1 -
+share))`` with share = 24 / SMs, so a GPU with another SM count takes the same k (a stated
+assumption: only the H100 is measured). Median over shapes (and runs): one run's GEMM point moves
+up to ~10% from run to run.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+FILE = "overlap.csv"
+PROXY = "proxy_copy_t64_w32"
+HELD = 24
+# GEMMs this short, timed as back-to-back launches, are the host's issue rate, not the kernel
+# (calibration/ingest_session.py, HOST_BOUND_US: 10.7 us per launch on the first H100 host)
+HOST_BOUND_US = 50.0
+
+
+def _run(note: str) -> str:
+    """The session a row came from: its command line (each run wrote to its own --out)."""
+    note = str(note)
+    return note[note.rfind("command: "):] if "command: " in note else note
+
+
+def _sm_count(df: pd.DataFrame) -> int:
+    import re
+
+    m = re.search(r"(\d+) SMs", " ".join(df["note"].astype(str).head(50)))
+    return int(m.group(1)) if m else 132
+
+
+def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> dict:
+    """{'carveout', 'beside', 'other'}: each a dict of ``ratio`` (median), ``k`` (as a multiple of
+    the proportional loss), ``n`` (points), ``lo``/``hi`` (range of the ratios); empty without rows."""
+    from .data import data_dir
+
+    path = Path(path) if path is not None else data_dir() / FILE
+    if not path.is_file():
+        return {}
+    df = pd.read_csv(path)
+    df = df[(df["hardware"] == hardware) & (df["source"] == "measured")].copy()
+    if df.empty:
+        return {}
+    df["run"] = df["note"].map(_run)
+    sms = _sm_count(df)
+    prop = (HELD / sms) / (1.0 - HELD / sms)
+    g = df[df["kernel"] == "gemm_fp8"]
+    alone = g[g["beside"] == "none"].groupby(["run", "shape", "held_sms"])["us"].median()
+    out = {}
+
+    def put(name, ratios):
+        if ratios:
+            r = statistics.median(ratios)
+            out[name] = {"ratio": r, "k": (r - 1.0) / prop, "n": len(ratios), "lo": min(ratios), "hi": max(ratios)}
+    alone = alone[alone >= HOST_BOUND_US]
+    put("carveout", [alone[(run, sh, HELD)] / alone[(run, sh, 0)] for run, sh, held in alone.index
+                     if held == HELD and (run, sh, 0) in alone.index])
+    bes = g[(g["beside"] == PROXY) & (g["held_sms"] == HELD)]
+    put("beside", [r.us / alone[(r.run, r.shape, 0)] for r in bes.itertuples() if (r.run, r.shape, 0) in alone.index])
+    a = df[(df["kernel"] == "sdpa_prefill")]
+    a_alone = a[a["beside"] == "none"].groupby(["run", "shape"])["us"].median()
+    put("other", [r.us / a_alone[(r.run, r.shape)] for r in a[a["beside"] == PROXY].itertuples()
+                  if (r.run, r.shape) in a_alone.index])
+    return out
