@@ -108,18 +108,19 @@ def attention_core_share(model) -> float:
 # share) (0.222 at 24 of 132 SMs), measured on pdsim's own H100 (calibration/data/overlap.csv,
 # calibration/microbench/gpu_overlap.py; pdsim.calibrate.fit_overlap recomputes them, and
 # tests/mechanisms/test_tbo_measured.py checks these constants against the rows):
-# - GEMM_CARVEOUT_K: an FP8 GEMM told to leave 24 SMs free, alone on the GPU: 1.133x (median of 32
+# - GEMM_CARVEOUT_K: an FP8 GEMM told to leave 24 SMs free, alone on the GPU: 1.130x (median of 43
 #   shape x run points, 1.06-1.34 beside two noisy host-bound ones), not 1.222x;
 # - GEMM_BESIDE_K: the same GEMM while a DeepEP-like kernel runs on those 24 SMs (one 1024-thread
-#   CTA per SM streaming ~0.56 TB/s of HBM, launched first): 1.329x of the GEMM alone with all SMs
-#   (median of 9 points, 1.13-1.70): the neighbour costs more than its SMs;
-# - OTHER_BESIDE_K: FlashAttention prefill (SDPA, not carved out) beside the same kernel: 1.04x
-#   (2 runs), far less than losing 24 SMs.
+#   CTA per SM streaming ~0.56 TB/s of HBM, launched first): 1.330x of the GEMM alone with all SMs
+#   (median of 17 points, 1.09-1.72; two machines: 1.324 and 1.343): the neighbour costs more
+#   than its SMs;
+# - OTHER_BESIDE_K: FlashAttention prefill (SDPA, not carved out) beside the same kernel: 1.033x
+#   (3 runs, 1.01-1.05), far less than losing 24 SMs.
 # The GEMMs are cuBLASLt's (torch._scaled_mm), not DeepGEMM; other GPUs take H100's k at their
 # own share (an assumption, range in ``pdsim sensitivity``).
-GEMM_CARVEOUT_K = 0.60
+GEMM_CARVEOUT_K = 0.58
 GEMM_BESIDE_K = 1.48
-OTHER_BESIDE_K = 0.18
+OTHER_BESIDE_K = 0.15
 
 
 def sm_stretch(compute: float, comm: float, share: float, hbm_share: float = 0.0) -> tuple[float, float, float]:

@@ -130,9 +130,9 @@ def test_prefill_tbo_gains():
     assert prefill_gain() > 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: +40.2% at 8K tokens per GPU (LMSYS +27-35%) with the SM "
+@pytest.mark.xfail(strict=True, reason="known gap: +40.3% at 8K tokens per GPU (LMSYS +27-35%) with the SM "
                    "partition and the compute beside DeepEP measured on pdsim's own H100 (GEMM 1.13x carved out, "
-                   "1.33x beside a DeepEP-like kernel, attention 1.04x: test_tbo_measured.py), the copies' HBM "
+                   "1.33x beside a DeepEP-like kernel, attention 1.03x: test_tbo_measured.py), the copies' HBM "
                    "share and DeepEP normal kernels 1.31x / 1.21x slower beside compute (DeepSeek's profile). Not "
                    "priced: the cross-rank barrier beside each normal kernel (~1 ms per call in DeepSeek's profile "
                    "and in SGLang's TBO-8K breakdown); LMSYS's TBO-8K breakdown has non-MoE GEMMs 1.78x their "

@@ -1,8 +1,8 @@
 """Two-batch overlap's compute side, measured on pdsim's own H100 (issue 23 item 2).
 
-Source: calibration/data/overlap.csv, runs 5-7 of calibration/microbench/gpu_session.py on an
+Source: calibration/data/overlap.csv, runs 5-8 of calibration/microbench/gpu_session.py on an
 NVIDIA H100 80GB HBM3 (driver 580.159.04, torch 2.11.0+cu130, triton 3.6.0), 2026-11-26
-(calibration/sessions/h100-2026-11-26/run5-run7, docs/calibration-h100.md). SGLang's prefill TBO
+(calibration/sessions/h100-2026-11-26/run5-run8, docs/calibration-h100.md). SGLang's prefill TBO
 holds 24 of 132 SMs for DeepEP's normal kernels and tells DeepGEMM to use the rest; the
 proportional price of that is 1 / (1 - 24/132) = 1.222. The rows show the GEMM carved out runs
 faster than that alone, slower than that beside a communication kernel, and attention beside the
