@@ -79,3 +79,23 @@ def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> d
     put("other", [r.us / a_alone[(r.run, r.shape)] for r in a[a["beside"] == PROXY].itertuples()
                   if (r.run, r.shape) in a_alone.index])
     return out
+
+
+def overlap_report(path: str | Path | None = None) -> str:
+    """Text: the measured factors beside the constants ``costs/tbo.py`` prices with."""
+    from ..costs import tbo
+
+    f = overlap_factors(path)
+    if not f:
+        return f"== two-batch overlap: no {FILE} measured (calibration/microbench/gpu_session.py --only overlap)"
+    lines = [f"== two-batch overlap ({FILE}, h100): the SM partition's cost as a multiple k of the proportional "
+             f"loss share / (1 - share), share = {HELD} SMs"]
+    priced = {"carveout": ("GEMM_CARVEOUT_K", "FP8 GEMM with 24 SMs carved out, alone"),
+              "beside": ("GEMM_BESIDE_K", f"the same GEMM beside {PROXY.removeprefix('proxy_')}, vs all SMs alone"),
+              "other": ("OTHER_BESIDE_K", "SDPA prefill beside the same proxy")}
+    for key, (const, what) in priced.items():
+        if key in f:
+            m = f[key]
+            lines.append(f"  {what:<58} {m['ratio']:.3f}x (median of {m['n']}, {m['lo']:.2f}-{m['hi']:.2f})  "
+                         f"k {m['k']:.2f}; priced {const} = {getattr(tbo, const):.2f}")
+    return "\n".join(lines)

@@ -191,7 +191,7 @@ def comparison() -> pd.DataFrame:
 
 
 def report(out_html: str | None = None,
-           sections: tuple[str, ...] = ("kernels", "steps", "forward", "mixed", "constants")) -> str:
+           sections: tuple[str, ...] = ("kernels", "steps", "forward", "mixed", "overlap", "constants")) -> str:
     """Text report: measured vs predicted per kernel data file (and a plotly figure at
     ``out_html``), whole steps against published per-step figures (step_report.py), and the kind,
     uncertainty and source of every profile constant; whole forwards measured on a GPU against
@@ -243,6 +243,10 @@ def report(out_html: str | None = None,
         from .mixed_report import mixed_report
 
         lines.append(mixed_report())
+    if "overlap" in sections:
+        from .fit_overlap import overlap_report
+
+        lines.append(overlap_report())
     if "constants" in sections:
         lines.append(constants_report())
     return "\n".join(lines)

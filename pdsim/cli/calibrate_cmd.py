@@ -21,7 +21,7 @@ def register(sub) -> None:
     ca.add_argument("--system", action="append", metavar="KEY", help="hardware profile key (repeatable); default all")
     ca.add_argument("--dry-run", action="store_true", help="fit without writing hardware_profiles/")
     ca.add_argument("--html", metavar="FILE", help="report: write the measured-vs-predicted figure here")
-    ca.add_argument("--section", action="append", choices=["kernels", "steps", "forward", "mixed", "constants"],
+    ca.add_argument("--section", action="append", choices=["kernels", "steps", "forward", "mixed", "overlap", "constants"],
                     help="report: only these sections (repeatable; default all: kernel rows, whole steps, whole "
                          "forwards measured on a GPU (forward.csv), mixed prefill+decode steps of the real CPU "
                          "engine, constants)")
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "report":
         from ..calibrate.report import report
 
-        print(report(args.html, tuple(args.section or ("kernels", "steps", "forward", "mixed", "constants"))))
+        print(report(args.html, tuple(args.section or ("kernels", "steps", "forward", "mixed", "overlap", "constants"))))
         return 0
     return _from_runs(args)
 

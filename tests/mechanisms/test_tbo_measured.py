@@ -51,3 +51,12 @@ def test_sm_stretch_goes_from_the_carve_out_to_the_neighbour_with_the_overlap():
     assert f1 == pytest.approx(1 + PROP * tbo.OTHER_BESIDE_K) and m1 == pytest.approx(f1 * (1 + 0.2 / 0.8))
     assert g0 < gh < g1 and 1.0 < fh < f1
     assert tbo.sm_stretch(1.0, 1.0, 0.0, 0.0) == (1.0, 1.0, 1.0)
+
+
+def test_the_report_sets_the_measured_factors_beside_the_priced_constants(tmp_path):
+    from pdsim.calibrate.fit_overlap import overlap_report
+
+    text = overlap_report()
+    assert "priced GEMM_CARVEOUT_K = 0.58" in text and "priced GEMM_BESIDE_K = 1.48" in text
+    assert "priced OTHER_BESIDE_K = 0.15" in text and "median of" in text
+    assert "no overlap.csv measured" in overlap_report(tmp_path / "none.csv")
