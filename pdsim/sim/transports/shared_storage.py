@@ -62,6 +62,11 @@ class FileStore:
 
 @TRANSPORTS.register("shared_storage")
 class SharedStorage(Transport):
+    # vLLM's proxy (pdsim.replay.pd_proxy, the disaggregation examples) sends the request to P with
+    # max_tokens 1 and, once P has answered, to D: on placed host cores that way is a hop of its own
+    # (P's answer out, the proxy, D's way in), after P's files are written (world.handoff)
+    proxied = True
+
     @dataclass(frozen=True)
     class Params:
         write_gbps: float = 5.86  # measured (calibration/data/shared_storage.csv)
@@ -105,6 +110,18 @@ class SharedStorage(Transport):
         req.buffer_where = "file"
         if d.buffer is not None:
             d.buffer.used["file"] += req.transfer_bytes
+        nbytes = req.transfer_bytes
+        self.ctx.ports.handoff(req, lambda: self._to_d(req, d, attempt, nbytes))
+
+    def _to_d(self, req, d, attempt: int, nbytes: float) -> None:
+        """The proxy's request has reached D: D looks the prompt up and loads P's files."""
+        if req.retries != attempt or req.done:
+            # given up or retried while the proxy's hop ran: nobody will read these files
+            if d.buffer is not None:
+                d.buffer.cancel(nbytes, "file")
+            if req.retries == attempt:
+                req.buffer_where = None
+            return
         d.kv_arrived(req)
 
     def _release_peer(self, req, p, d, dead) -> None:
