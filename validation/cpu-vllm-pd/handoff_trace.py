@@ -27,7 +27,9 @@ the same prompt (the tail D recomputes, as pd_trace.py matches it). Per request:
 Simulated: the same case through ``pdsim validate``'s alignment (pdsim.validate.align), from the
 run record's per-request times: ``in`` = arrival -> P's prefill start, ``P step``, ``hand-off`` =
 P's step end -> D's admission (P's file write, the proxy's hop on placed cores, D's next step),
-``D tail`` = D's admission -> the engine's first token, ``out`` = -> the client's.
+``D tail`` = D's admission -> the engine's first token (``d_tail_priced``: its price alone, file read +
+tail), ``out`` = -> the client's (``router_ms``, half of it behind the proxy on placed cores, + its
+hop's wait).
 """
 from __future__ import annotations
 
@@ -127,16 +129,23 @@ def sim_segments(case: Path, overrides: list[str]) -> dict:
     c = load_case(case)
     ing = read_run(case / c["real"], c.get("format", "auto"))
     sc = api.load_scenario(case / c["scenario"], list(c.get("set") or []) + list(overrides))
-    r = simulate_aligned(ing.record, sc, c.get("arrivals", "auto")).sim.record.requests
+    rec = simulate_aligned(ing.record, sc, c.get("arrivals", "auto")).sim.record
+    r = rec.requests
     ms = lambda a: np.asarray(a, dtype=float) * 1e3  # noqa: E731
-    engine_first = r["decode_admit_s"] + r["d_load_s"]  # the tail's end at its price (no sharing)
+    # the first token's way out: router_ms (half of it behind the proxy on placed cores, world.py),
+    # plus what its hop waited beyond that on placed cores (the record's first_shift)
+    router = (sc.scenario.overheads.router_ms or 0.0) * 1e-3 if sc.scenario.overheads is not None else 0.0
+    placed = sc.scenario.host is not None and bool(sc.scenario.host.placement)
+    out = (router / 2 if placed and sc.scenario.transfer.backend == "shared_storage" else router) + (
+        np.asarray(rec.tokens.first_shift) if rec.tokens.first_shift is not None else 0.0)
+    engine_first = np.asarray(r["first_token_s"], dtype=float) - out
     return {
         "in": _q(ms(r["prefill_start_s"] - r["arrival_s"])), "p_step": _q(ms(r["prefill_end_s"] - r["prefill_start_s"])),
         "p_write": _q(ms(r["transfer_end_s"] - r["transfer_start_s"])),
         "handoff": _q(ms(r["decode_admit_s"] - r["prefill_end_s"])),
-        "d_tail_priced": _q(ms(r["d_load_s"])),
+        "d_tail_priced": _q(ms(r["d_load_s"])), "d_tail": _q(ms(engine_first - r["decode_admit_s"])),
+        "out": _q(ms(out) * np.ones(len(engine_first))),
         "d_tail_and_out": _q(ms(r["first_token_s"] - r["decode_admit_s"])),
-        "out_after_priced_tail": _q(ms(r["first_token_s"] - engine_first)),
         "ttft": _q(ms(r["first_token_s"] - r["arrival_s"])),
     }
 

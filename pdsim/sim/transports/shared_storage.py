@@ -11,6 +11,14 @@ D's lookup misses P's folder (L - 1 a whole number of pages) it computes the who
 bytes cross the fabric between P and D: the file system carries them. Prices and which tokens:
 costs/shared_storage.py.
 
+On placed host cores (``host.placement``, a CPU host; issue 24 item 5): D hears of the request only
+when the proxy, having P's answer, sends it the request; that way (P's answer out, the proxy, D's
+way in: ``router_ms`` of idle work, the half of the path each way that lies between P and D) is a
+hop on the cores after the files are written (world.py ``handoff``), and D's file read and tail
+forward are its worker's own CPU work in the step that samples the first token (engine/admission.py).
+In the real engine both file operations run inside the workers' forwards (``save_kv_layer`` in P's,
+``start_load_kv`` in D's), so P's write is priced here after its step, at page-cache speed.
+
 Parameters (``transfer: {backend: shared_storage, params: {...}}``): the file system's write and
 read bandwidth (GB/s) and per-file overhead (us). Defaults: measured on this project's machines
 by calibration/microbench/shared_storage.py (calibration/data/shared_storage.csv: local disk
