@@ -123,3 +123,14 @@ def test_deterministic_with_handoff_hops_and_load():
         assert np.asarray(a[col]).tolist() == np.asarray(b[col]).tolist()
     # loaded: some hand-offs waited beyond their 20 ms of work (sharing, or queued at the front)
     assert (np.asarray(a["decode_admit_s"] - a["transfer_end_s"]) > 0.02 + 1e-9).any()
+
+
+def test_a_placed_run_whose_last_request_is_given_up_mid_step_keeps_its_log(monkeypatch):
+    # D fails, requests time out and are retried, and D's last step is still running on its shared
+    # core when the last request is given up: that step is logged as still running (accounting.py),
+    # not as a decode step that ended (found by this run: "1103 decode-step ends for 1102 steps")
+    monkeypatch.setenv("PDSIM_CHECK", "1")
+    sets = ["workload.num_requests=60", "host.background=0.7",
+            "faults={events: [{at_s: 3.0, kill: gpu, instance: D0, recover_after_s: 0.5}], request_timeout_s: 3.0}"]
+    res = api.simulate(api.load_scenario(PD, sets))
+    assert res.requests["ttft_s"].notna().any()
