@@ -50,8 +50,8 @@ def _q(x) -> dict:
     x = x[~np.isnan(x)]
     if not len(x):
         return {"n": 0}
-    return {"n": int(len(x)), "mean": round(float(x.mean()), 1), "p50": round(float(np.median(x)), 1),
-            "p90": round(float(np.percentile(x, 90)), 1)}
+    return {"n": int(len(x)), "mean": round(float(x.mean()), 1), "min": round(float(x.min()), 1),
+            "p50": round(float(np.median(x)), 1), "p90": round(float(np.percentile(x, 90)), 1)}
 
 
 def real_segments(trace: Path, load: str, bench: Path) -> dict:
