@@ -134,3 +134,14 @@ def test_a_placed_run_whose_last_request_is_given_up_mid_step_keeps_its_log(monk
             "faults={events: [{at_s: 3.0, kill: gpu, instance: D0, recover_after_s: 0.5}], request_timeout_s: 3.0}"]
     res = api.simulate(api.load_scenario(PD, sets))
     assert res.requests["ttft_s"].notna().any()
+
+
+def test_tails_waiting_to_join_count_against_the_batch_limit():
+    # eight prompts prefilled by P in one step reach D together; D may run 2 at a time: the tails
+    # its step computes count as running (they join the batch when it ends)
+    sets = PLACED + ["overheads.router_ms=0", "cluster.decode[0].engine.max_running_requests=2"]
+    table = RequestTable(np.zeros(8), np.full(8, 300), np.full(8, 30), source="t")
+    res = api.simulate(api.load_scenario(PD, sets), table=table)
+    d = [st for inst, st in zip(res.record.instances, res.record.steps) if inst.role == "decode"][0]
+    assert int(np.max(d["running_batch"])) == 2
+    assert res.requests["ttft_s"].notna().all()

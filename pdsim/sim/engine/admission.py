@@ -90,7 +90,7 @@ class Admission:
 
     def _admit_ready(self) -> None:
         q = self.ready_q
-        while q and self.batch.n < self.max_running:
+        while q and self.batch.n + len(self.tail_joins) < self.max_running:  # tails join at their step's end
             req = q[0]
             lag = 0.0
             if req.buffer_where is not None:  # P2P NCCL put: KV waits in the receive buffer
@@ -142,7 +142,7 @@ class Admission:
         keep = deque()
         while q:
             req = q.popleft()
-            if req.buffer_where is None and req.d_pages > 0 and self.batch.n < self.max_running:
+            if req.buffer_where is None and req.d_pages > 0 and self.batch.n + len(self.tail_joins) < self.max_running:
                 req.decode_admit = self.env.now
                 if math.isnan(req.first_token):
                     req.first_token = self.env.now
