@@ -77,3 +77,38 @@ def test_a_trace_row_missing_a_field_is_refused_naming_file_line_and_field(tmp_p
     del host["placement"]
     (tmp_path / "host-light.json").write_text(json.dumps(host))
     assert run().startswith(f"error: {tmp_path / 'host-light.json'}: no field 'placement'")
+
+
+def _handoff_module():
+    spec = importlib.util.spec_from_file_location("handoff_trace", REPO / "validation/cpu-vllm-pd/handoff_trace.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_handoff_segments_add_up_to_the_ttft():
+    """handoff_trace.py (issue 24 item 5): each request's TTFT split into the way in, P's step, the
+    hand-off, D's tail step and the way out; the split of in / out is pinned within the range of
+    clock offsets that keeps both >= 0."""
+    case = REPO / "validation/cpu-vllm-here-pd-traced-light"
+    out = _handoff_module().real_segments(TRACE, "light", case / "real" / "bench.json")
+    assert out["matched"] == "40 of 40"
+    assert 0 <= out["clock_offset_range_ms"] < 10
+    parts = sum(out[k]["mean"] for k in ("in", "p_step", "handoff", "d_tail", "out"))
+    assert parts == pytest.approx(out["ttft"]["mean"], abs=0.3)  # rounded to 0.1 ms each
+    assert out["handoff_d_idle"]["n"] + out["handoff_d_busy"]["n"] == 40
+    # the midpoint of the feasible offsets: the shortest way in and the shortest way out are each
+    # half the range
+    half = out["clock_offset_range_ms"] / 2
+    assert out["in"]["min"] == pytest.approx(half, abs=0.11) and out["out"]["min"] == pytest.approx(half, abs=0.11)
+
+
+def test_handoff_trace_refuses_a_missing_trace_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, str(REPO / "validation/cpu-vllm-pd/handoff_trace.py"), "--case",
+                        str(REPO / "validation/cpu-vllm-here-pd-traced-light"), "--trace", str(tmp_path)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2, p.stderr[-300:]
+    assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr

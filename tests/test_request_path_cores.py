@@ -122,7 +122,8 @@ def test_deterministic_with_placement_and_load():
     b = api.simulate(api.load_scenario(PD, sets), table=table)
     assert a.requests["ttft_s"].tolist() == b.requests["ttft_s"].tolist()
     assert a.record.tokens.first_shift.tolist() == b.record.tokens.first_shift.tolist()
-    # loaded: some hops waited (the way in and the first token's way out beyond 20 ms each)
+    # loaded: some hops waited (the way in beyond its 10 ms: half of router_ms through the 1P1D
+    # proxy, test_handoff_hop.py; the first token's way out beyond its own)
     req = a.record.requests
-    assert ((req["routed_s"] - req["arrival_s"]) > 0.02 + 1e-9).any()
+    assert ((req["routed_s"] - req["arrival_s"]) > 0.01 + 1e-9).any()
     assert (a.record.tokens.first_shift > 0).any()

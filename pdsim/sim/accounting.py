@@ -68,6 +68,15 @@ class Accounting:
         if shift is not None:
             for c in ("first_token_s", "finish_s"):
                 cols[c] = cols[c] + shift
+        cores = self.builder.host_cores
+        if cores is not None:
+            # a step still running on a shared core when the world stops (its last request given up
+            # mid-step) logged its price; it ends later, at the core's share: log when, so that it is
+            # not read as a decode step that ended (_decode_ends)
+            for i in self.instances:
+                job = i._core_job
+                if job is not None and not job.done.triggered and i._step_start >= 0:
+                    i.steps.lists[1][-1] = cores.finish_time(job) - i._step_start
         infos = [InstanceInfo(i.name, i.role, i.gpus, i.pool.capacity, i.pool.peak, i.busy_time, i.tokens_out,
                               i.retractions) for i in self.instances]
         steps = [i.steps.columns() for i in self.instances]

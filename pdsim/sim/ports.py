@@ -16,6 +16,10 @@ class EnginePorts(Protocol):
     def prefill_done(self, req, inst) -> None:
         """Prefill instance ``inst`` finished ``req``'s prompt; its KV is ready to leave."""
 
+    def handoff(self, req, then) -> None:
+        """A proxied transport's P has answered for ``req``; call ``then()`` once D's engine has
+        the request (after the proxy's hop on placed host cores, else now)."""
+
     def first_token(self, req) -> None:
         """An instance has set ``req.first_token`` (the request's first token leaves the engine then)."""
 

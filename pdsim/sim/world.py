@@ -30,6 +30,7 @@ from .experts import ExpertService
 from .control.membership import Membership
 from .control.router import Hold, Reject, Route
 from .engine.instance import Instance
+from .host_cores import SerialFront
 from .net.fabric import Fabric
 from . import memory, settle
 from .ledger import RequestLedger
@@ -95,6 +96,17 @@ class World(Elastic, Recovery, Accounting):
                                                            self.model, resolve_cost_kind(sc.cost_model, self.hw))
         self.instances: list[Instance] = builder.instances(self.plans, self.transport)
         self.builder = builder
+        # placed host cores: the request path's hops queue at its one front process (host_cores.py
+        # SerialFront); a proxied hand-off (the proxy asks D only once P has answered) moves the
+        # halves of the path that lie between P and D from the way in and out to a hop of its own
+        self.front = SerialFront(builder.host_cores) if builder.host_cores is not None else None
+        self.handoff_s = 0.0  # P's answer -> the proxy -> D has the request (placed, proxied transport)
+        if self.front is not None and sc.cluster.disaggregated and getattr(self.transport, "proxied", False):
+            # ``router_ms`` of a proxied P/D run is the request path of both servers each way (in: to P
+            # and to D; out: P's answer and D's stream): P's way out and D's way in are the hand-off
+            self.handoff_s = self.ingress_s / 2 + self.egress_s / 2
+            self.ingress_s /= 2
+            self.egress_s /= 2
         self.fabric = Fabric(self.env, builder.topology.graph)
         for key, tier in builder.shared_tiers.items():
             if tier.device.kind == "remote":
@@ -188,8 +200,7 @@ class World(Elastic, Recovery, Accounting):
         if ingress > 0:
             # with placed host cores the way in is CPU work sharing them (sim/host_cores.py hop),
             # else its idle-host time as a fixed delay
-            cores = self.builder.host_cores
-            done = cores.hop(ingress).done if cores is not None else self.env.timeout(ingress)
+            done = self.front.hop(ingress).done if self.front is not None else self.env.timeout(ingress)
             done.callbacks.append(lambda _e, r=req: self._routed(r))
             return
         self._routed(req)
@@ -199,19 +210,30 @@ class World(Elastic, Recovery, Accounting):
         tail, a moment ahead). With placed host cores the token's way out (``egress_s``, the same
         idle-host time every token gets) is a hop sharing them from then; its time beyond
         ``egress_s`` is kept per request and moves the request's whole stream (accounting.py)."""
-        cores = self.builder.host_cores
-        if cores is None or not self.egress_s:
+        front = self.front
+        if front is None or not self.egress_s:
             return
         def out(_e=None, r=req, t0=req.first_token):
             if r.first_token != t0:
                 return  # evicted and retried before its token left: the retry's token counts
-            job = cores.hop(self.egress_s)
+            job = front.hop(self.egress_s)
             self._hops_out[r.rid] = (job, t0)
             job.done.callbacks.append(lambda _e, r=r, t0=t0: self._out_done(r.rid, t0, self.env.now))
         # from the token's time, once the engine has done what it does at that moment: its worker
         # goes on with its next step at once (it polls, holding its core), so a hop that starts
         # between two steps must not take that core as if it were free
         self.env.timeout(max(req.first_token - self.env.now, 0.0)).callbacks.append(out)
+
+    def handoff(self, req: Request, then: Callable[[], None]) -> None:
+        """P has answered the proxy for ``req`` (a proxied transport: D hears of the request only
+        from the proxy's second request); ``then()`` once D's engine has it. With placed host cores
+        the way between (P's answer out, the proxy, D's way in: ``handoff_s`` of idle-host work) is
+        a hop at the front (host_cores.py SerialFront); without, it is inside ``router_ms`` in and
+        out, as before, and ``then()`` runs now."""
+        if self.front is None or not self.handoff_s:
+            then()
+            return
+        self.front.hop(self.handoff_s).done.callbacks.append(lambda _e: then())
 
     def _routed(self, req: Request) -> None:
         req.routed = self.env.now
@@ -273,7 +295,7 @@ class World(Elastic, Recovery, Accounting):
         """Per request, its first token's way out beyond ``egress_s`` (s; 0 without placed cores).
         A hop still running when the world stops ends at the rates of that moment."""
         for rid, (job, t0) in list(self._hops_out.items()):
-            self._out_done(rid, t0, self.builder.host_cores.finish_time(job))
+            self._out_done(rid, t0, self.front.finish_time(job))
         extra = np.zeros(len(self.table))
         if self.egress_extra:
             ids = np.fromiter(self.egress_extra, dtype=np.int64, count=len(self.egress_extra))

@@ -219,7 +219,10 @@ class PDOverheadSpec:
 
     ``router_ms``: the load balancer / HTTP proxy path, once on the way in (request to P and
     D) and added to the first token's trip out (the idle-host time; with a ``host.placement`` it
-    is CPU work that shares the placed cores, sim/host_cores.py ``hop``); ``bootstrap_ms``: D's bootstrap handshake with
+    is CPU work that shares the placed cores, sim/host_cores.py ``hop``, each hop queued at the
+    path's one front process, ``SerialFront``; behind vLLM's proxy, a ``proxied`` transport such as
+    ``shared_storage``, where the path is both servers' each way, half of it stays in and out and
+    the rest is the proxy's P -> D hop, world.py ``handoff``); ``bootstrap_ms``: D's bootstrap handshake with
     P per request (room allocation, KV page indices sent to P); ``connect_ms``: the first
     handshake of a (P, D) pair (transfer-engine connection setup, RDMA queue pairs), once per
     pair. None = the defaults in pd_overheads.py, which are assumptions with stated

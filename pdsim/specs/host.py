@@ -31,8 +31,10 @@ class HostSpec:
     # recording observed (``taskset -p``, /proc/PID/stat field 39), never fitted. Empty = no sharing.
     # With a placement the request path shares the cores too: the way in (``overheads.router_ms`` +
     # the tokeniser) and the first token's way out are CPU work of unpinned processes, each a hop on
-    # the core where it shares with the fewest (sim/host_cores.py ``hop``); without one they are
-    # fixed delays.
+    # the core where it shares with the fewest (sim/host_cores.py ``hop``), one at a time at the
+    # path's front process (``SerialFront``: the proxy's or API server's one thread); behind vLLM's
+    # P/D proxy (transfer ``shared_storage``) the way from P's answer to D is a hop of its own and a
+    # CPU D computes the prompt's tail on its core; without a placement they are fixed delays.
     # ``unpinned``: per placed group, how many of an instance's other processes (engine core, API
     # server) are busy, on no core in particular, while its worker steps (their CPU seconds over the
     # worker's stepping seconds in a recording, host_share.py); the kernel spreads them over all cores.

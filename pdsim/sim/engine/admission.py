@@ -90,7 +90,7 @@ class Admission:
 
     def _admit_ready(self) -> None:
         q = self.ready_q
-        while q and self.batch.n < self.max_running:
+        while q and self.batch.n + len(self.tail_joins) < self.max_running:  # tails join at their step's end
             req = q[0]
             lag = 0.0
             if req.buffer_where is not None:  # P2P NCCL put: KV waits in the receive buffer
@@ -114,10 +114,21 @@ class Admission:
                 if load:
                     req.d_load_s = load
                     end = self.env.now + load
+                    if tail and self.host_core is not None:
+                        # one forward computes every tail admitted for it, one after another on the core
+                        end = max(self.load_until, self.env.now) + load
                     if end > self.load_until:
                         self.load_until = end
             q.popleft()
             req.decode_admit = self.env.now
+            if lag and self.host_core is not None and math.isnan(req.first_token):
+                # on a placed CPU core the file read and the tail's forward are the worker's own CPU
+                # work, in one forward with the batch's decodes: the step's end (at the core's share,
+                # stepping.py) samples its first token; it decodes from the next step on. Held until
+                # then, so a failure meanwhile finds it (failover.py _drain_all)
+                self.holding[req.rid] = req
+                self.tail_joins.append(req)
+                continue
             if math.isnan(req.first_token):
                 req.first_token = self.env.now + lag  # P's token streamed by D on admission, or D's own
                 self.ports.first_token(req)
@@ -131,7 +142,7 @@ class Admission:
         keep = deque()
         while q:
             req = q.popleft()
-            if req.buffer_where is None and req.d_pages > 0 and self.batch.n < self.max_running:
+            if req.buffer_where is None and req.d_pages > 0 and self.batch.n + len(self.tail_joins) < self.max_running:
                 req.decode_admit = self.env.now
                 if math.isnan(req.first_token):
                     req.first_token = self.env.now

@@ -97,6 +97,9 @@ class Instance(Admission, Stepping, Failover):
         self.sending = 0
         self._sent = None
         self.load_until = 0.0  # KV loads (offload tiers, host pool) hold the engine until then
+        # requests whose first token the step in flight computes (a D that computes the prompt's tail
+        # on a placed CPU core, admission.py _admit_ready); they join the batch when it ends
+        self.tail_joins: list[Request] = []
         self.remote_loads = 0  # loads from remote storage in flight (fabric flows)
         self._remote_start: dict[int, float] = {}
         self._remote_reqs: list = []

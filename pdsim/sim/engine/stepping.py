@@ -91,7 +91,7 @@ class Stepping:
                         need = b.bucket[(-b.step) % page]
                     if n and need:  # as in _quiet_decode: a step needing no page skips the call
                         self.pool.alloc(need)
-                if not pf_tokens and not n:
+                if not pf_tokens and not n and not self.tail_joins:
                     if self.decode_first and progress.decode_first_done(self):
                         continue
                     self.executor.idle()
@@ -131,9 +131,13 @@ class Stepping:
                 self._step_start, self._step_dur = start, dur
                 self._dec_step, self._removed_in_step = n, 0
                 if core is not None:  # on a shared core: done when its work is, at the core's share
-                    if hold:  # the load is a wait, not work on the core
+                    joins = self.tail_joins
+                    if hold and not joins:  # the load is a wait, not work on the core
                         yield env.timeout(hold)
-                    self._core_job = core.run(dur - hold, self.host_extra)
+                        work = dur - hold
+                    else:  # a D's file read and tail forward (shared storage): the worker's own CPU
+                        work = dur
+                    self._core_job = core.run(work, self.host_extra)
                     yield self._core_job.done
                     self._core_job = None
                     took = env.now - start
@@ -145,6 +149,8 @@ class Stepping:
                 self._dec_step = 0
                 if n:
                     self._after_decode(n - self._removed_in_step)
+                if self.tail_joins:  # after the step's own decodes advanced: they were not in it
+                    self._tail_joined()
                 if batch:
                     self._after_prefill(batch)
                     if self.block_on_send and self.sending:
@@ -164,9 +170,21 @@ class Stepping:
                     self._step_start = -1.0
                 self._sent = None
                 self._loads_in = None
+                self.tail_joins = []  # taken with the rest (failover.py _drain_all)
                 self._sleeping = False
                 self._dec_step = 0
                 yield self._up
+
+    def _tail_joined(self) -> None:
+        """The step that computed the prompts' tails is over: their first tokens leave now and they
+        join the batch (admission.py _admit_ready)."""
+        joins, self.tail_joins = self.tail_joins, []
+        for req in joins:
+            if self.holding.pop(req.rid, None) is None:
+                continue  # taken meanwhile (given up elsewhere)
+            req.first_token = self.env.now
+            self.ports.first_token(req)
+            self._start_decoding(req, req.ctx0)
 
     def _quiet_decode(self) -> None:
         """Run decode-only steps back to back, inline, while each would end before the next

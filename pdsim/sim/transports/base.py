@@ -94,6 +94,11 @@ class Transport(Plugin):
     """Base class of KV transports (see the module docstring). ``spec``: the scenario's
     ``transfer`` block (specs.scenario.TransferSpec)."""
 
+    # True when D hears of a request only from a proxy once P has answered (vLLM's disaggregation
+    # proxy in front of a push connector): the way between is then a hop of its own on placed host
+    # cores (world.handoff); False: the router sends to both at once (SGLang, Mooncake)
+    proxied = False
+
     def __init__(self, params=None, spec=None):
         super().__init__(params)
         self.spec = spec

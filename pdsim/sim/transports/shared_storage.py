@@ -11,6 +11,14 @@ D's lookup misses P's folder (L - 1 a whole number of pages) it computes the who
 bytes cross the fabric between P and D: the file system carries them. Prices and which tokens:
 costs/shared_storage.py.
 
+On placed host cores (``host.placement``, a CPU host; issue 24 item 5): D hears of the request only
+when the proxy, having P's answer, sends it the request; that way (P's answer out, the proxy, D's
+way in: ``router_ms`` of idle work, the half of the path each way that lies between P and D) is a
+hop on the cores after the files are written (world.py ``handoff``), and D's file read and tail
+forward are its worker's own CPU work in the step that samples the first token (engine/admission.py).
+In the real engine both file operations run inside the workers' forwards (``save_kv_layer`` in P's,
+``start_load_kv`` in D's), so P's write is priced here after its step, at page-cache speed.
+
 Parameters (``transfer: {backend: shared_storage, params: {...}}``): the file system's write and
 read bandwidth (GB/s) and per-file overhead (us). Defaults: measured on this project's machines
 by calibration/microbench/shared_storage.py (calibration/data/shared_storage.csv: local disk
@@ -62,6 +70,11 @@ class FileStore:
 
 @TRANSPORTS.register("shared_storage")
 class SharedStorage(Transport):
+    # vLLM's proxy (pdsim.replay.pd_proxy, the disaggregation examples) sends the request to P with
+    # max_tokens 1 and, once P has answered, to D: on placed host cores that way is a hop of its own
+    # (P's answer out, the proxy, D's way in), after P's files are written (world.handoff)
+    proxied = True
+
     @dataclass(frozen=True)
     class Params:
         write_gbps: float = 5.86  # measured (calibration/data/shared_storage.csv)
@@ -105,6 +118,18 @@ class SharedStorage(Transport):
         req.buffer_where = "file"
         if d.buffer is not None:
             d.buffer.used["file"] += req.transfer_bytes
+        nbytes = req.transfer_bytes
+        self.ctx.ports.handoff(req, lambda: self._to_d(req, d, attempt, nbytes))
+
+    def _to_d(self, req, d, attempt: int, nbytes: float) -> None:
+        """The proxy's request has reached D: D looks the prompt up and loads P's files."""
+        if req.retries != attempt or req.done:
+            # given up or retried while the proxy's hop ran: nobody will read these files
+            if d.buffer is not None:
+                d.buffer.cancel(nbytes, "file")
+            if req.retries == attempt:
+                req.buffer_where = None
+            return
         d.kv_arrived(req)
 
     def _release_peer(self, req, p, d, dead) -> None:
