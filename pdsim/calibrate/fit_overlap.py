@@ -23,6 +23,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 FILE = "overlap.csv"
@@ -46,6 +47,36 @@ def _sm_count(df: pd.DataFrame) -> int:
     return int(m.group(1)) if m else 132
 
 
+COLUMNS = ("hardware", "kernel", "shape", "held_sms", "beside", "us", "source", "note")
+
+
+def _read(path: Path) -> pd.DataFrame:
+    """overlap.csv's rows, or a SpecError naming the file, line and field of the first row the
+    fit cannot use (an empty file, a missing column, a time that is not a finite number > 0 us, an
+    SM count that is not a whole number >= 0): bad data, not a traceback or a row silently left out."""
+    from ..specs.errors import SpecError
+
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise SpecError(f"not a CSV with a header row ({str(e).splitlines()[0]})", source=str(path)) from None
+    for col in COLUMNS:
+        if col not in df:
+            raise SpecError(f"missing column {col!r} (expected {', '.join(COLUMNS)})", source=str(path))
+    us = pd.to_numeric(df["us"], errors="coerce")
+    held = pd.to_numeric(df["held_sms"], errors="coerce")
+    checks = (("us", ~(us.notna() & np.isfinite(us) & (us > 0)), "a finite time > 0 us"),
+              ("held_sms", ~(held.notna() & (held >= 0) & (held == held.round())), "a whole number of SMs >= 0"))
+    for col, bad, what in checks:
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise SpecError(f"line {i + 2}: {col}: expected {what}, got {df[col].iloc[i]!r}", source=str(path))
+    df["us"] = us.astype(float)
+    df["held_sms"] = held.astype(int)
+    df["note"] = df["note"].astype(object).fillna("").astype(str)
+    return df
+
+
 def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> dict:
     """{'carveout', 'beside', 'other'}: each a dict of ``ratio`` (median), ``k`` (as a multiple of
     the proportional loss), ``n`` (points), ``lo``/``hi`` (range of the ratios); empty without rows."""
@@ -54,7 +85,7 @@ def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> d
     path = Path(path) if path is not None else data_dir() / FILE
     if not path.is_file():
         return {}
-    df = pd.read_csv(path)
+    df = _read(path)
     df = df[(df["hardware"] == hardware) & (df["source"] == "measured")].copy()
     if df.empty:
         return {}

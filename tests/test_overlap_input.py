@@ -1,0 +1,50 @@
+"""Bad overlap.csv rows (calibration/data, written by gpu_overlap.py and appended by
+calibration/ingest_session.py) give a one-line SpecError naming the file, line and field, not a
+pandas traceback (review3: an empty file raised EmptyDataError, a non-numeric time a TypeError
+from the median, a non-numeric SM count dropped its row silently)."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from pdsim.calibrate.fit_overlap import overlap_factors, overlap_report
+from pdsim.specs.errors import SpecError
+
+ROW = {"hardware": "h100", "kernel": "gemm_fp8", "shape": "m=4096 k=7168 n=4096", "held_sms": 0, "beside": "none",
+       "proxy_gbps": 0.0, "us": 180.0, "fit": None, "note": "x; command: a", "source": "measured",
+       "software": "torch", "date": "2026-11-26"}
+
+
+def _write(tmp_path, rows):
+    path = tmp_path / "overlap.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"us": "abc"}, "line 3: us: expected a finite time > 0 us, got 'abc'"),
+    ({"us": -5.0}, "line 3: us: expected a finite time > 0 us"),
+    ({"held_sms": "lots"}, "line 3: held_sms: expected a whole number of SMs >= 0"),
+    ({"held_sms": 2.5}, "line 3: held_sms: expected a whole number of SMs >= 0"),
+])
+def test_a_bad_row_names_its_line_and_field(tmp_path, change, match):
+    path = _write(tmp_path, [ROW, {**ROW, "held_sms": 24, **change}])
+    with pytest.raises(SpecError, match=match) as e:
+        overlap_factors(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_empty_file_or_a_missing_column_is_named(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(SpecError, match="empty.csv: not a CSV with a header row"):
+        overlap_report(empty)
+    path = _write(tmp_path, [{k: v for k, v in ROW.items() if k != "held_sms"}])
+    with pytest.raises(SpecError, match="missing column 'held_sms'"):
+        overlap_factors(path)
+
+
+def test_good_rows_still_fit(tmp_path):
+    rows = [ROW, {**ROW, "held_sms": 24, "us": 207.0}]
+    f = overlap_factors(_write(tmp_path, rows))
+    assert f["carveout"]["ratio"] == pytest.approx(207.0 / 180.0) and f["carveout"]["n"] == 1
