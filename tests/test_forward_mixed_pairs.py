@@ -1,0 +1,38 @@
+"""The mixed-step lines of ``pdsim calibrate report --section forward`` set a mixed step beside the
+pure decode and the chunk's pure prefill of the *same* session (review3: they took the median of
+every session's graph rows of that shape, so run 5's mixed 2048-token step was set against run 3's
+prefill, 63.92 ms, not its own 66.26 ms, on another machine; and a decode of another layer count
+or model matched by prefix)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from pdsim.calibrate.forward_report import forward_report
+
+GRAPH = "repo TorchLlama (gpu_forward.py), CUDA graph replay; command: "
+
+
+def _row(phase, batch, tokens, context, us, run, layers=32, model="llama-3.1-8b"):
+    return {"hardware": "h100", "model": model, "phase": phase, "batch": batch, "tokens": tokens,
+            "context": context, "layers": layers, "us": us, "note": GRAPH + run, "source": "measured"}
+
+
+def _line(text):
+    return next(ln for ln in text.splitlines() if ln.strip().startswith("mixed 32 x 2048 ctx + 512 chunk, 32 layers")
+                and ("saves" in ln or "no pure decode" in ln))
+
+
+def test_a_mixed_step_is_set_beside_the_decode_and_prefill_of_its_own_session():
+    rows = [_row("mixed", 32, 512, 2048, 24000.0, "run5"),
+            _row("decode", 32, 32, 2048, 12000.0, "run5"), _row("prefill", 1, 512, 512, 18000.0, "run5"),
+            # another session (another machine) of the same shapes, and a decode of another depth
+            _row("decode", 32, 32, 2048, 9000.0, "run3"), _row("prefill", 1, 512, 512, 14000.0, "run3"),
+            _row("decode", 32, 32, 2048, 1000.0, "run5", layers=2)]
+    line = _line(forward_report(pd.DataFrame(rows)))
+    assert "+ 12.00 ms measured" in line and "chunk alone 18.00 measured" in line
+    assert "batching saves 6.00 ms measured" in line
+
+
+def test_a_mixed_step_without_its_sessions_decode_says_so():
+    rows = [_row("mixed", 32, 512, 2048, 24000.0, "run5"), _row("decode", 32, 32, 2048, 12000.0, "run3")]
+    assert "no pure decode of the same batch and context in its session" in _line(forward_report(pd.DataFrame(rows)))
