@@ -2,12 +2,14 @@
 pure decode and the chunk's pure prefill of the *same* session (review3: they took the median of
 every session's graph rows of that shape, so run 5's mixed 2048-token step was set against run 3's
 prefill, 63.92 ms, not its own 66.26 ms, on another machine; and a decode of another layer count
-or model matched by prefix)."""
+or model matched by prefix); and rows whose sizes their phase cannot price are named."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
-from pdsim.calibrate.forward_report import forward_report
+from pdsim.calibrate.forward_report import forward_comparison, forward_report
+from pdsim.specs.errors import SpecError
 
 GRAPH = "repo TorchLlama (gpu_forward.py), CUDA graph replay; command: "
 
@@ -36,3 +38,19 @@ def test_a_mixed_step_is_set_beside_the_decode_and_prefill_of_its_own_session():
 def test_a_mixed_step_without_its_sessions_decode_says_so():
     rows = [_row("mixed", 32, 512, 2048, 24000.0, "run5"), _row("decode", 32, 32, 2048, 12000.0, "run3")]
     assert "no pure decode of the same batch and context in its session" in _line(forward_report(pd.DataFrame(rows)))
+
+
+@pytest.mark.parametrize("phase, change, match", [
+    ("mixed", {"batch": 0}, "line 2: batch: expected a whole number >= 1 for a mixed row, got 0"),
+    ("mixed", {"tokens": -5}, "line 2: tokens: expected a whole number >= 1 for a mixed row"),
+    ("mixed", {"context": -1}, "line 2: context: expected a whole number >= 0 for a mixed row"),
+    ("mixed", {"batch": 2.5}, "line 2: batch: expected a whole number >= 1 for a mixed row, got 2.5"),
+    ("decode", {"batch": 0}, "line 2: batch: expected a whole number >= 1 for a decode row"),
+    ("prefill", {"tokens": 0}, "line 2: tokens: expected a whole number >= 1 for a prefill row"),
+])
+def test_a_row_whose_sizes_the_phase_cannot_price_names_its_line(phase, change, match):
+    """A mixed row with no decodes or no chunk was priced as the other phase, a negative context
+    or a fractional batch priced silently (truncated): each is bad data, named by line and field."""
+    row = _row(phase, 8, 128, 2048, 12000.0, "run5")
+    with pytest.raises(SpecError, match=match):
+        forward_comparison(pd.DataFrame([{**row, **change}]))

@@ -75,6 +75,17 @@ def _priced(r, i: int) -> tuple[float, float, float]:
         ms = float(r.us) / 1e3
         if not (ms > 0.0 and math.isfinite(ms)):
             raise SpecError(f"expected a finite time > 0 us, got {r.us!r}", field="us")
+        # what the phase prices: a decode's batch over its context, a prefill's tokens, a mixed
+        # step's both (a fraction was truncated, a batch or chunk of 0 priced as the other phase)
+        least = {"decode": {"batch": 1, "context": 0}, "prefill": {"tokens": 1},
+                 "mixed": {"batch": 1, "tokens": 1, "context": 0}}[str(r.phase)]
+        for col in ("batch", "tokens", "context", "layers"):
+            v = float(getattr(r, col))
+            if not math.isfinite(v):
+                raise ValueError(f"{col} {getattr(r, col)!r}")  # blank: the message below
+            lo = least.get(col, 1 if col == "layers" else 0)
+            if not (v == int(v) and v >= lo):
+                raise SpecError(f"expected a whole number >= {lo} for a {r.phase} row, got {getattr(r, col)!r}", field=col)
         return predict_forward_ms(r, "roofline"), predict_forward_ms(r, "calibrated"), ms
     except SpecError as e:
         field = "model" if e.field and e.field.endswith("model") else e.field  # not the scenario's path
