@@ -48,3 +48,15 @@ def test_good_rows_still_fit(tmp_path):
     rows = [ROW, {**ROW, "held_sms": 24, "us": 207.0}]
     f = overlap_factors(_write(tmp_path, rows))
     assert f["carveout"]["ratio"] == pytest.approx(207.0 / 180.0) and f["carveout"]["n"] == 1
+
+
+def test_the_share_is_the_profiles_sm_count_not_a_silent_132(tmp_path):
+    """k is relative to 24 / SMs: an H20's rows (78 SMs, its profile's gpu.sms) were read at
+    H100's 132 when the first 50 notes named no count (the fallback); now the profile gives it
+    and a note that contradicts it is named."""
+    rows = [{**ROW, "hardware": "h20"}, {**ROW, "hardware": "h20", "held_sms": 24, "us": 207.0}]
+    f = overlap_factors(_write(tmp_path, rows), hardware="h20")
+    assert f["carveout"]["k"] == pytest.approx((207.0 / 180.0 - 1) / (24 / (78 - 24)))
+    rows[1]["note"] = "132 SMs; proxy on 24 SMs; command: a"
+    with pytest.raises(SpecError, match=r"h20: SM count 78 in its profile, \[132\] in the rows' notes"):
+        overlap_factors(_write(tmp_path, rows), hardware="h20")

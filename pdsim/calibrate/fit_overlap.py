@@ -40,11 +40,20 @@ def _run(note: str) -> str:
     return note[note.rfind("command: "):] if "command: " in note else note
 
 
-def _sm_count(df: pd.DataFrame) -> int:
-    import re
+def _sm_count(df: pd.DataFrame, hardware: str, path: Path) -> int:
+    """The GPU's SM count: its hardware profile's ``gpu.sms``, which the rows' notes (``<SMs> SMs;``,
+    gpu_overlap.py) must not contradict: the share the factors are relative to."""
+    from ..specs.catalog import hardware_keys, load_hardware_ref
+    from ..specs.errors import SpecError
 
-    m = re.search(r"(\d+) SMs", " ".join(df["note"].astype(str).head(50)))
-    return int(m.group(1)) if m else 132
+    if hardware not in hardware_keys():
+        raise SpecError(f"no hardware profile {hardware!r} to take its SM count from", source=str(path))
+    sms = int(load_hardware_ref(hardware).gpu.sms)
+    noted = set(df["note"].str.extract(r"^(\d+) SMs;")[0].dropna().astype(int))
+    if sms <= HELD or noted - {sms}:
+        raise SpecError(f"{hardware}: SM count {sms} in its profile, {sorted(noted)} in the rows' notes; expected "
+                        f"one count > {HELD} (the SMs held)", source=str(path))
+    return sms
 
 
 COLUMNS = ("hardware", "kernel", "shape", "held_sms", "beside", "us", "source", "note")
@@ -90,7 +99,7 @@ def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> d
     if df.empty:
         return {}
     df["run"] = df["note"].map(_run)
-    sms = _sm_count(df)
+    sms = _sm_count(df, hardware, path)
     prop = (HELD / sms) / (1.0 - HELD / sms)
     g = df[df["kernel"] == "gemm_fp8"]
     alone = g[g["beside"] == "none"].groupby(["run", "shape", "held_sms"])["us"].median()
