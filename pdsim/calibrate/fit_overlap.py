@@ -59,6 +59,11 @@ def _sm_count(df: pd.DataFrame, hardware: str, path: Path) -> int:
 COLUMNS = ("hardware", "kernel", "shape", "held_sms", "beside", "us", "source", "note")
 
 
+def _plain(v):
+    """A cell as the file has it (a numpy scalar's repr names its type: np.float64(-5.0))."""
+    return v.item() if hasattr(v, "item") else v
+
+
 def _read(path: Path) -> pd.DataFrame:
     """overlap.csv's rows, or a SpecError naming the file, line and field of the first row the
     fit cannot use (an empty file, a missing column, a time that is not a finite number > 0 us, an
@@ -79,7 +84,7 @@ def _read(path: Path) -> pd.DataFrame:
     for col, bad, what in checks:
         if bad.any():
             i = int(bad.to_numpy().argmax())
-            raise SpecError(f"line {i + 2}: {col}: expected {what}, got {df[col].iloc[i]!r}", source=str(path))
+            raise SpecError(f"line {i + 2}: {col}: expected {what}, got {_plain(df[col].iloc[i])!r}", source=str(path))
     df["us"] = us.astype(float)
     df["held_sms"] = held.astype(int)
     df["note"] = df["note"].astype(object).fillna("").astype(str)
