@@ -29,3 +29,26 @@ def test_a_request_given_up_during_the_handoff_hop_leaves_no_files_behind(monkey
     timeout = (written + at_d) / 2 - routed  # the client gives up halfway through the hop
     q = _run([f"faults={{request_timeout_s: {timeout}, retry: {{policy: {policy}, max_retries: 1}}}}"])
     assert q["drop_reason"].tolist() == [reason] and np.isnan(q["decode_admit_s"][0])
+
+
+def test_a_hop_whose_work_ended_as_the_world_stopped_ends_now():
+    """The world stops (its last request done) between a front hop's job finishing on the cores and
+    the front serving the next: the way-out accounting asks when the hops end (world.egress_extras);
+    it raised "the job is already done" / "the hop is already done" instead of answering now (and
+    the queued one after it). Reachable: a hop and the last step on one core end in the same
+    HostCores._complete."""
+    import simpy
+
+    from pdsim.sim.host_cores import HostCores, SerialFront
+
+    env = simpy.Environment()
+    front = SerialFront(HostCores(env, 2, {}))
+    a, b = front.hop(0.02), front.hop(0.03)
+    while not a.job.done.triggered:  # the cores' completion processed, the front's not yet
+        env.step()
+    assert not a.done.triggered
+    assert front.finish_time(a) == pytest.approx(0.02, rel=1e-12)
+    assert front.finish_time(b) == pytest.approx(0.05, rel=1e-12)
+    while not a.done.triggered:  # the front moved on, a's callbacks (world._out_done) not yet run
+        env.step()
+    assert not a.done.processed and front.finish_time(a) == pytest.approx(0.02, rel=1e-12)
