@@ -87,3 +87,14 @@ def test_ingest_refuses_an_overlap_row_that_names_no_point(tmp_path, change, mat
     with pytest.raises(SystemExit, match=match):
         mod.ingest(session, out)
     assert not (out / "overlap.csv").exists()
+
+
+def test_rows_that_ingestion_annotated_stay_in_their_session(tmp_path):
+    """Run 5's proxy rows had "; proxy relabelled ..." appended after the command at ingestion:
+    the session key took it in, so those rows could not pair with the same run's kernels alone."""
+    from pdsim.calibrate.fit_overlap import PROXY
+
+    rows = [ROW, {**ROW, "held_sms": 24, "beside": PROXY, "us": 240.0,
+                  "note": "x; command: a; proxy relabelled <kind>_w<warps> at ingestion"}]
+    f = overlap_factors(_write(tmp_path, rows))
+    assert f["beside"]["ratio"] == pytest.approx(240.0 / 180.0)

@@ -35,9 +35,11 @@ HOST_BOUND_US = 50.0
 
 
 def _run(note: str) -> str:
-    """The session a row came from: its command line (each run wrote to its own --out)."""
+    """The session a row came from: its command line (each run wrote to its own --out), without
+    what ingestion appended after it ("; proxy relabelled ..." on some of run 5's rows, which
+    made them a session of their own, apart from the same run's kernels alone)."""
     note = str(note)
-    return note[note.rfind("command: "):] if "command: " in note else note
+    return note[note.rfind("command: "):].split(";")[0] if "command: " in note else note
 
 
 def _sm_count(df: pd.DataFrame, hardware: str, path: Path) -> int:
