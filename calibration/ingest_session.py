@@ -142,6 +142,20 @@ def _check_rows(src: Path, name: str, df: pd.DataFrame) -> None:
         raise SystemExit(f"error: {src}: line {i + 2}: no measured value ({', '.join(vals)} all blank)")
 
 
+def _check_forward(src: Path, df: pd.DataFrame) -> None:
+    """Each forward.csv row one the forward report can price (its phase, model and sizes: a mixed
+    row with no decodes or no chunk, say), else SystemExit naming its line: once appended, such a
+    row stopped ``pdsim calibrate report --section forward`` for every row."""
+    from pdsim.calibrate.forward_report import _priced
+    from pdsim.specs.errors import SpecError
+
+    for i, r in enumerate(df.itertuples()):
+        try:
+            _priced(r, i)
+        except SpecError as e:
+            raise SystemExit(f"error: {src}: line {i + 2}: {e.field + ': ' if e.field else ''}{e.message}") from None
+
+
 def ingest(folder: Path, out: Path, check: bool = False) -> list[str]:
     """Lines saying what was (or would be) appended; raises SystemExit with one line on bad input."""
     keys = set(hardware_keys())
@@ -164,6 +178,8 @@ def ingest(folder: Path, out: Path, check: bool = False) -> list[str]:
         unknown = sorted(set(df["hardware"].astype(str)) - keys)
         if unknown:
             raise SystemExit(f"error: {src}: hardware {unknown} is not a key of hardware_profiles/")
+        if name == "forward":
+            _check_forward(src, df)
         dst = out / f"{name}.csv"
         old = pd.read_csv(dst) if dst.is_file() else pd.DataFrame(columns=cols)
         key = list(data.SCHEMAS[name]) + ["software", "date"]  # the same point, value and provenance

@@ -54,3 +54,27 @@ def test_a_row_whose_sizes_the_phase_cannot_price_names_its_line(phase, change, 
     row = _row(phase, 8, 128, 2048, 12000.0, "run5")
     with pytest.raises(SpecError, match=match):
         forward_comparison(pd.DataFrame([{**row, **change}]))
+
+
+def test_ingest_refuses_a_forward_row_the_report_cannot_price(tmp_path):
+    """A session's mixed row with no decodes was appended to calibration/data/forward.csv, after
+    which the forward report stopped at it for every row: ingest names it and writes nothing."""
+    import importlib.util
+
+    from pdsim.calibrate import data
+    from pdsim.specs import catalog
+
+    spec = importlib.util.spec_from_file_location("ingest_session", catalog.calibration_dir() / "ingest_session.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    session, out = tmp_path / "s", tmp_path / "d"
+    session.mkdir()
+    out.mkdir()
+    prov = {"fit": None, "software": "torch 2.11.0", "date": "2026-11-26"}
+    good = {**_row("mixed", 8, 128, 2048, 12000.0, "run5"), **prov}
+    pd.DataFrame([good, {**good, "batch": 0}])[data.columns("forward")].to_csv(session / "forward.csv", index=False)
+    with pytest.raises(SystemExit, match="forward.csv: line 3: batch: expected a whole number >= 1 for a mixed row"):
+        mod.ingest(session, out)
+    assert not (out / "forward.csv").exists()
+    pd.DataFrame([good])[data.columns("forward")].to_csv(session / "forward.csv", index=False)
+    assert "forward.csv: 1 rows" in mod.ingest(session, out)[0]
