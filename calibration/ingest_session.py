@@ -70,6 +70,10 @@ KERNEL_RULES = {
 # columns that describe the point measured, not its value, though their unit is one: overlap.csv's
 # proxy_gbps is the HBM rate of the communication proxy beside the kernel (0 for the spin proxy)
 POINT_COLUMNS = {"proxy_gbps"}
+# columns naming the point that the fits group by: overlap.csv's SM count carved out (a whole number,
+# 0 = none) and what ran beside the kernel ("none" or a proxy): a row without them is no point
+WHOLE_COLUMNS = {"overlap": ("held_sms",)}
+NAMED_COLUMNS = {"overlap": ("kernel", "shape", "beside")}
 
 
 def _value_columns(name: str) -> list[str]:
@@ -91,6 +95,11 @@ def _read(src: Path) -> pd.DataFrame:
     return df
 
 
+def _plain(v):
+    """A cell as the file has it (a numpy scalar's repr names its type: np.int64(-24))."""
+    return v.item() if hasattr(v, "item") else v
+
+
 def _check_rows(src: Path, name: str, df: pd.DataFrame) -> None:
     """Provenance filled on every row and each measured value a finite positive number (blank
     where the row does not measure it, but not all of them), as data.load and the fits need."""
@@ -103,12 +112,22 @@ def _check_rows(src: Path, name: str, df: pd.DataFrame) -> None:
     given = pd.Series(False, index=df.index)
     # launch.csv's layer and kernel counts, where given, are divisors of the host fit (fit_system.fit_host)
     counts = [c for c in ("layers", "kernels") if name == "launch" and c in df]
+    for col in NAMED_COLUMNS.get(name, ()):
+        blank = df[col].isna() | (df[col].astype(str).str.strip() == "")
+        if blank.any():
+            raise SystemExit(f"error: {src}: line {int(blank.to_numpy().argmax()) + 2}: {col}: expected a name, got a blank")
+    for col in WHOLE_COLUMNS.get(name, ()):
+        x = pd.to_numeric(df[col], errors="coerce")
+        bad = ~(np.isfinite(x) & (x >= 0) & (x == np.round(x)))
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise SystemExit(f"error: {src}: line {i + 2}: {col}: expected a whole number >= 0, got {_plain(df[col].iloc[i])!r}")
     for col in [c for c in POINT_COLUMNS if c in df]:
         x = pd.to_numeric(df[col], errors="coerce")
         bad = ~(np.isfinite(x) & (x >= 0))
         if bad.any():
             i = int(bad.to_numpy().argmax())
-            raise SystemExit(f"error: {src}: line {i + 2}: {col}: expected a finite number >= 0, got {df[col].iloc[i]!r}")
+            raise SystemExit(f"error: {src}: line {i + 2}: {col}: expected a finite number >= 0, got {_plain(df[col].iloc[i])!r}")
     for col in vals + counts:
         raw = df[col]
         x = pd.to_numeric(raw, errors="coerce")
@@ -121,6 +140,20 @@ def _check_rows(src: Path, name: str, df: pd.DataFrame) -> None:
     if vals and not given.all():
         i = int((~given).to_numpy().argmax())
         raise SystemExit(f"error: {src}: line {i + 2}: no measured value ({', '.join(vals)} all blank)")
+
+
+def _check_forward(src: Path, df: pd.DataFrame) -> None:
+    """Each forward.csv row one the forward report can price (its phase, model and sizes: a mixed
+    row with no decodes or no chunk, say), else SystemExit naming its line: once appended, such a
+    row stopped ``pdsim calibrate report --section forward`` for every row."""
+    from pdsim.calibrate.forward_report import _priced
+    from pdsim.specs.errors import SpecError
+
+    for i, r in enumerate(df.itertuples()):
+        try:
+            _priced(r, i)
+        except SpecError as e:
+            raise SystemExit(f"error: {src}: line {i + 2}: {e.field + ': ' if e.field else ''}{e.message}") from None
 
 
 def ingest(folder: Path, out: Path, check: bool = False) -> list[str]:
@@ -145,6 +178,8 @@ def ingest(folder: Path, out: Path, check: bool = False) -> list[str]:
         unknown = sorted(set(df["hardware"].astype(str)) - keys)
         if unknown:
             raise SystemExit(f"error: {src}: hardware {unknown} is not a key of hardware_profiles/")
+        if name == "forward":
+            _check_forward(src, df)
         dst = out / f"{name}.csv"
         old = pd.read_csv(dst) if dst.is_file() else pd.DataFrame(columns=cols)
         key = list(data.SCHEMAS[name]) + ["software", "date"]  # the same point, value and provenance

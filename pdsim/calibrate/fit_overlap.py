@@ -23,6 +23,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 FILE = "overlap.csv"
@@ -34,16 +35,62 @@ HOST_BOUND_US = 50.0
 
 
 def _run(note: str) -> str:
-    """The session a row came from: its command line (each run wrote to its own --out)."""
+    """The session a row came from: its command line (each run wrote to its own --out), without
+    what ingestion appended after it ("; proxy relabelled ..." on some of run 5's rows, which
+    made them a session of their own, apart from the same run's kernels alone)."""
     note = str(note)
-    return note[note.rfind("command: "):] if "command: " in note else note
+    return note[note.rfind("command: "):].split(";")[0] if "command: " in note else note
 
 
-def _sm_count(df: pd.DataFrame) -> int:
-    import re
+def _sm_count(df: pd.DataFrame, hardware: str, path: Path) -> int:
+    """The GPU's SM count: its hardware profile's ``gpu.sms``, which the rows' notes (``<SMs> SMs;``,
+    gpu_overlap.py) must not contradict: the share the factors are relative to."""
+    from ..specs.catalog import hardware_keys, load_hardware_ref
+    from ..specs.errors import SpecError
 
-    m = re.search(r"(\d+) SMs", " ".join(df["note"].astype(str).head(50)))
-    return int(m.group(1)) if m else 132
+    if hardware not in hardware_keys():
+        raise SpecError(f"no hardware profile {hardware!r} to take its SM count from", source=str(path))
+    sms = int(load_hardware_ref(hardware).gpu.sms)
+    noted = set(df["note"].str.extract(r"^(\d+) SMs;")[0].dropna().astype(int))
+    if sms <= HELD or noted - {sms}:
+        raise SpecError(f"{hardware}: SM count {sms} in its profile, {sorted(noted)} in the rows' notes; expected "
+                        f"one count > {HELD} (the SMs held)", source=str(path))
+    return sms
+
+
+COLUMNS = ("hardware", "kernel", "shape", "held_sms", "beside", "us", "source", "note")
+
+
+def _plain(v):
+    """A cell as the file has it (a numpy scalar's repr names its type: np.float64(-5.0))."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def _read(path: Path) -> pd.DataFrame:
+    """overlap.csv's rows, or a SpecError naming the file, line and field of the first row the
+    fit cannot use (an empty file, a missing column, a time that is not a finite number > 0 us, an
+    SM count that is not a whole number >= 0): bad data, not a traceback or a row silently left out."""
+    from ..specs.errors import SpecError
+
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise SpecError(f"not a CSV with a header row ({str(e).splitlines()[0]})", source=str(path)) from None
+    for col in COLUMNS:
+        if col not in df:
+            raise SpecError(f"missing column {col!r} (expected {', '.join(COLUMNS)})", source=str(path))
+    us = pd.to_numeric(df["us"], errors="coerce")
+    held = pd.to_numeric(df["held_sms"], errors="coerce")
+    checks = (("us", ~(us.notna() & np.isfinite(us) & (us > 0)), "a finite time > 0 us"),
+              ("held_sms", ~(held.notna() & (held >= 0) & (held == held.round())), "a whole number of SMs >= 0"))
+    for col, bad, what in checks:
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise SpecError(f"line {i + 2}: {col}: expected {what}, got {_plain(df[col].iloc[i])!r}", source=str(path))
+    df["us"] = us.astype(float)
+    df["held_sms"] = held.astype(int)
+    df["note"] = df["note"].astype(object).fillna("").astype(str)
+    return df
 
 
 def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> dict:
@@ -54,12 +101,12 @@ def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> d
     path = Path(path) if path is not None else data_dir() / FILE
     if not path.is_file():
         return {}
-    df = pd.read_csv(path)
+    df = _read(path)
     df = df[(df["hardware"] == hardware) & (df["source"] == "measured")].copy()
     if df.empty:
         return {}
     df["run"] = df["note"].map(_run)
-    sms = _sm_count(df)
+    sms = _sm_count(df, hardware, path)
     prop = (HELD / sms) / (1.0 - HELD / sms)
     g = df[df["kernel"] == "gemm_fp8"]
     alone = g[g["beside"] == "none"].groupby(["run", "shape", "held_sms"])["us"].median()

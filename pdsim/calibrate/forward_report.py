@@ -25,7 +25,13 @@ from ..specs.scenario import EngineSpec, GroupSpec
 from . import data
 
 FORWARD_COLUMNS = ["hardware", "model", "phase", "config", "measured_ms", "roofline_ms", "calibrated_ms",
-                   "roofline_error", "error", "source", "engine", "graph_ms"]
+                   "roofline_error", "error", "source", "engine", "graph_ms", "run"]
+
+
+def _run(r) -> str:
+    """The session a row came from: its note's command line (each session wrote to its own --out)."""
+    note = str(getattr(r, "note", "") or "")
+    return note[note.rfind("command: "):] if "command: " in note else ""
 
 
 def _graph(r) -> bool:
@@ -69,6 +75,17 @@ def _priced(r, i: int) -> tuple[float, float, float]:
         ms = float(r.us) / 1e3
         if not (ms > 0.0 and math.isfinite(ms)):
             raise SpecError(f"expected a finite time > 0 us, got {r.us!r}", field="us")
+        # what the phase prices: a decode's batch over its context, a prefill's tokens, a mixed
+        # step's both (a fraction was truncated, a batch or chunk of 0 priced as the other phase)
+        least = {"decode": {"batch": 1, "context": 0}, "prefill": {"tokens": 1},
+                 "mixed": {"batch": 1, "tokens": 1, "context": 0}}[str(r.phase)]
+        for col in ("batch", "tokens", "context", "layers"):
+            v = float(getattr(r, col))
+            if not math.isfinite(v):
+                raise ValueError(f"{col} {getattr(r, col)!r}")  # blank: the message below
+            lo = least.get(col, 1 if col == "layers" else 0)
+            if not (v == int(v) and v >= lo):
+                raise SpecError(f"expected a whole number >= {lo} for a {r.phase} row, got {getattr(r, col)!r}", field=col)
         return predict_forward_ms(r, "roofline"), predict_forward_ms(r, "calibrated"), ms
     except SpecError as e:
         field = "model" if e.field and e.field.endswith("model") else e.field  # not the scenario's path
@@ -101,7 +118,7 @@ def forward_comparison(df: pd.DataFrame | None = None) -> pd.DataFrame:
         cfg += f", {r.layers} layers"
         g = sorted(graphs.get(tuple(str(getattr(r, c)) for c in shape), []))
         out.append((str(r.hardware), str(r.model), str(r.phase), cfg, ms, roof, cal, (roof - ms) / ms, (cal - ms) / ms,
-                    str(r.source), _engine(r), g[len(g) // 2] if g else float("nan")))
+                    str(r.source), _engine(r), g[len(g) // 2] if g else float("nan"), _run(r)))
     return pd.DataFrame(out, columns=FORWARD_COLUMNS)
 
 
@@ -141,7 +158,10 @@ def mixed_increments(c: pd.DataFrame) -> list[str]:
     """Lines: each mixed step (a prefill chunk batched with decodes, replayed as a CUDA graph) less
     the pure decode of the same batch and context, measured against priced (calibrated): what the
     chunk adds to a decode step; and what batching saves against running the chunk alone (its
-    pure prefill), which the step contract prices as one pass over the weights for both."""
+    pure prefill), which the step contract prices as one pass over the weights for both. The
+    decode and prefill are those of the same session, model and layer count (a session's
+    machine and minute: another session's host and GPU differ by more than the increment's
+    error)."""
     g = c[c["engine"].str.endswith("graph")]
     mixed = g[g["phase"] == "mixed"]
     if mixed.empty:
@@ -149,13 +169,14 @@ def mixed_increments(c: pd.DataFrame) -> list[str]:
     def med(frame, col):
         return float(frame[col].median()) if len(frame) else float("nan")
     lines = ["  mixed steps (CUDA graph): the chunk's increment over the pure decode, and the chunk alone:"]
-    for cfg, m in mixed.groupby("config", sort=False):
-        head = cfg.split(" + ")[0].replace("mixed ", "decode batch ")  # "decode batch B x C ctx"
-        chunk = cfg.split(" + ")[1].split(" chunk")[0]
-        d = g[(g["phase"] == "decode") & g["config"].str.startswith(head + ",") & (g["hardware"] == m["hardware"].iloc[0])]
-        p = g[(g["phase"] == "prefill") & g["config"].str.startswith(f"prefill {chunk} tokens")
-              & (g["hardware"] == m["hardware"].iloc[0])]
+    for (hwk, model, run, cfg), m in mixed.groupby(["hardware", "model", "run", "config"], sort=False):
+        head, rest = cfg.split(" + ", 1)  # "mixed B x C ctx", "T chunk, L layers"
+        chunk, layers = rest.split(" chunk", 1)
+        same = g[(g["hardware"] == hwk) & (g["model"] == model) & (g["run"] == run)]
+        d = same[(same["phase"] == "decode") & (same["config"] == head.replace("mixed ", "decode batch ", 1) + layers)]
+        p = same[(same["phase"] == "prefill") & (same["config"] == f"prefill {chunk} tokens{layers}")]
         if d.empty:
+            lines.append(f"    {cfg:<44} no pure decode of the same batch and context in its session")
             continue
         mi, pi = med(m, "measured_ms") - med(d, "measured_ms"), med(m, "calibrated_ms") - med(d, "calibrated_ms")
         err = f" ({(pi - mi) / mi:+.0%})" if mi > 0 else ""

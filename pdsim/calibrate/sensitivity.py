@@ -225,8 +225,8 @@ ASSUMPTIONS = (
     # a slowdown: a kernel never runs faster beside compute than alone, so at least 1
     Assumption("pdsim.costs.tbo", "NORMAL_OVERLAP_SLOWDOWN", 0.2, lambda r: _moe(r) and any(
         g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r)), floor=1.0),
-    # measured on one H100 with cuBLASLt FP8 GEMMs beside a proxy (calibration/data/overlap.csv: 1.06-1.34x
-    # carved out, 1.13-1.70x beside); DeepGEMM and other GPUs are assumed to take the same multiples
+    # measured on one H100 with cuBLASLt FP8 GEMMs beside a proxy (calibration/data/overlap.csv: 1.05-1.34x
+    # carved out, 1.09-1.72x beside); DeepGEMM and other GPUs are assumed to take the same multiples
     Assumption("pdsim.costs.tbo", "GEMM_CARVEOUT_K", 0.5, lambda r: _moe(r) and any(
         g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r))),
     Assumption("pdsim.costs.tbo", "GEMM_BESIDE_K", 0.5, lambda r: _moe(r) and any(

@@ -109,7 +109,8 @@ def attention_core_share(model) -> float:
 # calibration/microbench/gpu_overlap.py; pdsim.calibrate.fit_overlap recomputes them, and
 # tests/mechanisms/test_tbo_measured.py checks these constants against the rows):
 # - GEMM_CARVEOUT_K: an FP8 GEMM told to leave 24 SMs free, alone on the GPU: 1.130x (median of 43
-#   shape x run points, 1.06-1.34 beside two noisy host-bound ones), not 1.222x;
+#   shape x run points, 1.05-1.34 beside one noisy 0.57: run 6's all-SM time of one M 1024 shape was
+#   3x the other runs'), not 1.222x;
 # - GEMM_BESIDE_K: the same GEMM while a DeepEP-like kernel runs on those 24 SMs (one 1024-thread
 #   CTA per SM streaming ~0.56 TB/s of HBM, launched first): 1.330x of the GEMM alone with all SMs
 #   (median of 17 points, 1.09-1.72; two machines: 1.324 and 1.343): the neighbour costs more

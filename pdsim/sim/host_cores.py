@@ -319,16 +319,21 @@ class SerialFront:
         """When ``h`` would be done if who runs where stayed as it is now (the world stops with hops
         left): the hop in service at the rates of this moment, the queued ones after it in turn,
         each stretched as the one in service is."""
-        if h.done.triggered:
-            raise ValueError("the hop is already done")
+        if h.done.triggered:  # done this instant; the world stopped before its callbacks ran
+            return self.host.env.now
         cur = self.current
         if cur is None:
             raise ValueError("the hop is not at this front")
-        end = self.host.finish_time(cur.job)
+        now = self.host.env.now
+        if cur.job.done.triggered:
+            # its work ended this instant and the world stopped before the front moved on (the last
+            # request done at the same time): it ends now, the queued ones after it at full speed
+            end, stretch = now, 1.0
+        else:
+            end = self.host.finish_time(cur.job)
+            stretch = (end - now) / cur.job.left if cur.job.left > 0 else 1.0
         if h is cur:
             return end
-        now = self.host.env.now
-        stretch = (end - now) / cur.job.left if cur.job.left > 0 else 1.0
         for q in self.queue:
             end += q.work * stretch
             if q is h:

@@ -81,6 +81,11 @@ class SharedStorage(Transport):
         read_gbps: float = 38.7  # measured: page-cache reads
         file_overhead_us: float = 12.0  # measured: open + write + close of one file
 
+    def bind(self, ctx) -> None:
+        super().bind(ctx)
+        # rid -> (D, attempt, bytes) of the files whose proxy hop to D is still running (world.handoff)
+        self.handing: dict[int, tuple] = {}
+
     def setup_prefill(self, inst) -> None:
         inst.block_on_send = True  # saves run on P's engine thread
 
@@ -119,10 +124,27 @@ class SharedStorage(Transport):
         if d.buffer is not None:
             d.buffer.used["file"] += req.transfer_bytes
         nbytes = req.transfer_bytes
+        self.handing[req.rid] = (d, attempt, nbytes)
         self.ctx.ports.handoff(req, lambda: self._to_d(req, d, attempt, nbytes))
+
+    def abandon(self, req) -> None:
+        """Given up (a timeout, a retry): files whose proxy hop is still running are nobody's now;
+        D gives them back at once, not when the hop ends (the run may end first: its last request
+        given up mid-hop left them counted in D's store)."""
+        super().abandon(req)
+        entry = self.handing.pop(req.rid, None)
+        if entry is not None:
+            d, _attempt, nbytes = entry
+            if d.buffer is not None:
+                d.buffer.cancel(nbytes, "file")
+            req.buffer_where = None
 
     def _to_d(self, req, d, attempt: int, nbytes: float) -> None:
         """The proxy's request has reached D: D looks the prompt up and loads P's files."""
+        entry = self.handing.get(req.rid)
+        if entry is None or entry[1] != attempt:
+            return  # given up during the hop: abandon() gave the files back
+        del self.handing[req.rid]
         if req.retries != attempt or req.done:
             # given up or retried while the proxy's hop ran: nobody will read these files
             if d.buffer is not None:
