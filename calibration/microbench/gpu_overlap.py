@@ -1,5 +1,5 @@
 """Family ``overlap`` of gpu_session.py (issue 23 item 2): the parts of two-batch overlap that one
-GPU can measure, so the TBO price (pdsim/costs/tbo.py, ``sm_stretch``) rests on them.
+GPU can measure, so the TBO price (pdsim/costs/sm_partition.py, ``sm_stretch``) rests on them.
 
 SGLang's prefill TBO runs DeepEP's normal kernels on 24 SMs beside the compute and limits
 DeepGEMM to the other SMs (``deep_gemm_num_sms = total - DeepEPConfig.num_sms``). Two things set

@@ -129,8 +129,8 @@ def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> d
 
 
 def overlap_report(path: str | Path | None = None) -> str:
-    """Text: the measured factors beside the constants ``costs/tbo.py`` prices with."""
-    from ..costs import tbo
+    """Text: the measured factors beside the constants ``costs/sm_partition.py`` prices with."""
+    from ..costs import sm_partition
 
     f = overlap_factors(path)
     if not f:
@@ -144,5 +144,5 @@ def overlap_report(path: str | Path | None = None) -> str:
         if key in f:
             m = f[key]
             lines.append(f"  {what:<58} {m['ratio']:.3f}x (median of {m['n']}, {m['lo']:.2f}-{m['hi']:.2f})  "
-                         f"k {m['k']:.2f}; priced {const} = {getattr(tbo, const):.2f}")
+                         f"k {m['k']:.2f}; priced {const} = {getattr(sm_partition, const):.2f}")
     return "\n".join(lines)

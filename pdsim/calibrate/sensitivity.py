@@ -227,11 +227,11 @@ ASSUMPTIONS = (
         g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r)), floor=1.0),
     # measured on one H100 with cuBLASLt FP8 GEMMs beside a proxy (calibration/data/overlap.csv: 1.05-1.34x
     # carved out, 1.09-1.72x beside); DeepGEMM and other GPUs are assumed to take the same multiples
-    Assumption("pdsim.costs.tbo", "GEMM_CARVEOUT_K", 0.5, lambda r: _moe(r) and any(
+    Assumption("pdsim.costs.sm_partition", "GEMM_CARVEOUT_K", 0.5, lambda r: _moe(r) and any(
         g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r))),
-    Assumption("pdsim.costs.tbo", "GEMM_BESIDE_K", 0.5, lambda r: _moe(r) and any(
+    Assumption("pdsim.costs.sm_partition", "GEMM_BESIDE_K", 0.5, lambda r: _moe(r) and any(
         g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r))),
-    Assumption("pdsim.costs.tbo", "OTHER_BESIDE_K", 1.0, lambda r: _moe(r) and any(
+    Assumption("pdsim.costs.sm_partition", "OTHER_BESIDE_K", 1.0, lambda r: _moe(r) and any(
         g.engine.enable_two_batch_overlap and g.ep > 1 for g in _groups(r))),
     Assumption("pdsim.costs.elementwise", "ATTN_KERNELS", 0.5, _always),
     Assumption("pdsim.costs.elementwise", "MLP_KERNELS", 0.5, _always),

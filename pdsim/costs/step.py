@@ -58,8 +58,8 @@ import math
 from .compute import soft_max_scalar
 from .comm import FP8_DISPATCH_BYTES, deepep_legs
 from . import tbo as tbo_mod
-from .tbo import (attention_core_share, copy_hbm_share, decode_forward, ll_recv_bytes, ll_stream_legs, prefill_forward,
-                  sm_stretch)
+from .sm_partition import sm_stretch
+from .tbo import attention_core_share, copy_hbm_share, decode_forward, ll_recv_bytes, ll_stream_legs, prefill_forward
 
 NO_COMM = (0.0,) * 6
 PARTS = ("attn_proj", "attn_core", "mlp", "moe", "comm", "lm_head", "launch", "overhead")

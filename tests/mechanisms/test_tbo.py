@@ -28,8 +28,9 @@ import random
 import pytest
 
 from pdsim.costs import tbo as tbo_mod
+from pdsim.costs.sm_partition import sm_stretch
 from pdsim.costs.tbo import (attention_core_share, copy_hbm_share, decode_forward, decode_layer, prefill_forward,
-                             prefill_layer, sm_stretch, tbo_forward)
+                             prefill_layer, tbo_forward)
 from pdsim.sim.engine.executor import LocalExecutor
 from pdsim.specs.hardware import Efficiency
 

@@ -6,14 +6,14 @@ NVIDIA H100 80GB HBM3 (driver 580.159.04, torch 2.11.0+cu130, triton 3.6.0), 202
 holds 24 of 132 SMs for DeepEP's normal kernels and tells DeepGEMM to use the rest; the
 proportional price of that is 1 / (1 - 24/132) = 1.222. The rows show the GEMM carved out runs
 faster than that alone, slower than that beside a communication kernel, and attention beside the
-same kernel barely slows: ``costs/tbo.py``'s GEMM_CARVEOUT_K / GEMM_BESIDE_K / OTHER_BESIDE_K.
+same kernel barely slows: ``costs/sm_partition.py``'s GEMM_CARVEOUT_K / GEMM_BESIDE_K / OTHER_BESIDE_K.
 """
 from __future__ import annotations
 
 import pytest
 
 from pdsim.calibrate.fit_overlap import overlap_factors
-from pdsim.costs import tbo
+from pdsim.costs import sm_partition as tbo
 
 SHARE = 24 / 132
 PROP = SHARE / (1 - SHARE)
