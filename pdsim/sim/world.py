@@ -30,7 +30,6 @@ from .experts import ExpertService
 from .control.membership import Membership
 from .control.router import Hold, Reject, Route
 from .engine.instance import Instance
-from .host_cores import SerialFront
 from .net.fabric import Fabric
 from . import memory, settle
 from .ledger import RequestLedger
@@ -41,6 +40,7 @@ from .transports.base import TransportContext
 from .elastic import Elastic
 from .recovery import Recovery
 from .accounting import Accounting
+from .request_path import RequestPath
 
 #: young-generation GC threshold while a world runs (Python's default is 700)
 GC_GEN0 = 50_000
@@ -51,7 +51,7 @@ def default_plugins(resolved: ResolvedScenario) -> dict:
     return resolve_plugins(resolved.scenario, resolved.trust)
 
 
-class World(Elastic, Recovery, Accounting):
+class World(RequestPath, Elastic, Recovery, Accounting):
     def __init__(self, resolved: ResolvedScenario, table: RequestTable,
                  progress: Callable[[float, float, int, int], None] | None = None):
         resolved = with_host_sharing(resolved)  # host work on shared cores (costs/host.py)
@@ -96,17 +96,7 @@ class World(Elastic, Recovery, Accounting):
                                                            self.model, resolve_cost_kind(sc.cost_model, self.hw))
         self.instances: list[Instance] = builder.instances(self.plans, self.transport)
         self.builder = builder
-        # placed host cores: the request path's hops queue at its one front process (host_cores.py
-        # SerialFront); a proxied hand-off (the proxy asks D only once P has answered) moves the
-        # halves of the path that lie between P and D from the way in and out to a hop of its own
-        self.front = SerialFront(builder.host_cores) if builder.host_cores is not None else None
-        self.handoff_s = 0.0  # P's answer -> the proxy -> D has the request (placed, proxied transport)
-        if self.front is not None and sc.cluster.disaggregated and getattr(self.transport, "proxied", False):
-            # ``router_ms`` of a proxied P/D run is the request path of both servers each way (in: to P
-            # and to D; out: P's answer and D's stream): P's way out and D's way in are the hand-off
-            self.handoff_s = self.ingress_s / 2 + self.egress_s / 2
-            self.ingress_s /= 2
-            self.egress_s /= 2
+        self._setup_request_path(builder.host_cores, sc.cluster.disaggregated)
         self.fabric = Fabric(self.env, builder.topology.graph)
         for key, tier in builder.shared_tiers.items():
             if tier.device.kind == "remote":
@@ -205,36 +195,6 @@ class World(Elastic, Recovery, Accounting):
             return
         self._routed(req)
 
-    def first_token(self, req: Request) -> None:
-        """An engine has set ``req.first_token`` (now or, for a D that first loads and computes the
-        tail, a moment ahead). With placed host cores the token's way out (``egress_s``, the same
-        idle-host time every token gets) is a hop sharing them from then; its time beyond
-        ``egress_s`` is kept per request and moves the request's whole stream (accounting.py)."""
-        front = self.front
-        if front is None or not self.egress_s:
-            return
-        def out(_e=None, r=req, t0=req.first_token):
-            if r.first_token != t0:
-                return  # evicted and retried before its token left: the retry's token counts
-            job = front.hop(self.egress_s)
-            self._hops_out[r.rid] = (job, t0)
-            job.done.callbacks.append(lambda _e, r=r, t0=t0: self._out_done(r.rid, t0, self.env.now))
-        # from the token's time, once the engine has done what it does at that moment: its worker
-        # goes on with its next step at once (it polls, holding its core), so a hop that starts
-        # between two steps must not take that core as if it were free
-        self.env.timeout(max(req.first_token - self.env.now, 0.0)).callbacks.append(out)
-
-    def handoff(self, req: Request, then: Callable[[], None]) -> None:
-        """P has answered the proxy for ``req`` (a proxied transport: D hears of the request only
-        from the proxy's second request); ``then()`` once D's engine has it. With placed host cores
-        the way between (P's answer out, the proxy, D's way in: ``handoff_s`` of idle-host work) is
-        a hop at the front (host_cores.py SerialFront); without, it is inside ``router_ms`` in and
-        out, as before, and ``then()`` runs now."""
-        if self.front is None or not self.handoff_s:
-            then()
-            return
-        self.front.hop(self.handoff_s).done.callbacks.append(lambda _e: then())
-
     def _routed(self, req: Request) -> None:
         req.routed = self.env.now
         if self.faults is not None and self.faults.spec.request_timeout_s is not None:
@@ -285,22 +245,6 @@ class World(Elastic, Recovery, Accounting):
 
     def prefill_done(self, req: Request, inst: Instance) -> None:
         self.transport.prefill_done(req, inst)
-
-    def _out_done(self, rid: int, t0: float, end: float) -> None:
-        """Request ``rid``'s first token (left its engine at ``t0``) reached the client at ``end``."""
-        self._hops_out.pop(rid, None)
-        self.egress_extra[rid] = max(0.0, end - t0 - self.egress_s)  # >= 0 but for float residue
-
-    def egress_extras(self) -> np.ndarray:
-        """Per request, its first token's way out beyond ``egress_s`` (s; 0 without placed cores).
-        A hop still running when the world stops ends at the rates of that moment."""
-        for rid, (job, t0) in list(self._hops_out.items()):
-            self._out_done(rid, t0, self.front.finish_time(job))
-        extra = np.zeros(len(self.table))
-        if self.egress_extra:
-            ids = np.fromiter(self.egress_extra, dtype=np.int64, count=len(self.egress_extra))
-            extra[ids] = np.fromiter(self.egress_extra.values(), dtype=np.float64, count=len(ids))
-        return extra
 
     def finished(self, req: Request, inst: Instance) -> None:
         self.n_finished += 1
