@@ -38,3 +38,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.fuzz)
         if "engine" not in markexpr and item.get_closest_marker("engine"):
             item.add_marker(engine_skip)
+
+
+@pytest.fixture
+def ingest_session():
+    """calibration/ingest_session.py as a module (a script, not part of the package)."""
+    import importlib.util
+
+    from pdsim.specs import catalog
+
+    spec = importlib.util.spec_from_file_location("ingest_session", catalog.calibration_dir() / "ingest_session.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -56,17 +56,12 @@ def test_a_row_whose_sizes_the_phase_cannot_price_names_its_line(phase, change, 
         forward_comparison(pd.DataFrame([{**row, **change}]))
 
 
-def test_ingest_refuses_a_forward_row_the_report_cannot_price(tmp_path):
+def test_ingest_refuses_a_forward_row_the_report_cannot_price(tmp_path, ingest_session):
     """A session's mixed row with no decodes was appended to calibration/data/forward.csv, after
     which the forward report stopped at it for every row: ingest names it and writes nothing."""
-    import importlib.util
-
     from pdsim.calibrate import data
-    from pdsim.specs import catalog
 
-    spec = importlib.util.spec_from_file_location("ingest_session", catalog.calibration_dir() / "ingest_session.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = ingest_session
     session, out = tmp_path / "s", tmp_path / "d"
     session.mkdir()
     out.mkdir()

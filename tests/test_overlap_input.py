@@ -68,18 +68,13 @@ def test_the_share_is_the_profiles_sm_count_not_a_silent_132(tmp_path):
     ({"held_sms": 2.5}, "line 2: held_sms: expected a whole number >= 0, got 2.5"),
     ({"beside": None}, "line 2: beside: expected a name, got a blank"),
 ])
-def test_ingest_refuses_an_overlap_row_that_names_no_point(tmp_path, change, match):
+def test_ingest_refuses_an_overlap_row_that_names_no_point(tmp_path, change, match, ingest_session):
     """A session's overlap.csv row with a negative, fractional or non-numeric SM count, or nothing
     named beside the kernel, was appended to calibration/data, where the fit left it out silently
     (or, now, stops the report): ingest refuses it and writes nothing."""
-    import importlib.util
-
     from pdsim.calibrate import data
-    from pdsim.specs import catalog
 
-    spec = importlib.util.spec_from_file_location("ingest_session", catalog.calibration_dir() / "ingest_session.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = ingest_session
     session, out = tmp_path / "s", tmp_path / "d"
     session.mkdir()
     out.mkdir()

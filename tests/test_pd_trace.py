@@ -11,8 +11,9 @@ from builders import REPO
 TRACE = REPO / "validation/cpu-vllm-calibration/here/step-traces/pd-light"
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("pd_trace", REPO / "validation/cpu-vllm-pd/pd_trace.py")
+def _module(name: str = "pd_trace"):
+    """validation/cpu-vllm-pd/<name>.py as a module (a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / f"validation/cpu-vllm-pd/{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -79,19 +80,12 @@ def test_a_trace_row_missing_a_field_is_refused_naming_file_line_and_field(tmp_p
     assert run().startswith(f"error: {tmp_path / 'host-light.json'}: no field 'placement'")
 
 
-def _handoff_module():
-    spec = importlib.util.spec_from_file_location("handoff_trace", REPO / "validation/cpu-vllm-pd/handoff_trace.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_handoff_segments_add_up_to_the_ttft():
     """handoff_trace.py (issue 24 item 5): each request's TTFT split into the way in, P's step, the
     hand-off, D's tail step and the way out; the split of in / out is pinned within the range of
     clock offsets that keeps both >= 0."""
     case = REPO / "validation/cpu-vllm-here-pd-traced-light"
-    out = _handoff_module().real_segments(TRACE, "light", case / "real" / "bench.json")
+    out = _module("handoff_trace").real_segments(TRACE, "light", case / "real" / "bench.json")
     assert out["matched"] == "40 of 40"
     assert 0 <= out["clock_offset_range_ms"] < 10
     parts = sum(out[k]["mean"] for k in ("in", "p_step", "handoff", "d_tail", "out"))

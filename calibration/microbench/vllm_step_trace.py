@@ -187,6 +187,18 @@ def emit_summary(out: dict, json_path: str | None) -> None:
         Path(json_path).write_text(text + "\n")
 
 
+def summarise(build, json_path: str | None) -> None:
+    """``emit_summary(build(), json_path)``; a missing or malformed trace (``build`` raising OSError
+    or ValueError) is one line on stderr and exit status 2 (the ending of pd_trace.py and
+    handoff_trace.py)."""
+    try:
+        out = build()
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    emit_summary(out, json_path)
+
+
 def read_trace(path: str | Path) -> tuple[list[dict], list[dict]]:
     """The merged (steps, worker calls) of every process's ``<path>.<pid>`` file, each sorted by time.
     A step or worker row without a field the readers use is refused (ValueError naming the file,

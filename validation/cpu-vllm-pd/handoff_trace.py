@@ -159,15 +159,10 @@ def main() -> None:
     ap.add_argument("--json", help="write the summary here too")
     args = ap.parse_args()
     case = Path(args.case)
-    try:
-        out = {"real": real_segments(Path(args.trace), args.load, case / "real" / "bench.json"),
-               "simulated": sim_segments(case, args.set)}
-    except (OSError, ValueError) as e:  # a missing or malformed trace: one line, exit 2
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
-    from vllm_step_trace import emit_summary
+    from vllm_step_trace import summarise
 
-    emit_summary(out, args.json)
+    summarise(lambda: {"real": real_segments(Path(args.trace), args.load, case / "real" / "bench.json"),
+                       "simulated": sim_segments(case, args.set)}, args.json)
 
 
 if __name__ == "__main__":

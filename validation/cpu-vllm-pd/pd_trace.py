@@ -148,14 +148,9 @@ def main() -> None:
     ap.add_argument("--hardware", default="validation/cpu-vllm-calibration/here/cpu-epyc-2c.yaml")
     ap.add_argument("--json", help="write the summary here too")
     args = ap.parse_args()
-    try:
-        out = analyse(Path(args.trace), args.load, args.hardware)
-    except (OSError, ValueError) as e:  # a missing or malformed trace: one line, exit 2
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
-    from vllm_step_trace import emit_summary
+    from vllm_step_trace import summarise
 
-    emit_summary(out, args.json)
+    summarise(lambda: analyse(Path(args.trace), args.load, args.hardware), args.json)
 
 
 if __name__ == "__main__":
