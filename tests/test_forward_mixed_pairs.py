@@ -20,7 +20,7 @@ def _row(phase, batch, tokens, context, us, run, layers=32, model="llama-3.1-8b"
 
 
 def _line(text):
-    return next(ln for ln in text.splitlines() if ln.strip().startswith("mixed 32 x 2048 ctx + 512 chunk, 32 layers")
+    return next(ln for ln in text.splitlines() if "mixed 32 x 2048 ctx + 512 chunk, 32 layers" in ln
                 and ("saves" in ln or "no pure decode" in ln))
 
 

@@ -128,8 +128,10 @@ def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> d
     return out
 
 
-def overlap_report(path: str | Path | None = None) -> str:
-    """Text: the measured factors beside the constants ``costs/sm_partition.py`` prices with."""
+def overlap_report(path: str | Path | None = None, check: tuple[str, ...] = ("h200",)) -> str:
+    """Text: the measured factors beside the constants ``costs/sm_partition.py`` prices with (fitted
+    on the h100 rows), and each GPU of ``check`` with rows of its own against them (every other GPU
+    takes H100's k at its own SM share)."""
     from ..costs import sm_partition
 
     f = overlap_factors(path)
@@ -145,4 +147,9 @@ def overlap_report(path: str | Path | None = None) -> str:
             m = f[key]
             lines.append(f"  {what:<58} {m['ratio']:.3f}x (median of {m['n']}, {m['lo']:.2f}-{m['hi']:.2f})  "
                          f"k {m['k']:.2f}; priced {const} = {getattr(sm_partition, const):.2f}")
+    for hw in check:
+        other = overlap_factors(path, hardware=hw)
+        if other:
+            lines.append(f"  {hw}'s own rows (it prices with H100's k): " + "; ".join(
+                f"{key} {m['ratio']:.3f}x, k {m['k']:.2f} (n {m['n']})" for key, m in other.items()))
     return "\n".join(lines)

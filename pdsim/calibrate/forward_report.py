@@ -176,7 +176,7 @@ def mixed_increments(c: pd.DataFrame) -> list[str]:
         d = same[(same["phase"] == "decode") & (same["config"] == head.replace("mixed ", "decode batch ", 1) + layers)]
         p = same[(same["phase"] == "prefill") & (same["config"] == f"prefill {chunk} tokens{layers}")]
         if d.empty:
-            lines.append(f"    {cfg:<44} no pure decode of the same batch and context in its session")
+            lines.append(f"    {hwk:<5} {cfg:<44} no pure decode of the same batch and context in its session")
             continue
         mi, pi = med(m, "measured_ms") - med(d, "measured_ms"), med(m, "calibrated_ms") - med(d, "calibrated_ms")
         err = f" ({(pi - mi) / mi:+.0%})" if mi > 0 else ""
@@ -185,5 +185,5 @@ def mixed_increments(c: pd.DataFrame) -> list[str]:
             ms_, ps_ = med(p, "measured_ms") - mi, med(p, "calibrated_ms") - pi
             saved = (f"; chunk alone {med(p, 'measured_ms'):.2f} measured, {med(p, 'calibrated_ms'):.2f} priced; "
                      f"batching saves {ms_:.2f} ms measured, {ps_:.2f} priced")
-        lines.append(f"    {cfg:<44} +{mi:6.2f} ms measured, +{pi:6.2f} priced{err}{saved}")
+        lines.append(f"    {hwk:<5} {cfg:<44} +{mi:6.2f} ms measured, +{pi:6.2f} priced{err}{saved}")
     return lines
