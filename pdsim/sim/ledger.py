@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import struct
 from array import array
-from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -45,11 +44,12 @@ class RequestLedger:
         self._fields = attrgetter("rid", *(attr for _c, attr in _COPY))
         self._rows: list[tuple] = []
         self._reasons: list[tuple[int, str]] = []
-        # the staged rows become one packed buffer (a C loop over the numbers) read as records
+        # each staged row is packed into one buffer (a C loop over its numbers) read as records
         kinds = [("rid", "q", np.int64)] + [(c, "d" if c in REQUEST_FLOAT else "q",
                                              np.float64 if c in REQUEST_FLOAT else np.int64) for c, _attr in _COPY]
-        self._row_code = "".join(code for _c, code, _dt in kinds)
+        self._row = struct.Struct("=" + "".join(code for _c, code, _dt in kinds))
         self._row_dtype = np.dtype([(c, dt) for c, _code, dt in kinds])
+        assert self._row.size == self._row_dtype.itemsize
         # one entry per stretch of decode steps: request, instance, first and last step index
         self.seg = (array("q"), array("q"), array("q"), array("q"))
         self.written = 0
@@ -81,10 +81,11 @@ class RequestLedger:
     def _flush(self) -> None:
         rows = self._rows
         if rows:
-            fmt = struct.Struct("=" + self._row_code * len(rows))
-            buf = bytearray(fmt.size)
+            pack, size = self._row.pack_into, self._row.size
+            buf = bytearray(size * len(rows))
             try:
-                fmt.pack_into(buf, 0, *chain.from_iterable(rows))
+                for k, row in enumerate(rows):
+                    pack(buf, k * size, *row)
             except struct.error:  # a value the packing refuses (a float in an integer field): as numpy converts it
                 fields = list(zip(*rows))
                 rids = np.asarray(fields[0], dtype=np.int64)
