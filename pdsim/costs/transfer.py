@@ -40,7 +40,7 @@ fraction of line rate; functions return bytes, seconds, bytes/s.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..specs.hardware import HardwareProfile
 from ..specs.memory import kv_dtype
@@ -54,8 +54,10 @@ NVLINK_SETUP_MS = 0.1  # assumption: IPC handles are opened once per pair; a tra
 NVLINK_PER_CHUNK_US = 2.0  # assumption: one cudaMemcpyAsync issue per chunk (~2 us launch)
 
 
-@dataclass(frozen=True)
-class TransferPlan:
+class TransferPlan(NamedTuple):
+    """One transfer's price (a named tuple: the simulator makes one per request, and a frozen
+    dataclass's ``__init__`` cost more than the rest of the pricing)."""
+
     nbytes: float  # bytes on the wire
     fixed_s: float  # overheads not overlapped with the bytes, on an idle sender (setup + serial_s)
     senders: int  # GPUs (NIC shares) sending in parallel

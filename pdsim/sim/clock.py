@@ -14,6 +14,7 @@ without touching anything outside itself (engine/instance.py ``_quiet_decode``).
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 
 import simpy
 
@@ -33,6 +34,10 @@ class Clock(simpy.Environment):
                 setattr(self, name, getattr(self, name))
         self.horizon = horizon
         self.inline = inline
+
+    #: the current simulated time (s): SimPy's property read through a C getter instead of a
+    #: Python function (the world reads the clock ~20 times a request)
+    now = property(attrgetter("_now"), doc="The current simulation time.")
 
     def skip_to(self, t: float) -> bool:
         """Advance the clock to ``t`` now, as processing a timeout that ends at ``t`` would,

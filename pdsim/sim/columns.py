@@ -20,12 +20,36 @@ import tempfile
 import weakref
 from collections.abc import Mapping
 
+import struct
+
 import numpy as np
 
 #: rows staged in lists before they move into a numpy chunk
 CHUNK = 1 << 14  # 128 KiB a float64 column: a mapping of its own (memory.py)
 #: a log of more rows than this keeps its chunks on disk (36 MiB of step columns in memory)
 SPILL_ROWS = 1 << 20
+
+
+#: struct codes of the column types: a staging list becomes a chunk through one ``struct.pack_into``
+#: (a C loop converting each Python number, exact as ``np.fromiter`` at about half its cost)
+_CODES = {np.dtype(np.float64): "d", np.dtype(np.int32): "i", np.dtype(np.int64): "q"}
+
+
+def _chunk(values: list, dt) -> np.ndarray:
+    """A typed numpy chunk of a staging list, bit for bit what ``np.fromiter`` gives (which
+    takes over for a value ``struct`` refuses: a float in an integer column, one out of range)."""
+    dt = np.dtype(dt)
+    code = _CODES.get(dt)
+    if code is not None:
+        fmt = struct.Struct(f"={len(values)}{code}")
+        if fmt.size == len(values) * dt.itemsize:
+            buf = bytearray(fmt.size)
+            try:
+                fmt.pack_into(buf, 0, *values)
+                return np.frombuffer(buf, dtype=dt)
+            except struct.error:
+                pass
+    return np.fromiter(values, dtype=dt, count=len(values))
 
 
 def spill_dir() -> str:
@@ -115,7 +139,7 @@ class ColumnLog:
             return
         self._last = tuple(col[-1] for col in self.lists)
         for chunks, col, dt in zip(self._chunks, self.lists, self.dtypes):
-            chunks.append(np.fromiter(col, dtype=dt, count=n))
+            chunks.append(_chunk(col, dt))
             col.clear()
         self._rows += n
         if self._files is not None or self._rows > self.spill_rows:

@@ -8,6 +8,7 @@ request ever served.
 """
 from __future__ import annotations
 
+import struct
 from array import array
 from operator import attrgetter
 
@@ -38,9 +39,17 @@ class RequestLedger:
 
     def __init__(self, n: int):
         self._cols = empty_requests(n)
-        self._targets = tuple(self._cols[c] for c, _attr in _COPY) + (self._cols["drop_reason"],)
-        self._fields = attrgetter("rid", *(attr for _c, attr in _COPY), "drop_reason")
+        self._targets = tuple(self._cols[c] for c, _attr in _COPY)
+        # a request's numbers as one tuple (request id first); its drop reason, if any, apart
+        self._fields = attrgetter("rid", *(attr for _c, attr in _COPY))
         self._rows: list[tuple] = []
+        self._reasons: list[tuple[int, str]] = []
+        # each staged row is packed into one buffer (a C loop over its numbers) read as records
+        kinds = [("rid", "q", np.int64)] + [(c, "d" if c in REQUEST_FLOAT else "q",
+                                             np.float64 if c in REQUEST_FLOAT else np.int64) for c, _attr in _COPY]
+        self._row = struct.Struct("=" + "".join(code for _c, code, _dt in kinds))
+        self._row_dtype = np.dtype([(c, dt) for c, _code, dt in kinds])
+        assert self._row.size == self._row_dtype.itemsize
         # one entry per stretch of decode steps: request, instance, first and last step index
         self.seg = (array("q"), array("q"), array("q"), array("q"))
         self.written = 0
@@ -49,6 +58,8 @@ class RequestLedger:
         """Copy ``req``'s record fields (called once it is finished or dropped)."""
         rows = self._rows
         rows.append(self._fields(req))
+        if req.drop_reason is not None:
+            self._reasons.append((req.rid, req.drop_reason))
         if len(rows) >= ROWS:
             self._flush()
         if req.segments:
@@ -69,13 +80,28 @@ class RequestLedger:
 
     def _flush(self) -> None:
         rows = self._rows
-        if not rows:
-            return
-        fields = list(zip(*rows))
-        rids = np.asarray(fields[0], dtype=np.int64)
-        for col, values in zip(self._targets, fields[1:]):
-            col[rids] = values  # a row's values as the element assignment would convert them
-        rows.clear()
+        if rows:
+            pack, size = self._row.pack_into, self._row.size
+            buf = bytearray(size * len(rows))
+            try:
+                for k, row in enumerate(rows):
+                    pack(buf, k * size, *row)
+            except struct.error:  # a value the packing refuses (a float in an integer field): as numpy converts it
+                fields = list(zip(*rows))
+                rids = np.asarray(fields[0], dtype=np.int64)
+                for col, values in zip(self._targets, fields[1:]):
+                    col[rids] = values
+            else:
+                rec = np.frombuffer(buf, dtype=self._row_dtype)
+                rids = rec["rid"]
+                for col, name in zip(self._targets, self._row_dtype.names[1:]):
+                    col[rids] = rec[name]
+            rows.clear()
+        if self._reasons:
+            reason = self._cols["drop_reason"]
+            for rid, why in self._reasons:
+                reason[rid] = why
+            self._reasons.clear()
 
     def write_unarrived(self, rid: int, arrival: float, input_len: int, output_len: int, reason: str,
                         priority: int = 0) -> None:

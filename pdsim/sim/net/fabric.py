@@ -99,7 +99,8 @@ class Fabric:
             self.env.timeout(0).callbacks.append(lambda _e, f=f: on_done(f))
             return f
         self.flows[f.fid] = f
-        on = self._on
+        on, load, capacity, over = self._on, self._load, self.capacity, self._over
+        cap = f.cap
         for link in f.path:
             fs = on.get(link)
             if fs is None:
@@ -110,7 +111,13 @@ class Fabric:
                     self.link_codes[link] = len(self.link_codes)
             else:
                 fs.append(f)
-            self._relink(link)
+            # as _relink: the flow joins last, so its cap added to the sum so far is the sum of
+            # the link's caps in flow order, bit for bit (``sum`` adds left to right from 0)
+            total = load[link] = load.get(link, 0) + cap
+            if total <= capacity[link] * _ROOM:
+                over.discard(link)
+            else:
+                over.add(link)
         self._reschedule(f)
         return f
 
