@@ -51,6 +51,13 @@ class FileStore:
             return 0.0  # D's lookup found no folder: nothing to read
         return read_s(nbytes / self.kvb, self.kvb, self.layers, self.read_bps, self.overhead_s)
 
+    def d_tail_tokens(self, req) -> int:
+        """Prompt tokens D computes itself before the first token (the tail, or the whole prompt
+        on a lookup miss); 0 without a step model, as ``d_tail_s``."""
+        if self.cost is None:
+            return 0
+        return req.input_len - loaded_tokens(req.input_len, self.page)
+
     def d_tail_s(self, req) -> float:
         """D's own compute of the prompt's tail before its first token: one prefill chunk of
         ``tail_tokens`` over the loaded context, priced with D's step model (seconds; 0 without one)."""
