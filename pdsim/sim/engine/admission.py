@@ -11,7 +11,7 @@ from collections import deque
 
 from ..kv.pool import pages_for
 from ..request import Request
-from . import progress
+from . import handoff_recompute, progress
 
 
 class Admission:
@@ -30,6 +30,7 @@ class Admission:
                 self._release_pages(req)
             found = True
         self.recompute_ctx.pop(rid, None)
+        self.d_prefills.discard(rid)
         if req in self.prealloc_q:
             self.prealloc_q.remove(req)
             found = True
@@ -90,7 +91,8 @@ class Admission:
 
     def _admit_ready(self) -> None:
         q = self.ready_q
-        while q and self.batch.n + len(self.tail_joins) < self.max_running:  # tails join at their step's end
+        # tails join at their step's end, hand-offs computed in chunks at their last one: both count
+        while q and self.batch.n + len(self.tail_joins) + len(self.d_prefills) < self.max_running:
             req = q[0]
             lag = 0.0
             if req.buffer_where is not None:  # P2P NCCL put: KV waits in the receive buffer
@@ -104,6 +106,14 @@ class Admission:
                     break
                 self.pool.alloc(need)
                 req.d_pages = need
+                own = self.buffer.d_tail_tokens(req)
+                if own > handoff_recompute.prefill_room(self):
+                    # more than the step's prefill budget: chunked prefill of D's engine
+                    read = self.buffer.take(req.transfer_bytes, req.buffer_where)
+                    req.buffer_where = None
+                    q.popleft()
+                    handoff_recompute.start(self, req, own, read)
+                    continue
                 # a D that samples the first token itself computes the prompt's tail first (shared
                 # storage, transports/shared_storage.py): its first token comes after the load and that
                 tail = self.buffer.d_tail_s(req)
@@ -142,7 +152,8 @@ class Admission:
         keep = deque()
         while q:
             req = q.popleft()
-            if req.buffer_where is None and req.d_pages > 0 and self.batch.n + len(self.tail_joins) < self.max_running:
+            if (req.buffer_where is None and req.d_pages > 0
+                    and self.batch.n + len(self.tail_joins) + len(self.d_prefills) < self.max_running):
                 req.decode_admit = self.env.now
                 if math.isnan(req.first_token):
                     req.first_token = self.env.now

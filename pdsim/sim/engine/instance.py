@@ -100,6 +100,10 @@ class Instance(Admission, Stepping, Failover):
         # requests whose first token the step in flight computes (a D that computes the prompt's tail
         # on a placed CPU core, admission.py _admit_ready); they join the batch when it ends
         self.tail_joins: list[Request] = []
+        # requests whose hand-off left D more to compute than one step's prefill budget: chunked
+        # prefill here, first token at the last chunk (handoff_recompute.py)
+        self.d_prefills: set[int] = set()
+        self.read_on_core = False  # the KV load holding the next step is its worker's own CPU work
         self.remote_loads = 0  # loads from remote storage in flight (fabric flows)
         self._remote_start: dict[int, float] = {}
         self._remote_reqs: list = []

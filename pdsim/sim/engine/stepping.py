@@ -11,7 +11,7 @@ import math
 import simpy
 
 from ..request import Request
-from . import progress
+from . import handoff_recompute, progress
 from ..columns import CHUNK
 from .lifecycle import DRAINING
 
@@ -132,11 +132,12 @@ class Stepping:
                 self._dec_step, self._removed_in_step = n, 0
                 if core is not None:  # on a shared core: done when its work is, at the core's share
                     joins = self.tail_joins
-                    if hold and not joins:  # the load is a wait, not work on the core
+                    if hold and not (joins or self.read_on_core):  # the load is a wait, not work on the core
                         yield env.timeout(hold)
                         work = dur - hold
                     else:  # a D's file read and tail forward (shared storage): the worker's own CPU
                         work = dur
+                    self.read_on_core = False
                     self._core_job = core.run(work, self.host_extra)
                     yield self._core_job.done
                     self._core_job = None
@@ -171,6 +172,7 @@ class Stepping:
                 self._sent = None
                 self._loads_in = None
                 self.tail_joins = []  # taken with the rest (failover.py _drain_all)
+                self.read_on_core = False
                 self._sleeping = False
                 self._dec_step = 0
                 yield self._up
@@ -292,6 +294,8 @@ class Stepping:
                 self._prefill_complete(req, now)
 
     def _prefill_complete(self, req: Request, now: float) -> None:
+        if handoff_recompute.complete(self, req, now):
+            return  # a hand-off D computed in chunks (handoff_recompute.py)
         recompute = self.recompute_ctx.pop(req.rid, None)
         if self.cache is not None and recompute is None and req.hash_ids is not None:
             moved = self.kv.adopt_blocks(req, now)

@@ -38,6 +38,10 @@ class ReceiveBuffer:
         self.read[where] += nbytes
         return pcie_floor_s(nbytes, self.pcie_bps) if where == "host" else 0.0
 
+    def d_tail_tokens(self, req) -> int:
+        """Prompt tokens D computes itself: none, P sampled the first token (FileStore's differs)."""
+        return 0
+
     def d_tail_s(self, req) -> float:
         """D's own compute before the first token: none, P sampled it (seconds; FileStore's differs)."""
         return 0.0

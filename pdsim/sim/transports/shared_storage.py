@@ -7,9 +7,11 @@ file into its paged KV (synchronously: the load holds D's step) and computes the
 past the loaded pages in the same step, which samples the first token the client sees (the
 proxy drops P's token): the request's first token comes after D's load and that tail compute
 (``d_tail_s``, priced with D's own step model as a prefill chunk over the loaded context). When
-D's lookup misses P's folder (L - 1 a whole number of pages) it computes the whole prompt. No
-bytes cross the fabric between P and D: the file system carries them. Prices and which tokens:
-costs/shared_storage.py.
+D's lookup misses P's folder (L - 1 a whole number of pages) it computes the whole prompt. What D
+computes past its step's prefill budget (a whole-prompt miss longer than D's chunk) is not one step:
+vLLM's scheduler runs it as chunked prefill under ``max_num_batched_tokens``, beside D's decodes,
+first token at the last chunk (engine/handoff_recompute.py). No bytes cross the fabric between P
+and D: the file system carries them. Prices and which tokens: costs/shared_storage.py.
 
 On placed host cores (``host.placement``, a CPU host; issue 24 item 5): D hears of the request only
 when the proxy, having P's answer, sends it the request; that way (P's answer out, the proxy, D's
@@ -50,6 +52,13 @@ class FileStore:
         if nbytes <= 0:
             return 0.0  # D's lookup found no folder: nothing to read
         return read_s(nbytes / self.kvb, self.kvb, self.layers, self.read_bps, self.overhead_s)
+
+    def d_tail_tokens(self, req) -> int:
+        """Prompt tokens D computes itself before the first token (the tail, or the whole prompt
+        on a lookup miss); 0 without a step model, as ``d_tail_s``."""
+        if self.cost is None:
+            return 0
+        return req.input_len - loaded_tokens(req.input_len, self.page)
 
     def d_tail_s(self, req) -> float:
         """D's own compute of the prompt's tail before its first token: one prefill chunk of
