@@ -72,3 +72,25 @@ def test_single_transfer_time_monotone_in_bandwidth(nbytes, bw, factor):
     fast = run_flows({"a": bw * factor, "c": bw * factor}, [(0, "a", "c", nbytes, 1e18)])[0]
     assert fast <= slow * (1 + 1e-12)
     assert abs(slow - nbytes / bw) <= 1e-9 * max(1.0, slow)
+
+
+def test_link_load_is_one_left_fold_of_its_caps_whatever_sum_does(monkeypatch):
+    """A link's cap sum is the same whether a flow just joined (the running sum in ``send``) or one
+    left (``_relink`` re-adds the rest): both add the caps left to right. Python 3.12's ``sum`` of
+    floats compensates rounding (Neumaier), so ``sum`` there would give another last bit than the
+    running sum; ``math.fsum`` stands in for it here (the project runs on >= 3.10)."""
+    import math
+
+    import pdsim.sim.net.fabric as fabric_mod
+
+    monkeypatch.setattr(fabric_mod, "sum", math.fsum, raising=False)
+    env = simpy.Environment()
+    fab = Fabric(env, _star({"a": 1e20, "b": 1e20, "c": 1e20, "d": 1e20}))
+    caps = (1e16, 1.0, 1.0)  # left to right 1e16 (each 1 rounds away); compensated 1e16 + 2
+    for dst, cap in zip("bcd", caps):
+        fab.send("a", dst, 1e9, cap, lambda _f: None)
+    link = "a.nic"
+    joined = fab._load[link]
+    extra = fab.send("a", "b", 1e9, 3.0, lambda _f: None)
+    assert fab.cancel(extra)
+    assert fab._load[link] == joined == (1e16 + 1.0) + 1.0

@@ -12,9 +12,9 @@ every flow runs at its cap and nothing else is solved.
 from __future__ import annotations
 
 import math
-from functools import partial
+from functools import partial, reduce
 from itertools import chain
-from operator import attrgetter
+from operator import add, attrgetter
 from typing import Callable
 
 import networkx as nx
@@ -112,7 +112,7 @@ class Fabric:
             else:
                 fs.append(f)
             # as _relink: the flow joins last, so its cap added to the sum so far is the sum of
-            # the link's caps in flow order, bit for bit (``sum`` adds left to right from 0)
+            # the link's caps in flow order, bit for bit (``_relink`` folds them left to right from 0)
             total = load[link] = load.get(link, 0) + cap
             if total <= capacity[link] * _ROOM:
                 over.discard(link)
@@ -152,7 +152,9 @@ class Fabric:
     # -- internals ------------------------------------------------------------------------
     def _relink(self, link: str) -> None:
         """The flows on ``link`` changed (or its capacity): its cap sum and whether caps clash."""
-        load = self._load[link] = sum([f.cap for f in self._on[link]])  # no Python call per flow (map(_cap) made one)
+        # a left fold from 0, as ``send``'s running sum adds a joining flow's cap: ``sum`` of floats
+        # compensates rounding from Python 3.12 on, which would give another last bit
+        load = self._load[link] = reduce(add, [f.cap for f in self._on[link]], 0)
         if load <= self.capacity[link] * _ROOM:
             self._over.discard(link)
         else:
