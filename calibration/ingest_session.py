@@ -29,15 +29,11 @@ def _sdpa_not_fa3(df: pd.DataFrame) -> pd.Series:
     return df["note"].astype(str).str.contains("torch SDPA")
 
 
-HOST_BOUND_US = 50.0
-
-
 def _host_bound(df: pd.DataFrame) -> pd.Series:
     """gemm.csv: kernels timed as back-to-back launches (not CUDA-graph replays) shorter than
-    HOST_BOUND_US. On the first H100 host one launch cost 10.7 us of host time (launch.csv,
-    launch_host) and a torch.matmul / torch._scaled_mm call ~18-23 us (the floor of those rows at
-    small M), so below ~2x that the host's issue rate, not the kernel, sets the time."""
-    return ~df["note"].astype(str).str.contains("CUDA graph") & (df["us"].astype(float) < HOST_BOUND_US)
+    ``data.HOST_BOUND_US`` (~2x a launch call's floor on the first H100 host): the host's issue
+    rate, not the kernel, sets their time."""
+    return ~df["note"].astype(str).str.contains("CUDA graph") & (df["us"].astype(float) < data.HOST_BOUND_US)
 
 
 def _not_fused_moe(df: pd.DataFrame) -> pd.Series:
@@ -62,7 +58,7 @@ KERNEL_RULES = {
     "attention": [(_sdpa_not_fa3, "not fitted: torch SDPA is not the FA3 kernel the attention fits price")],
     "moe": [(_not_fused_moe, "not fitted: a CUTLASS grouped GEMM, not the fused Triton MoE kernel moe_bf16 prices")],
     "gemm": [(_nn_layout, "not fitted: x @ W with (K, N) weights (cuBLAS NN), not the (N, K) layout engines run"),
-             (_host_bound, f"not fitted: back-to-back launches under {HOST_BOUND_US:g} us time the host's issue "
+             (_host_bound, f"not fitted: back-to-back launches under {data.HOST_BOUND_US:g} us time the host's issue "
                            "rate (10.7 us per launch on this host), not the kernel")],
 }
 
@@ -95,11 +91,6 @@ def _read(src: Path) -> pd.DataFrame:
     return df
 
 
-def _plain(v):
-    """A cell as the file has it (a numpy scalar's repr names its type: np.int64(-24))."""
-    return v.item() if hasattr(v, "item") else v
-
-
 def _check_rows(src: Path, name: str, df: pd.DataFrame) -> None:
     """Provenance filled on every row and each measured value a finite positive number (blank
     where the row does not measure it, but not all of them), as data.load and the fits need."""
@@ -121,13 +112,13 @@ def _check_rows(src: Path, name: str, df: pd.DataFrame) -> None:
         bad = ~(np.isfinite(x) & (x >= 0) & (x == np.round(x)))
         if bad.any():
             i = int(bad.to_numpy().argmax())
-            raise SystemExit(f"error: {src}: line {i + 2}: {col}: expected a whole number >= 0, got {_plain(df[col].iloc[i])!r}")
+            raise SystemExit(f"error: {src}: line {i + 2}: {col}: expected a whole number >= 0, got {data.plain(df[col].iloc[i])!r}")
     for col in [c for c in POINT_COLUMNS if c in df]:
         x = pd.to_numeric(df[col], errors="coerce")
         bad = ~(np.isfinite(x) & (x >= 0))
         if bad.any():
             i = int(bad.to_numpy().argmax())
-            raise SystemExit(f"error: {src}: line {i + 2}: {col}: expected a finite number >= 0, got {_plain(df[col].iloc[i])!r}")
+            raise SystemExit(f"error: {src}: line {i + 2}: {col}: expected a finite number >= 0, got {data.plain(df[col].iloc[i])!r}")
     for col in vals + counts:
         raw = df[col]
         x = pd.to_numeric(raw, errors="coerce")

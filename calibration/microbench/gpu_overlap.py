@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import math
 
+from gpu_kernels import gemm_shapes
+
 PROXY_SMS = 24  # DeepEP normal's SMs in its benchmarks and SGLang's default DeepEPConfig.num_sms
 HELD_SWEEP = (0, 8, 16, 24, 32, 48, 66)
-# copy_t<k>: k spin iterations (~36 ns each on an H100 SM) between copied 32 KB blocks; run 1
-# (2026-11-26) measured copy_t16, copy_t64 and copy_t256 with 8 warps a CTA
+# copy_t<k>: k spin iterations (~36 ns each on an H100 SM) between copied 32 KB blocks; the first
+# (run 5, 2026-11-26) measured copy_t16, copy_t64 and copy_t256 with 8 warps a CTA
 COPY_BLOCK = 8192  # int32 elements per program per iteration (32 KB)
 
 _KERNELS: dict = {}
@@ -72,7 +74,7 @@ def _triton_kernels():
     return _KERNELS
 
 
-# (kind, warps per CTA): thin proxies (run 1) left room on their SMs for a GEMM CTA's registers only
+# (kind, warps per CTA): thin proxies (run 5) left room on their SMs for a GEMM CTA's registers only
 # if the GEMM needed little; fat ones (32 warps = 1024 threads) take an SM as DeepEP's normal
 # kernels do (768 threads and 192 KB of shared memory a CTA: kNumThreads, kNumTMABytesPerWarp x 24
 # warps in DeepEP's csrc/kernels/intranode.cu)
@@ -100,7 +102,7 @@ class Proxy:
         self.gbps = 0.0 if kind == "spin" else 2 * self.src.numel() * 4 / self.unit_us / 1e3
 
     def launch(self, units: int) -> None:
-        s, torch = self.s, self.s.torch
+        s = self.s
         if s.dry:  # no Triton on a CPU: ops of the same kind, to check the harness
             for _ in range(units):
                 if self.kind == "spin":
@@ -114,7 +116,6 @@ class Proxy:
         else:
             k["copy"][(PROXY_SMS,)](self.src, self.dst, self.src.numel(), units, self.throttle, PROXY_SMS,
                                     BLOCK=COPY_BLOCK, num_warps=self.warps)
-        del torch
 
     def _time(self, units: int) -> float:
         return self.s.time_us(lambda _i: self.launch(units), warmup=2)
@@ -170,9 +171,10 @@ def overlap(s, out: dict) -> None:
     F = torch.nn.functional
     one = torch.ones((), device=dev, dtype=torch.float32)
     fp8 = hasattr(torch, "_scaled_mm") and (s.dry or torch.cuda.get_device_capability() >= (8, 9))
-    # DeepSeek-V3 prefill GEMMs (gpu_kernels.gemm_shapes): expert up/gate and down, MLA o_proj, q_b
-    shapes = (("expert_up_gate", 7168, 4096), ("expert_down", 2048, 7168), ("o_proj", 16384, 7168),
-              ("q_b_proj", 1536, 24576))
+    # DeepSeek-V3 prefill GEMMs of the gemm family (gpu_kernels.gemm_shapes): expert up/gate and down,
+    # MLA o_proj and q_b; the first is the one swept and set beside the proxies at every carve-out
+    ds = {g: (k, n) for model, g, k, n in gemm_shapes() if model == "deepseek-v3"}
+    shapes = tuple((g, *ds[g]) for g in ("expert_up_gate", "expert_down", "o_proj", "q_b_proj"))
     ms = (64, 128) if s.dry else (4096, 16384, 1024)
 
     def gemm_fn(dtype, m, k, n):
@@ -269,7 +271,8 @@ def overlap(s, out: dict) -> None:
         for name, shape, fn, held, what in kernels:
             if not s.ok():
                 continue
-            _carveout(torch, held) if can_carve else None
+            if can_carve:
+                _carveout(torch, held)
             try:
                 alone = s.time_us(fn, calls=5, warmup=2)
                 cover = px.units_for(3 * 5 * alone + 50.0)  # a proxy that covers 5 calls thrice
@@ -279,7 +282,8 @@ def overlap(s, out: dict) -> None:
                 series = max(1, math.ceil(3 * p_alone / max(alone, 1.0)))  # calls that cover the proxy thrice
                 p_us = _beside_us(s, lambda: px.launch(p_units), lambda: [fn() for _ in range(series)], False)
             finally:
-                _carveout(torch, 0) if can_carve else None
+                if can_carve:
+                    _carveout(torch, 0)
             base = {"shape": shape, "held_sms": held, "proxy_gbps": px.gbps}
             rows.append({**base, "kernel": name, "beside": "none", "us": alone, "note": f"{what}; alone"})
             rows.append({**base, "kernel": name, "beside": f"proxy_{px.label}", "us": k_us,

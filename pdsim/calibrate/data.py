@@ -17,6 +17,25 @@ from ..specs.errors import SpecError
 from .schemas import EXTRA, OPTIONAL, PROVENANCE, SCHEMAS, columns  # noqa: F401  (re-exported)
 
 
+# GEMMs shorter than this, timed as back-to-back launches (not CUDA-graph replays), time the host's
+# issue rate, not the kernel: on the first H100 host one launch cost 10.7 us of host time (launch.csv,
+# launch_host) and a torch.matmul / torch._scaled_mm call ~18-23 us (the floor of those rows at small M)
+HOST_BOUND_US = 50.0
+
+
+def session_of(note) -> str:
+    """The session (one run of calibration/microbench/gpu_session.py) a row came from: its note's
+    ``command: ...`` (each run wrote to its own --out), without what ingestion appended after it
+    ("; proxy relabelled ..."); "" for a row that names no command."""
+    note = str(note) if note is not None else ""
+    return note[note.rfind("command: "):].split(";")[0] if "command: " in note else ""
+
+
+def plain(v):
+    """A cell as the file has it (a numpy scalar's repr names its type: np.float64(-5.0))."""
+    return v.item() if hasattr(v, "item") else v
+
+
 def data_dir() -> Path:
     return calibration_dir() / "data"
 

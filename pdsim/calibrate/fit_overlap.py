@@ -15,7 +15,7 @@ of that is ``1 / (1 - share)`` (1.222 on an H100). The rows measure instead, for
 
 Each factor is given as a multiple of the proportional loss, ``k = (ratio - 1) / (share / (1 -
 share))`` with share = 24 / SMs, so a GPU with another SM count takes the same k (a stated
-assumption: only the H100 is measured). Median over shapes (and runs): one run's GEMM point moves
+assumption: the H200's own rows, in the report, check it). Median over shapes (and runs): one run's GEMM point moves
 up to ~10% from run to run.
 """
 from __future__ import annotations
@@ -26,20 +26,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .data import HOST_BOUND_US, data_dir, plain, session_of
+
 FILE = "overlap.csv"
 PROXY = "proxy_copy_t64_w32"
 HELD = 24
-# GEMMs this short, timed as back-to-back launches, are the host's issue rate, not the kernel
-# (calibration/ingest_session.py, HOST_BOUND_US: 10.7 us per launch on the first H100 host)
-HOST_BOUND_US = 50.0
-
-
-def _run(note: str) -> str:
-    """The session a row came from: its command line (each run wrote to its own --out), without
-    what ingestion appended after it ("; proxy relabelled ..." on some of run 5's rows, which
-    made them a session of their own, apart from the same run's kernels alone)."""
-    note = str(note)
-    return note[note.rfind("command: "):].split(";")[0] if "command: " in note else note
 
 
 def _sm_count(df: pd.DataFrame, hardware: str, path: Path) -> int:
@@ -59,11 +50,6 @@ def _sm_count(df: pd.DataFrame, hardware: str, path: Path) -> int:
 
 
 COLUMNS = ("hardware", "kernel", "shape", "held_sms", "beside", "us", "source", "note")
-
-
-def _plain(v):
-    """A cell as the file has it (a numpy scalar's repr names its type: np.float64(-5.0))."""
-    return v.item() if hasattr(v, "item") else v
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -86,7 +72,7 @@ def _read(path: Path) -> pd.DataFrame:
     for col, bad, what in checks:
         if bad.any():
             i = int(bad.to_numpy().argmax())
-            raise SpecError(f"line {i + 2}: {col}: expected {what}, got {_plain(df[col].iloc[i])!r}", source=str(path))
+            raise SpecError(f"line {i + 2}: {col}: expected {what}, got {plain(df[col].iloc[i])!r}", source=str(path))
     df["us"] = us.astype(float)
     df["held_sms"] = held.astype(int)
     df["note"] = df["note"].astype(object).fillna("").astype(str)
@@ -96,16 +82,18 @@ def _read(path: Path) -> pd.DataFrame:
 def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> dict:
     """{'carveout', 'beside', 'other'}: each a dict of ``ratio`` (median), ``k`` (as a multiple of
     the proportional loss), ``n`` (points), ``lo``/``hi`` (range of the ratios); empty without rows."""
-    from .data import data_dir
-
     path = Path(path) if path is not None else data_dir() / FILE
     if not path.is_file():
         return {}
-    df = _read(path)
+    return _factors(_read(path), hardware, path)
+
+
+def _factors(df: pd.DataFrame, hardware: str, path: Path) -> dict:
+    """``overlap_factors`` of the rows ``df`` read from ``path``."""
     df = df[(df["hardware"] == hardware) & (df["source"] == "measured")].copy()
     if df.empty:
         return {}
-    df["run"] = df["note"].map(_run)
+    df["run"] = df["note"].map(session_of)
     sms = _sm_count(df, hardware, path)
     prop = (HELD / sms) / (1.0 - HELD / sms)
     g = df[df["kernel"] == "gemm_fp8"]
@@ -116,7 +104,7 @@ def overlap_factors(path: str | Path | None = None, hardware: str = "h100") -> d
         if ratios:
             r = statistics.median(ratios)
             out[name] = {"ratio": r, "k": (r - 1.0) / prop, "n": len(ratios), "lo": min(ratios), "hi": max(ratios)}
-    alone = alone[alone >= HOST_BOUND_US]
+    alone = alone[alone >= HOST_BOUND_US]  # the host's issue rate, not the kernel
     put("carveout", [alone[(run, sh, HELD)] / alone[(run, sh, 0)] for run, sh, held in alone.index
                      if held == HELD and (run, sh, 0) in alone.index])
     bes = g[(g["beside"] == PROXY) & (g["held_sms"] == HELD)]
@@ -134,7 +122,9 @@ def overlap_report(path: str | Path | None = None, check: tuple[str, ...] = ("h2
     takes H100's k at its own SM share)."""
     from ..costs import sm_partition
 
-    f = overlap_factors(path)
+    path = Path(path) if path is not None else data_dir() / FILE
+    rows = _read(path) if path.is_file() else None
+    f = _factors(rows, "h100", path) if rows is not None else {}
     if not f:
         return f"== two-batch overlap: no {FILE} measured (calibration/microbench/gpu_session.py --only overlap)"
     lines = [f"== two-batch overlap ({FILE}, h100): the SM partition's cost as a multiple k of the proportional "
@@ -148,7 +138,7 @@ def overlap_report(path: str | Path | None = None, check: tuple[str, ...] = ("h2
             lines.append(f"  {what:<58} {m['ratio']:.3f}x (median of {m['n']}, {m['lo']:.2f}-{m['hi']:.2f})  "
                          f"k {m['k']:.2f}; priced {const} = {getattr(sm_partition, const):.2f}")
     for hw in check:
-        other = overlap_factors(path, hardware=hw)
+        other = _factors(rows, hw, path)
         if other:
             lines.append(f"  {hw}'s own rows (it prices with H100's k): " + "; ".join(
                 f"{key} {m['ratio']:.3f}x, k {m['k']:.2f} (n {m['n']})" for key, m in other.items()))

@@ -25,13 +25,8 @@ from ..specs.scenario import EngineSpec, GroupSpec
 from . import data
 
 FORWARD_COLUMNS = ["hardware", "model", "phase", "config", "measured_ms", "roofline_ms", "calibrated_ms",
-                   "roofline_error", "error", "source", "engine", "graph_ms", "run"]
-
-
-def _run(r) -> str:
-    """The session a row came from: its note's command line (each session wrote to its own --out)."""
-    note = str(getattr(r, "note", "") or "")
-    return note[note.rfind("command: "):] if "command: " in note else ""
+                   "roofline_error", "error", "source", "engine", "graph_ms", "run", "batch", "tokens", "context",
+                   "layers"]
 
 
 def _graph(r) -> bool:
@@ -118,7 +113,8 @@ def forward_comparison(df: pd.DataFrame | None = None) -> pd.DataFrame:
         cfg += f", {r.layers} layers"
         g = sorted(graphs.get(tuple(str(getattr(r, c)) for c in shape), []))
         out.append((str(r.hardware), str(r.model), str(r.phase), cfg, ms, roof, cal, (roof - ms) / ms, (cal - ms) / ms,
-                    str(r.source), _engine(r), g[len(g) // 2] if g else float("nan"), _run(r)))
+                    str(r.source), _engine(r), g[len(g) // 2] if g else float("nan"),
+                    data.session_of(getattr(r, "note", "")), int(r.batch), int(r.tokens), int(r.context), int(r.layers)))
     return pd.DataFrame(out, columns=FORWARD_COLUMNS)
 
 
@@ -169,12 +165,12 @@ def mixed_increments(c: pd.DataFrame) -> list[str]:
     def med(frame, col):
         return float(frame[col].median()) if len(frame) else float("nan")
     lines = ["  mixed steps (CUDA graph): the chunk's increment over the pure decode, and the chunk alone:"]
-    for (hwk, model, run, cfg), m in mixed.groupby(["hardware", "model", "run", "config"], sort=False):
-        head, rest = cfg.split(" + ", 1)  # "mixed B x C ctx", "T chunk, L layers"
-        chunk, layers = rest.split(" chunk", 1)
-        same = g[(g["hardware"] == hwk) & (g["model"] == model) & (g["run"] == run)]
-        d = same[(same["phase"] == "decode") & (same["config"] == head.replace("mixed ", "decode batch ", 1) + layers)]
-        p = same[(same["phase"] == "prefill") & (same["config"] == f"prefill {chunk} tokens{layers}")]
+    for (hwk, model, run, layers, b, n, ctx), m in mixed.groupby(
+            ["hardware", "model", "run", "layers", "batch", "tokens", "context"], sort=False):
+        same = g[(g["hardware"] == hwk) & (g["model"] == model) & (g["run"] == run) & (g["layers"] == layers)]
+        d = same[(same["phase"] == "decode") & (same["batch"] == b) & (same["context"] == ctx)]
+        p = same[(same["phase"] == "prefill") & (same["tokens"] == n) & (same["batch"] == 1)]
+        cfg = m["config"].iloc[0]
         if d.empty:
             lines.append(f"    {hwk:<5} {cfg:<44} no pure decode of the same batch and context in its session")
             continue

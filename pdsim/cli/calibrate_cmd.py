@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "report":
         from ..calibrate.report import report
 
-        print(report(args.html, tuple(args.section or ("kernels", "steps", "forward", "mixed", "overlap", "constants"))))
+        print(report(args.html, tuple(args.section)) if args.section else report(args.html))  # default: every section
         return 0
     return _from_runs(args)
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from .engine.instance import Instance
 from .kv.tiers import background_write_done
-from .record import DecodeEnds, InstanceInfo, RunRecord, StepTokens
+from .record import STEP_COLUMNS, DecodeEnds, InstanceInfo, RunRecord, StepTokens
 
 
 class Accounting:
@@ -72,11 +72,13 @@ class Accounting:
         if cores is not None:
             # a step still running on a shared core when the world stops (its last request given up
             # mid-step) logged its price; it ends later, at the core's share: log when, so that it is
-            # not read as a decode step that ended (_decode_ends)
+            # not read as a decode step that ended (_decode_ends). The newest row is always still in the
+            # staging lists (columns.py: a log flushes before it appends)
+            dur = STEP_COLUMNS.index("step_s")
             for i in self.instances:
                 job = i._core_job
                 if job is not None and not job.done.triggered and i._step_start >= 0:
-                    i.steps.lists[1][-1] = cores.finish_time(job) - i._step_start
+                    i.steps.lists[dur][-1] = cores.finish_time(job) - i._step_start
         infos = [InstanceInfo(i.name, i.role, i.gpus, i.pool.capacity, i.pool.peak, i.busy_time, i.tokens_out,
                               i.retractions) for i in self.instances]
         steps = [i.steps.columns() for i in self.instances]
