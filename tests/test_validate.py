@@ -149,3 +149,17 @@ def test_one_case_folder_validates_as_its_case_yaml_says(tmp_path, capsys):
             assert f"{row.error * 100:+.1f}%" in out and row.metric in out
     assert main(["validate", str(case), "--tolerance", "mean_itl_ms=0.1"]) == 2
     assert "case.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["cpu-vllm-today-knee", "cpu-vllm-today-azure-light", "cpu-vllm-today-azure-knee"])
+def test_the_quiet_host_recordings_stay_within_their_gates(name):
+    """The recordings of 2026-11-27 on a quiet host (validation/README.md, 'The same steps on a quiet
+    host'), compared with the profile re-measured just before them and fitted on no recording, pass
+    every gated metric (mean and p90 of TTFT and ITL within 20%); a price change that breaks one of
+    them breaks what a user checking pdsim on their own quiet machine would see."""
+    from pdsim.validate.case import run_case
+
+    r = run_case(ROOT / "validation" / name)
+    gated = {row.metric: row.error for row in r.rows if row.tolerance is not None}
+    assert set(gated) == {"mean_ttft_ms", "p90_ttft_ms", "mean_itl_ms", "p90_itl_ms"}
+    assert r.passed, gated
