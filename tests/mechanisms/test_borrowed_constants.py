@@ -49,3 +49,19 @@ def test_the_donor_is_the_closest_nic_share_not_the_first_fit():
         other = load_hardware_ref(o).nic_bytes_per_gpu
         assert abs(theirs / mine - 1) <= abs(other / mine - 1) or theirs <= other
     assert f"x{mine / theirs:.2f}" in p["derived_from"]
+
+
+def test_a_constant_is_measured_only_on_the_gpu_it_was_measured_on():
+    """Item 7, labels: DeepEP's docs measured the NVLink fraction (~160 of 200 GB/s per direction)
+    on H800, so every other GPU's is derived from it, and a GPU without NVLink keeps the prior on
+    its PCIe peers (an assumption); a factor of 1.0 over a PCIe figure that is already achievable
+    is no measurement either."""
+    for key in hardware_keys():
+        hw = load_hardware_ref(key)
+        nvlink = hw.constant_kind("efficiency.nvlink")
+        if nvlink == "unused":
+            continue
+        assert (nvlink == "measured") == (key == "h800"), (key, nvlink)
+        if hw.gpu.nvlink_gbps == 0:
+            assert nvlink == "assumed", key
+        assert hw.constant_kind("efficiency.pcie") != "measured", key
