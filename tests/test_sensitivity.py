@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from builders import resolve, scenario_dict
 
 from pdsim.calibrate.sensitivity import perturbations, sensitivity, sensitivity_table
@@ -50,6 +51,17 @@ def test_cli(tmp_path, capsys):
     assert main(["sensitivity", str(p), "--only", "efficiency.step_overhead_us", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "efficiency.step_overhead_us" in text and out.exists()
+
+
+def test_help_says_the_price_modules_assumptions_are_perturbed(capsys):
+    """`pdsim sensitivity --help` names the assumptions that live in the price modules (issue 23
+    item 7), not only the profile's constants: a user reading it knows P/D fixed costs or MTP
+    acceptance are in the table."""
+    with pytest.raises(SystemExit):
+        main(["sensitivity", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for what in ("P/D fixed costs", "restart", "MTP acceptance", "expert skew", "NVLink", "Mooncake", "dequantisation"):
+        assert what in text, what
 
 
 def test_module_assumptions_are_perturbed_and_restored():
