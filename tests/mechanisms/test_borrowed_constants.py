@@ -9,6 +9,8 @@ numbers as if they were its own.
 """
 from __future__ import annotations
 
+import pytest
+
 from pdsim.calibrate import data
 from pdsim.calibrate.fit import DERIVED_MIN_UNCERTAINTY
 from pdsim.specs.catalog import hardware_keys, load_hardware_ref
@@ -65,3 +67,18 @@ def test_a_constant_is_measured_only_on_the_gpu_it_was_measured_on():
         if hw.gpu.nvlink_gbps == 0:
             assert nvlink == "assumed", key
         assert hw.constant_kind("efficiency.pcie") != "measured", key
+
+
+def test_deepeps_sm_share_is_its_24_sms_over_each_gpus_own():
+    """DeepEP's normal kernels hold an absolute number of SMs (24 in its README's benchmarks;
+    SGLang gives DeepGEMM the rest, ``deep_gemm_num_sms = total - DeepEPConfig.num_sms``): on an
+    H20's 78 SMs that is 24/78 of the compute, not the H100's 24/132, and a share carried from
+    the H100 is no measurement of this GPU."""
+    for key in hardware_keys():
+        hw = load_hardware_ref(key)
+        kind = hw.constant_kind("efficiency.deepep_normal_sm_share")
+        if kind == "unused":
+            continue
+        # (the 132-SM Hoppers carry 24/132 rounded to 0.18)
+        assert hw.efficiency.deepep_normal_sm_share == pytest.approx(24 / hw.gpu.sms, rel=0.015), key
+        assert kind == ("measured" if hw.gpu.sms == 132 else "derived"), (key, kind)
