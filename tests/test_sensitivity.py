@@ -126,3 +126,16 @@ def test_mooncake_priors_are_perturbed_where_no_fit_prices_the_transfer():
     with assumption_patch(by["MOONCAKE_SETUP_MS"], 2.0):
         assert transfer.mooncake_constants(prior.hardware, False)["setup_ms"] == 2.0 * before
     assert transfer.MOONCAKE_SETUP_MS == before
+
+
+def test_a_calibration_model_is_listed_with_the_kind_its_profile_gives_it():
+    """A Mooncake model copied from another system's fit (``label: borrowed``) is perturbed as
+    'borrowed', a measured copy model as 'measured': the kinds the constants report lists (issue 23
+    item 7, labels), not 'derived' / 'fitted' for every one."""
+    from pdsim.specs.catalog import load_hardware_ref
+
+    h20 = {p.constant: p.kind for p in perturbations(load_hardware_ref("h20"))}
+    assert h20["calibration.mooncake"] == "borrowed" and h20["calibration.gemm_bf16"] == "derived"
+    h100 = {p.constant: p.kind for p in perturbations(load_hardware_ref("h100"))}
+    assert h100["calibration.memcopy"] == "measured" and h100["calibration.gemm_bf16"] == "fitted"
+    assert h100["calibration.mooncake"] == "borrowed"
