@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from builders import resolve, scenario_dict
 
 from pdsim.calibrate.sensitivity import perturbations, sensitivity, sensitivity_table
@@ -50,6 +51,17 @@ def test_cli(tmp_path, capsys):
     assert main(["sensitivity", str(p), "--only", "efficiency.step_overhead_us", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "efficiency.step_overhead_us" in text and out.exists()
+
+
+def test_help_says_the_price_modules_assumptions_are_perturbed(capsys):
+    """`pdsim sensitivity --help` names the assumptions that live in the price modules (issue 23
+    item 7), not only the profile's constants: a user reading it knows P/D fixed costs or MTP
+    acceptance are in the table."""
+    with pytest.raises(SystemExit):
+        main(["sensitivity", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for what in ("P/D fixed costs", "restart", "MTP acceptance", "expert skew", "NVLink", "Mooncake", "dequantisation"):
+        assert what in text, what
 
 
 def test_module_assumptions_are_perturbed_and_restored():
@@ -114,3 +126,16 @@ def test_mooncake_priors_are_perturbed_where_no_fit_prices_the_transfer():
     with assumption_patch(by["MOONCAKE_SETUP_MS"], 2.0):
         assert transfer.mooncake_constants(prior.hardware, False)["setup_ms"] == 2.0 * before
     assert transfer.MOONCAKE_SETUP_MS == before
+
+
+def test_a_calibration_model_is_listed_with_the_kind_its_profile_gives_it():
+    """A Mooncake model copied from another system's fit (``label: borrowed``) is perturbed as
+    'borrowed', a measured copy model as 'measured': the kinds the constants report lists (issue 23
+    item 7, labels), not 'derived' / 'fitted' for every one."""
+    from pdsim.specs.catalog import load_hardware_ref
+
+    h20 = {p.constant: p.kind for p in perturbations(load_hardware_ref("h20"))}
+    assert h20["calibration.mooncake"] == "borrowed" and h20["calibration.gemm_bf16"] == "derived"
+    h100 = {p.constant: p.kind for p in perturbations(load_hardware_ref("h100"))}
+    assert h100["calibration.memcopy"] == "measured" and h100["calibration.gemm_bf16"] == "fitted"
+    assert h100["calibration.mooncake"] == "borrowed"

@@ -129,10 +129,10 @@ def profile(args) -> None:
             "node.nic_gbit": "measured: one TCP stream over 127.0.0.1, 64 MiB (loopback: the proxy and KV connectors "
                              "on this host)",
             "node.host_dram_gib": "measured: /proc/meminfo MemTotal",
-            "efficiency.layer_launch_us": "a CPU launches no kernels and replays no graphs: 0 (fixed costs are in "
-                                          "step_overhead_us)",
-            "efficiency.graph_launch_us": "no CUDA graphs on CPU: 0",
-            "efficiency.nic": "loopback figure is already achieved bandwidth: 1.0",
+            "efficiency.layer_launch_us": "derived: a CPU launches no kernels and replays no graphs: 0 (fixed costs "
+                                          "are in step_overhead_us)",
+            "efficiency.graph_launch_us": "derived: no CUDA graphs on CPU: 0",
+            "efficiency.nic": "derived: node.nic_gbit is the measured loopback rate, already achieved: 1.0",
             "efficiency.gemm_m_tile": "measured: CPU GEMMs (oneDNN / torch) have no tensor-core row tile; the "
                                       "fitted GEMM form runs per row: 1",
             "efficiency.step_overhead_us": (

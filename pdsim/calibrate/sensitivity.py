@@ -38,7 +38,7 @@ from typing import Callable
 
 from ..costs.registry import build_step_cost
 from ..costs.transfer import flow_cap, transfer_plan
-from ..specs.hardware import FRACTIONS, HardwareProfile
+from ..specs.hardware import FRACTIONS, HardwareProfile, calibration_kind
 
 HEADLINE = ("mean_ttft_ms", "mean_itl_ms", "output_throughput", "request_goodput")
 SLOWER = ("latency_us", "base_us", "pair_us", "setup_ms", "per_chunk_us", "per_page_us")
@@ -88,7 +88,7 @@ def perturbations(hw: HardwareProfile) -> list[Perturbation]:
         u = float(p.get("rel_uncertainty", 0.0) or 0.0)
         if u <= 0:
             continue
-        kind = "derived" if "derived_from" in p else "fitted"
+        kind = calibration_kind(p).split(" ")[0]  # a copy of another system's fit says 'borrowed'
         mk = lambda f, m=model, q=p: dataclasses.replace(hw, calibration={**hw.calibration, m: _scale_model(q, f)})
         out.append(Perturbation(f"calibration.{model}", kind, u, mk(1.0 / (1.0 + u)), mk(1.0 + u),
                                 "model times x 1/(1+u) and x (1+u)"))

@@ -25,6 +25,7 @@ from ..costs.registry import build_step_cost
 from ..costs.speculative import SpeculativeStepCost, mtp_draft_model
 from ..specs.catalog import hardware_keys, load_hardware_ref, load_model_ref
 from ..specs.features import ExpertLoadSpec, SpeculativeSpec
+from ..specs.hardware import calibration_kind
 from ..specs.scenario import EngineSpec, GroupSpec
 from . import data
 
@@ -121,18 +122,6 @@ def step_report() -> str:
     return "\n".join(lines)
 
 
-def _calibration_kind(p: dict) -> str:
-    if p.get("label") in ("borrowed", "measured"):
-        return str(p["label"])
-    if "derived_from" in p:
-        return "derived"
-    if "partly_from" in p:
-        return "fitted (partly derived)"
-    if "pair_from" in p or "base_from" in p:  # a constant held at another system's fit (DeepEP)
-        return "fitted (partly borrowed)"
-    return "fitted"
-
-
 @lru_cache(maxsize=1)
 def constants_table() -> pd.DataFrame:
     """Every constant of every profile: profile, constant, value, kind, relative uncertainty,
@@ -152,7 +141,7 @@ def constants_table() -> pd.DataFrame:
                                if isinstance(v, (int, float)) and not k.endswith(("mape", "points", "uncertainty",
                                                                                     "faster_than_peak")))
             src = str(p.get("derived_from") or p.get("partly_from") or p.get("data", ""))
-            rows.append((key, f"calibration.{model}", consts, _calibration_kind(p), float(p.get("rel_uncertainty", np.nan)),
+            rows.append((key, f"calibration.{model}", consts, calibration_kind(p), float(p.get("rel_uncertainty", np.nan)),
                          src))
     return pd.DataFrame(rows, columns=["profile", "constant", "value", "kind", "rel_uncertainty", "source"])
 

@@ -9,9 +9,12 @@ import sys
 def register(sub) -> None:
     s = sub.add_parser("sensitivity", help="perturb each fitted/assumed constant by its uncertainty and re-simulate",
                        description="Perturb every constant of the scenario's hardware profile that has a stated "
-                                   "uncertainty (assumptions, derived and fitted models) to its low and high end, "
-                                   "re-simulate, and rank the constants by how much they move mean TTFT, mean ITL, "
-                                   "output throughput and goodput.")
+                                   "uncertainty (assumptions, derived and fitted models), and every assumption that "
+                                   "lives in the price modules (P/D fixed costs, restart, MTP acceptance, expert skew "
+                                   "and drift, CUDA-graph and DeepEP memory, NVLink and Mooncake transfer priors, "
+                                   "dequantisation, small-kernel counts, two-batch overlap, attention backends) where "
+                                   "the scenario uses it, to its low and high end, re-simulate, and rank the constants "
+                                   "by how much they move mean TTFT, mean ITL, output throughput and goodput.")
     s.add_argument("scenario", help="scenario YAML path or bundled key (see `pdsim list scenarios`)")
     s.add_argument("--set", action="append", metavar="FIELD=VALUE",
                    help="override a scenario field first (e.g. --set workload.num_requests=300 for a quicker study)")

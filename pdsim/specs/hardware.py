@@ -238,6 +238,21 @@ class HardwareProfile:
         return "measured"
 
 
+def calibration_kind(params: dict) -> str:
+    """'measured', 'borrowed', 'derived' or 'fitted' (partly derived or borrowed) for one model of
+    a profile's ``calibration`` block: its ``label`` where the fit wrote one (a copy of another
+    system's fit says 'borrowed'), else from the keys that say where its constants came from."""
+    if params.get("label") in ("borrowed", "measured"):
+        return str(params["label"])
+    if "derived_from" in params:
+        return "derived"
+    if "partly_from" in params:
+        return "fitted (partly derived)"
+    if "pair_from" in params or "base_from" in params:  # a constant held at another system's fit (DeepEP)
+        return "fitted (partly borrowed)"
+    return "fitted"
+
+
 def load_hardware(path: str | Path, resolve_base=None) -> HardwareProfile:
     """A profile YAML; one with ``base:`` is an overlay on another profile (specs/overlay.py),
     found by ``resolve_base`` (default: a path next to the overlay; the catalog's knows bundled keys)."""

@@ -9,6 +9,8 @@ numbers as if they were its own.
 """
 from __future__ import annotations
 
+import pytest
+
 from pdsim.calibrate import data
 from pdsim.calibrate.fit import DERIVED_MIN_UNCERTAINTY
 from pdsim.specs.catalog import hardware_keys, load_hardware_ref
@@ -49,3 +51,34 @@ def test_the_donor_is_the_closest_nic_share_not_the_first_fit():
         other = load_hardware_ref(o).nic_bytes_per_gpu
         assert abs(theirs / mine - 1) <= abs(other / mine - 1) or theirs <= other
     assert f"x{mine / theirs:.2f}" in p["derived_from"]
+
+
+def test_a_constant_is_measured_only_on_the_gpu_it_was_measured_on():
+    """Item 7, labels: DeepEP's docs measured the NVLink fraction (~160 of 200 GB/s per direction)
+    on H800, so every other GPU's is derived from it, and a GPU without NVLink keeps the prior on
+    its PCIe peers (an assumption); a factor of 1.0 over a PCIe figure that is already achievable
+    is no measurement either."""
+    for key in hardware_keys():
+        hw = load_hardware_ref(key)
+        nvlink = hw.constant_kind("efficiency.nvlink")
+        if nvlink == "unused":
+            continue
+        assert (nvlink == "measured") == (key == "h800"), (key, nvlink)
+        if hw.gpu.nvlink_gbps == 0:
+            assert nvlink == "assumed", key
+        assert hw.constant_kind("efficiency.pcie") != "measured", key
+
+
+def test_deepeps_sm_share_is_its_24_sms_over_each_gpus_own():
+    """DeepEP's normal kernels hold an absolute number of SMs (24 in its README's benchmarks;
+    SGLang gives DeepGEMM the rest, ``deep_gemm_num_sms = total - DeepEPConfig.num_sms``): on an
+    H20's 78 SMs that is 24/78 of the compute, not the H100's 24/132, and a share carried from
+    the H100 is no measurement of this GPU."""
+    for key in hardware_keys():
+        hw = load_hardware_ref(key)
+        kind = hw.constant_kind("efficiency.deepep_normal_sm_share")
+        if kind == "unused":
+            continue
+        # (the 132-SM Hoppers carry 24/132 rounded to 0.18)
+        assert hw.efficiency.deepep_normal_sm_share == pytest.approx(24 / hw.gpu.sms, rel=0.015), key
+        assert kind == ("measured" if hw.gpu.sms == 132 else "derived"), (key, kind)
