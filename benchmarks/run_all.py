@@ -251,9 +251,13 @@ def memory_table(r: dict) -> list[str]:
     import run_memory
 
     rows = r.get("pdsim_run") or []
-    load = r.get("load_avg", {}).get("pdsim_run")
+    load = r.get("load_avg", {}).get("pdsim_run") or r.get("pdsim_run_load_avg")
     how = ("all at once in the background while the benchmarks above ran" if r.get("pdsim_run_alongside")
            else "after the benchmarks above")
+    kept = r.get("pdsim_run_kept")  # rows carried from an earlier run (--keep-pdsim-run)
+    if kept:
+        how = (f"not in this run: kept from the `run_all.py` run of {kept['date']} at commit `{kept['commit']}` "
+               f"({kept['file']}), where they ran {how.replace('the benchmarks above', 'the benchmarks of that run')}")
     lines = [f"Memory through `pdsim run` (simulate, summary, verdict facts, every output file: summary.json, "
              f"requests and timeline Parquet, report.html; verdict re-simulation off), each run its own process, "
              f"{how}; peak RSS the kernel's `ru_maxrss` for it (what `/usr/bin/time -v` prints)"
@@ -318,6 +322,23 @@ def write_readme(md: str) -> None:
     readme.write_text(head + BEGIN + "\n" + md + "\n" + END + tail)
 
 
+def _kept_rows(path: Path) -> dict:
+    """The ``pdsim run`` rows of an earlier results file, with where they come from."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--keep-pdsim-run {path}: cannot read a results file ({e})")
+    if not isinstance(old, dict) or not old.get("pdsim_run"):
+        raise SystemExit(f"--keep-pdsim-run {path}: no 'pdsim_run' rows in it")
+    src = old.get("pdsim_run_kept") or {"date": old.get("date", "?"), "commit": old.get("commit", "?"),
+                                         "file": str(path)}
+    out = {k: old[k] for k in ("pdsim_run", "pdsim_run_requested", "pdsim_run_alongside") if k in old}
+    out["pdsim_run_kept"] = src
+    if "pdsim_run" in old.get("load_avg", {}):
+        out["pdsim_run_load_avg"] = old["load_avg"]["pdsim_run"]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a look, not the README's figures)")
@@ -330,9 +351,16 @@ def main() -> None:
                          "B from 5M on, as the README's rows); skip it for a quick run")
     ap.add_argument("--pdsim-run-alongside", action="store_true",
                     help="run the --pdsim-run measurements in the background beside the other benchmarks")
+    ap.add_argument("--keep-pdsim-run", metavar="RESULTS_JSON",
+                    help="carry the `pdsim run` memory rows of an earlier results file into this one, labelled with "
+                         "their date and commit (the 10M run takes an hour; the README then says they were not "
+                         "re-measured)")
     args = ap.parse_args()
     if args.rounds < 1:
         raise SystemExit("--rounds: must be >= 1")
+    if args.keep_pdsim_run and args.pdsim_run:
+        raise SystemExit("--keep-pdsim-run: give it or --pdsim-run, not both")
+    kept = _kept_rows(Path(args.keep_pdsim_run)) if args.keep_pdsim_run else None
     if args.from_json:
         r = json.loads(Path(args.from_json).read_text())
     else:
@@ -341,7 +369,9 @@ def main() -> None:
         runs = run_memory.parse_runs(args.pdsim_run) if args.pdsim_run else None
         path = HERE / ("results-quick.json" if args.quick else "results.json")
         r = measure(args.quick, args.baseline, args.rounds, runs, args.pdsim_run_alongside,
-                    save=lambda res: path.write_text(json.dumps(res, indent=2) + "\n"))
+                    save=lambda res: path.write_text(json.dumps({**res, **(kept or {})}, indent=2) + "\n"))
+    if kept:
+        r.update(kept)
     if r.get("quick"):
         print(table(r))
         return

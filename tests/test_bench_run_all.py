@@ -109,3 +109,26 @@ def test_a_stopped_run_renders_what_it_measured_and_names_the_rest():
     del r["core"], r["length"]
     text = run_all.table(r)
     assert "Same-run comparison" in text and "Absolute figures: not measured" in text and "| 10,000,000 | B |" in text
+
+
+def test_kept_memory_rows_say_where_they_come_from_and_bad_files_are_one_line(tmp_path):
+    """--keep-pdsim-run: the hour-long 10M row is carried from an earlier results file with its date and
+    commit, and the README says it was not re-measured in this run."""
+    import json
+
+    old = _results(193_022)
+    old["load_avg"]["pdsim_run"] = {"start": 5.0, "end": 4.9, "wall_s": 3900.0}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    kept = run_all._kept_rows(tmp_path / "old.json")
+    assert kept["pdsim_run"] == old["pdsim_run"]
+    assert kept["pdsim_run_kept"]["date"] == "2026-11-26" and kept["pdsim_run_kept"]["commit"] == "abc1234"
+    new = {k: v for k, v in _results(193_022).items() if not k.startswith("pdsim_run")}
+    new.update(commit="def5678", date="2026-11-27", **kept)
+    text = run_all.table(new)
+    assert "not in this run: kept from the `run_all.py` run of 2026-11-26 at commit `abc1234`" in text
+    assert "load average 5.0 at the start and 4.9 at the end" in text
+    assert "| 10,000,000 | B |" in text
+    (tmp_path / "none.json").write_text(json.dumps({"date": "x"}))
+    for bad, why in ((tmp_path / "none.json", "no 'pdsim_run' rows"), (tmp_path / "missing.json", "cannot read")):
+        with pytest.raises(SystemExit, match=why):
+            run_all._kept_rows(bad)
