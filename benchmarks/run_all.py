@@ -256,8 +256,8 @@ def memory_table(r: dict) -> list[str]:
            else "after the benchmarks above")
     kept = r.get("pdsim_run_kept")  # rows carried from an earlier run (--keep-pdsim-run)
     if kept:
-        how = (f"not in this run: kept from the `run_all.py` run of {kept['date']} at commit `{kept['commit']}` "
-               f"({kept['file']}), where they ran {how.replace('the benchmarks above', 'the benchmarks of that run')}")
+        how = (f"not in this run: measured on {kept['date']} at commit `{kept['commit']}` ({kept['file']}), "
+               + kept.get("how", f"where they ran {how.replace('the benchmarks above', 'the benchmarks of that run')}"))
     lines = [f"Memory through `pdsim run` (simulate, summary, verdict facts, every output file: summary.json, "
              f"requests and timeline Parquet, report.html; verdict re-simulation off), each run its own process, "
              f"{how}; peak RSS the kernel's `ru_maxrss` for it (what `/usr/bin/time -v` prints)"
@@ -331,7 +331,7 @@ def _kept_rows(path: Path) -> dict:
     if not isinstance(old, dict) or not old.get("pdsim_run"):
         raise SystemExit(f"--keep-pdsim-run {path}: no 'pdsim_run' rows in it")
     src = old.get("pdsim_run_kept") or {"date": old.get("date", "?"), "commit": old.get("commit", "?"),
-                                         "file": str(path)}
+                                         "file": f"`run_all.py` results in {path}"}
     out = {k: old[k] for k in ("pdsim_run", "pdsim_run_requested", "pdsim_run_alongside") if k in old}
     out["pdsim_run_kept"] = src
     if "pdsim_run" in old.get("load_avg", {}):

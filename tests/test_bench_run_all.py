@@ -125,7 +125,7 @@ def test_kept_memory_rows_say_where_they_come_from_and_bad_files_are_one_line(tm
     new = {k: v for k, v in _results(193_022).items() if not k.startswith("pdsim_run")}
     new.update(commit="def5678", date="2026-11-27", **kept)
     text = run_all.table(new)
-    assert "not in this run: kept from the `run_all.py` run of 2026-11-26 at commit `abc1234`" in text
+    assert "not in this run: measured on 2026-11-26 at commit `abc1234` (`run_all.py` results in" in text
     assert "load average 5.0 at the start and 4.9 at the end" in text
     assert "| 10,000,000 | B |" in text
     (tmp_path / "none.json").write_text(json.dumps({"date": "x"}))
