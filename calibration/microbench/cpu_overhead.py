@@ -18,6 +18,7 @@ BATCHES = (1, 8, 32)  # vLLM --max-num-seqs 32 in the validation engine
 PROMPTS = (32, 512, 1024)  # prompt tokens: the decode context grows from ~100 to ~1,100 tokens
 OUTPUT_TOKENS = 192
 REPEATS = 5
+LONG_PROMPT = 512  # the prefill check's prompt (tokens): one step at the engine's 512-token budget
 
 
 def _median_itl_us(rec) -> float:
@@ -41,6 +42,68 @@ def _median_itl_us(rec) -> float:
     return float(np.median(per) * 1e6) if 2 * len(per) >= len(spans) else float("nan")
 
 
+def _window_gaps(rec):
+    """The inter-token gaps (seconds) of the first request while all B requests decode (the
+    stretch _median_itl_us times): one step per gap, the same steps for every request. Empty when
+    the stretch holds fewer than 8 tokens."""
+    import numpy as np
+
+    t, off = rec.tokens.times, rec.tokens.offsets
+    spans = [t[a:b] for a, b in zip(off[:-1], off[1:]) if b - a > 2]
+    if not spans:
+        return np.zeros(0)
+    w0, w1 = max(s[0] for s in spans), min(s[-1] for s in spans)
+    inside = spans[0][(spans[0] >= w0) & (spans[0] <= w1)]
+    return np.diff(inside) if len(inside) >= 8 else np.zeros(0)
+
+
+def dispersion(runs: dict[tuple[int, int], list]) -> dict:
+    """How much decode steps of one shape vary around their mean (the step-time dispersion
+    pdsim's ``efficiency.step_cv`` prices): ``runs`` maps (batch, prompt) to each repeat's window
+    gaps (seconds). Within a run every gap is divided by that run's mean; between runs each run's
+    mean by its shape's mean over the repeats. ``cv`` = sqrt(within^2 + between^2), the
+    coefficient of variation of one step around its shape's mean; ``tau_ms`` = the within-run
+    integrated autocorrelation time (mean gap x (1/2 + sum of the lag-k correlations while they
+    stay positive)), how long a slow or fast phase lasts; ``zero_gap_share``: gaps of 0 s (the
+    client read several steps at once), which make the figures the client's, not the engine's."""
+    import numpy as np
+
+    ratios, means, between, zeros, n = [], [], [], 0, 0
+    series = []
+    for shape, reps in sorted(runs.items()):
+        m = [float(np.mean(g)) for g in reps if len(g) >= 8]
+        if len(m) >= 2:
+            between.append(float(np.std(m) / np.mean(m)))
+        for g in reps:
+            if len(g) < 8:
+                continue
+            zeros += int(np.sum(g <= 5e-5))
+            n += len(g)
+            r = g / np.mean(g)
+            ratios.append(r)
+            series.append(r - 1.0)
+            means.append(float(np.mean(g)))
+    if not ratios:
+        return {}
+    within = float(np.std(np.concatenate(ratios)))
+    var = float(np.mean(np.concatenate(series) ** 2))
+    rho = []
+    for k in range(1, 16):
+        num = [float(np.sum(x[:-k] * x[k:])) for x in series if len(x) > k]
+        cnt = sum(len(x) - k for x in series if len(x) > k)
+        if not cnt or var <= 0:
+            break
+        r = sum(num) / cnt / var
+        if r <= 0:
+            break
+        rho.append(round(r, 3))
+    tau_steps = 0.5 + sum(rho)
+    btw = float(np.mean(between)) if between else 0.0
+    return {"cv": round(float(np.hypot(within, btw)), 4), "cv_within": round(within, 4), "cv_between": round(btw, 4),
+            "tau_ms": round(tau_steps * float(np.mean(means)) * 1e3, 2), "lag_correlations": rho,
+            "gaps": n, "zero_gap_share": round(zeros / n, 4) if n else None}
+
+
 def overhead(args) -> None:
     """Host overheads from dedicated runs (see the module doc): the decode ITL at each
     concurrency B in BATCHES and prompt length in PROMPTS (B requests started together,
@@ -54,9 +117,11 @@ def overhead(args) -> None:
 
     out = Path(args.out)
     samples: dict[tuple[int, int], list[float]] = {}
+    gaps: dict[tuple[int, int], list] = {}
     rec, seed = None, 100
     batches, prompts = getattr(args, "batches", None) or BATCHES, getattr(args, "prompts", None) or PROMPTS
     out_tokens = getattr(args, "output_tokens", None) or OUTPUT_TOKENS
+    fifo = getattr(args, "client_fifo", None)  # the client's token times are the engine's (replay/priority.py)
     # one untimed pass over the shapes first: a fresh server's first steps of a new shape run
     # slower (measured 2026-11-26: the first of two repeats was 1.2-6.8x the second at every B)
     for b in batches:
@@ -70,8 +135,10 @@ def overhead(args) -> None:
                 n, seed = b, seed + 1  # a new prompt seed: no prefix-cache hit across runs
                 table = RequestTable(np.zeros(n), np.full(n, p), np.full(n, out_tokens), max_concurrency=b,
                                      source="overhead")
-                rec = replay(table, ReplayConfig(args.endpoint, max_concurrency=b, seed=seed), name=f"overhead-b{b}")
+                rec = replay(table, ReplayConfig(args.endpoint, max_concurrency=b, seed=seed, fifo=fifo),
+                             name=f"overhead-b{b}")
                 samples.setdefault((b, p), []).append(_median_itl_us(rec))
+                gaps.setdefault((b, p), []).append(_window_gaps(rec))
     # the timed stretch sits mid-decode: mean context = prompt + half the output
     rows = [{"batch": b, "prompt_tokens": p, "requests": b, "mean_context": p + out_tokens // 2,
              "median_itl_us": float(np.nanmedian(v)) if not np.isnan(v).all() else None,
@@ -80,12 +147,20 @@ def overhead(args) -> None:
     for r in rows:
         print(r)
     idle = RequestTable(np.arange(5) * 0.5, np.full(5, 32), np.full(5, 2), max_concurrency=1, source="idle-ttft")
-    r = replay(idle, ReplayConfig(args.endpoint, max_concurrency=1), name="idle-ttft")
+    r = replay(idle, ReplayConfig(args.endpoint, max_concurrency=1, seed=seed + 1, fifo=fifo), name="idle-ttft")
     ttft = (r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6
+    # a long prompt alone, the same way: the engine's own prefill step, which the profile's kernels
+    # must price (cpu_profile_fit.prefill_check)
+    long_ = RequestTable(np.arange(5) * 1.5, np.full(5, LONG_PROMPT), np.full(5, 2), max_concurrency=1,
+                         source="idle-ttft-long")
+    r = replay(long_, ReplayConfig(args.endpoint, max_concurrency=1, seed=seed + 2, fifo=fifo), name="idle-ttft-long")
+    ttft_long = (r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6
     info = {"endpoint": args.endpoint, "server_version": (rec.meta if rec else {}).get("server_version"),
             "output_tokens": out_tokens, "client_cpus": sorted(os.sched_getaffinity(0)), "itl_by_batch": rows,
             "repeats": getattr(args, "repeats", REPEATS),
             "idle_ttft_us": float(np.median(ttft)), "idle_ttft_prompt_tokens": 32,
+            "idle_ttft_long_us": float(np.median(ttft_long)), "idle_ttft_long_tokens": LONG_PROMPT,
+            "dispersion": dispersion(gaps), "client_sched": f"SCHED_FIFO {fifo}" if fifo else "SCHED_OTHER",
             "date": dt.date.today().isoformat()}
     (out / "overhead.json").write_text(json.dumps(info, indent=2) + "\n")
     print(json.dumps(info, indent=2))

@@ -344,9 +344,11 @@ def remeasure(args) -> None:
         own = os.sched_getaffinity(0)
         if len(cpus) > 1:
             os.sched_setaffinity(0, {client_core})  # the client off the worker's core
+        fifo = getattr(args, "client_fifo", None)  # each token read when it comes (pdsim/replay/priority.py)
         try:
             overhead(argparse.Namespace(out=str(out), endpoint=srv.url, repeats=args.repeats, batches=args.batches,
-                                        prompts=args.prompts, output_tokens=args.output_tokens))
+                                        prompts=args.prompts, output_tokens=args.output_tokens,
+                                        client_fifo=fifo))
         finally:
             os.sched_setaffinity(0, own)
     t_overhead = time.monotonic() - t1 - t_start
@@ -354,6 +356,8 @@ def remeasure(args) -> None:
     for flag, v in (("--batches", args.batches), ("--prompts", args.prompts), ("--output-tokens", args.output_tokens)):
         if v:
             bounds.append(f"{flag} {' '.join(map(str, v)) if isinstance(v, (list, tuple)) else v}")
+    if fifo:
+        bounds.append(f"--client-fifo {fifo}")
     profile(argparse.Namespace(out=str(out), model=args.model, name=args.name, yaml=args.yaml, fresh=True,
                                bounds=" ".join(bounds)))
     info = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -385,6 +389,10 @@ def main() -> None:
         o.add_argument("--batches", type=int, nargs="+", help=f"concurrencies B (default {BATCHES})")
         o.add_argument("--prompts", type=int, nargs="+", help=f"prompt tokens (default {PROMPTS})")
         o.add_argument("--output-tokens", type=int, help=f"output tokens per request (default {OUTPUT_TOKENS})")
+        o.add_argument("--client-fifo", type=int, metavar="PRIO",
+                       help="run the overhead client's send/receive loop at SCHED_FIFO priority PRIO (root): its "
+                            "token times are the engine's, not its own turns on a shared core, so the steps' "
+                            "spread is measured too (efficiency.step_cv)")
     sub.choices["overhead"].add_argument("--repeats", type=int, default=REPEATS, help="runs per (B, prompt)")
     sub.choices["profile"].add_argument("--yaml", required=True, help="profile YAML to write")
     sub.choices["profile"].add_argument("--fresh", action="store_true",

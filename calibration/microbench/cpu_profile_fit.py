@@ -16,6 +16,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # pdsim from this checkout
 
+#: 0 s gaps in the overhead runs above which their spread is the client's, not the engine's
+MAX_ZERO_GAP_SHARE = 0.02
+#: priced / engine prefill of a long idle prompt past which the profile is flagged (prefill_check)
+PREFILL_CHECK_TOLERANCE = 0.10
+
 
 def _hw(facts: dict, name: str):
     from pdsim.specs.hardware import Efficiency, GPUSpec, HardwareProfile, NodeSpec
@@ -46,6 +51,29 @@ def fits(out: Path, facts: dict, name: str) -> dict:
     for k, v in cal.items():
         v["data"] = f"{out}/{'gemm' if k.startswith('gemm') else 'attention'}.csv"
     return cal
+
+
+def prefill_check(ov: dict, cost, path_ms: float, fixed_us: float) -> dict | None:
+    """The kernels' price of a long prompt against the engine's own: the idle TTFT of
+    ``idle_ttft_long_tokens`` (overhead.json) less the request path is the engine's prefill step,
+    priced the way the request path was (kernels + the fitted per-step work ``fixed_us``). A
+    check, not a fit: the kernel timing can run in a slow or fast phase of the host (2026-11-27:
+    one remeasure's GEMM rows at M >= 256 came out 1.0-1.36x another's three hours apart, the
+    engine's own prefill steps within 4%), and every TTFT pdsim prices inherits it. None when the
+    overhead runs did not time a long prompt (older overhead.json)."""
+    n = ov.get("idle_ttft_long_tokens")
+    if not n or not ov.get("idle_ttft_long_us"):
+        return None
+    parts = cost.breakdown(n, n * n / 2.0, 1, 0, 0.0)
+    priced = (sum(parts.values()) - parts["overhead"]) * 1e6 + fixed_us
+    engine = ov["idle_ttft_long_us"] - path_ms * 1e3
+    ratio = priced / engine if engine > 0 else float("inf")
+    if abs(ratio - 1.0) > PREFILL_CHECK_TOLERANCE:
+        print(f"warning: the measured kernels price a {n}-token prefill {ratio:.2f}x the engine's own ({priced / 1e3:.0f} "
+              f"against {engine / 1e3:.0f} ms): the kernel timing ran in a slower or faster phase of the host than "
+              "the engine; every TTFT priced from this profile inherits it. Run remeasure again.", file=sys.stderr)
+    return {"tokens": n, "engine_prefill_us": round(engine, 1), "priced_prefill_us": round(priced, 1),
+            "priced_over_engine": round(ratio, 3)}
 
 
 def profile(args) -> None:
@@ -100,6 +128,7 @@ def profile(args) -> None:
     parts = cost.breakdown(p, p * p / 2.0, 1, 0, 0.0)
     prefill_us = (sum(parts.values()) - parts["overhead"]) * 1e6 + step_overhead_us + seq_overhead_us
     path_ms = max(0.0, (ov["idle_ttft_us"] - prefill_us) / 1e3)
+    check = prefill_check(ov, cost, path_ms, step_overhead_us + seq_overhead_us)
     fit_lines = "; ".join(f"B={r['batch']} ctx {r['mean_context']}: ITL {r['median_itl_us']:.0f} us, compute "
                           f"{r['priced_compute_us']:.0f} us, fit {r['fit_error']:+.0%}" for r in rows)
     gb = facts["copy_bytes_per_s"] / 1e9
@@ -158,6 +187,24 @@ def profile(args) -> None:
                           f"command: {facts['command']}",
         },
     }
+    # the steps' spread around their price (sim/engine/dispersion.py), where the overhead client read
+    # each token when it came: with 0 s gaps the spread is the client's turns on its core, not the engine's
+    disp = ov.get("dispersion") or {}
+    if disp.get("cv") and (disp.get("zero_gap_share") or 0.0) <= MAX_ZERO_GAP_SHARE:
+        doc["efficiency"]["step_cv"] = disp["cv"]
+        doc["efficiency"]["step_cv_tau_ms"] = disp["tau_ms"]
+        doc["sources"]["efficiency.step_cv"] = (
+            f"measured: coefficient of variation of the decode steps of one shape in the same dedicated runs "
+            f"(client {ov.get('client_sched', 'SCHED_OTHER')}): within a run {disp['cv_within']}, between repeats "
+            f"{disp['cv_between']}, over {disp['gaps']} gaps ({disp['zero_gap_share']:.1%} of them 0 s); never fitted "
+            "to the validation runs")
+        doc["sources"]["efficiency.step_cv_tau_ms"] = (
+            f"measured: integrated autocorrelation time of those steps within a run (lag correlations "
+            f"{disp['lag_correlations']}) x their mean gap; phases longer than one run are in cv, not here")
+    elif disp:
+        print(f"step dispersion not written: {disp.get('zero_gap_share', 0):.1%} of the overhead runs' gaps are 0 s "
+              f"(more than {MAX_ZERO_GAP_SHARE:.0%}: the client's turns, not the engine's steps; remeasure with "
+              "--client-fifo PRIO)")
     # the machine block: where it was measured and how to measure it again (pdsim.specs.machine)
     from pdsim.specs.machine import cores
 
@@ -178,9 +225,13 @@ def profile(args) -> None:
     doc["machine"] = machine
     uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.25, "efficiency.seq_overhead_us": 0.25,
                                    "efficiency.ctx_overhead_ns": 0.2}}
+    if "step_cv" in doc["efficiency"]:
+        # two runs of the same command on one host gave cv 0.14 / 0.16 and tau 33 / 17 ms; the
+        # recordings' own steps spread more (0.20-0.24: docs/mechanisms/step-dispersion.md)
+        uncertainty["uncertainty"].update({"efficiency.step_cv": 0.5, "efficiency.step_cv_tau_ms": 1.0})
     (out / "host_overheads.json").write_text(json.dumps(
         {"step_overhead_us": step_overhead_us, "seq_overhead_us": seq_overhead_us, "ctx_overhead_ns": ctx_overhead_ns,
-         "request_path_ms": path_ms,
+         "request_path_ms": path_ms, "prefill_check": check,
          "rows": rows, "idle_ttft_us": ov["idle_ttft_us"], "priced_idle_prefill_us": prefill_us}, indent=2) + "\n")
     Path(args.yaml).write_text(f"# Hardware profile of this machine's CPU, written by calibration/microbench/"
                                f"cpu_profile.py ({dt.date.today().isoformat()}).\n# Units as in every profile: "

@@ -44,6 +44,9 @@ def register(sub) -> None:
     r.add_argument("--block-size", type=int, default=16,
                    help="the engine's KV block (page) size: prompts are recorded as chained hashes of blocks this "
                         "long, as vLLM's prefix cache keys them (default 16, vLLM's)")
+    r.add_argument("--fifo", type=int, metavar="PRIO",
+                   help="read the streams at SCHED_FIFO priority PRIO (root): on a host where the client shares a "
+                        "core with the server, each token is stamped when it arrives, not at the client's next turn")
     r.add_argument("--seed", type=int, default=0, help="seed of prompts (and of --rate arrivals)")
     r.add_argument("--name", default="replay", help="run name in reports")
     r.add_argument("--description", default="", help="one line saying what was run (report header)")
@@ -96,12 +99,17 @@ def run(args: argparse.Namespace) -> int:
         cfg = ReplayConfig(args.endpoint, args.api, args.model, args.max_concurrency, args.max_inflight,
                            args.timeout, not args.no_ignore_eos, args.prompt, args.seed, args.vocab_size,
                            progress=not args.no_progress and sys.stderr.isatty(),
-                           follow_redirects=args.follow_redirects, skip_too_long=args.skip_too_long)
+                           follow_redirects=args.follow_redirects, skip_too_long=args.skip_too_long,
+                           fifo=args.fifo)
     except ValueError as err:
-        raise SpecError(str(err), field="--prompt" if "token ids" in str(err) else "--api") from None
+        field = "--fifo" if str(err).startswith("fifo:") else "--prompt" if "token ids" in str(err) else "--api"
+        raise SpecError(str(err), field=field) from None
     print(f"pdsim replay: {len(table)} requests from {table.source} -> {args.endpoint} ({args.api})", file=sys.stderr)
-    rec = replay(table, cfg, name=args.name, description=args.description, hardware=args.hardware,
-                 workload_source=str(args.workload), hash_block=args.block_size)
+    try:
+        rec = replay(table, cfg, name=args.name, description=args.description, hardware=args.hardware,
+                     workload_source=str(args.workload), hash_block=args.block_size)
+    except PermissionError as err:  # --fifo without the right to it (priority.py)
+        raise SpecError(str(err), field="--fifo") from None
     rec.meta["time_scale"] = args.time_scale
     res = Results(rec)
     s = res.summary()

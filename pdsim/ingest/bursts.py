@@ -44,5 +44,5 @@ def burst_note(gaps: Iterable[Iterable[float]]) -> str | None:
         return None
     return (f"{share:.0%} of the {n:,} inter-token gaps are 0 s: tokens reached the client in bursts (several steps' "
             "events in one read: the client, or a proxy in front, was not scheduled when they were sent), so the "
-            "real ITL percentiles are the client's, not the engine's; the mean ITL is not affected (give the client "
-            "a core or a priority of its own: validation/README.md)")
+            "real ITL percentiles are the client's, not the engine's; the mean ITL is not affected (record with "
+            "`pdsim replay --fifo 10` or give the client a core of its own: validation/README.md)")

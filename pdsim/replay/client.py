@@ -33,6 +33,7 @@ import numpy as np
 
 from ..workload.table import RequestTable
 from .guards import COUNT_SLACK, FREE_PER_STREAM, HeldBytes, Malformed, error_text
+from .priority import check_fifo
 from .protocols import APIS, parse_chunk, request_body, sse_payloads
 
 
@@ -52,6 +53,7 @@ class ReplayConfig:
     extra_body: dict = field(default_factory=dict)
     follow_redirects: bool = False  # a 3xx fails the request (naming its Location) unless set
     skip_too_long: bool = False  # leave out requests past the server's max_model_len (else refuse the run)
+    fifo: int | None = None  # SCHED_FIFO priority of the send/receive loop (priority.py); None: as started
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
@@ -60,6 +62,7 @@ class ReplayConfig:
             raise ValueError(f"prompt must be auto, token_ids or text, got {self.prompt!r}")
         if self.prompt == "token_ids" and self.api == "chat":
             raise ValueError("the chat API takes text, not token ids (use prompt: text or api: completions)")
+        check_fifo(self.fifo)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from ..workload.table import RequestTable
 from .client import ReplayConfig, Replayer
 from .prompts import TextCalibrator, TokenPrompts, seeded_text
 from . import guards
+from .priority import fifo
 from .record import results_record
 
 
@@ -272,7 +273,8 @@ def replay(table: RequestTable, cfg: ReplayConfig, *, name: str = "replay", desc
     from ..workload.prefix_hashes import DEFAULT_BLOCK
 
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    results, info, wall, table = asyncio.run(_replay(table, cfg, hash_block or DEFAULT_BLOCK))
+    with fifo(cfg.fifo):  # the send/receive loop only (priority.py)
+        results, info, wall, table = asyncio.run(_replay(table, cfg, hash_block or DEFAULT_BLOCK))
     from .. import __version__ as pdsim_version
 
     meta = {
@@ -283,6 +285,7 @@ def replay(table: RequestTable, cfg: ReplayConfig, *, name: str = "replay", desc
         "workload_source": workload_source or table.source, "max_concurrency": cfg.max_concurrency
         or table.max_concurrency, "ignore_eos": cfg.ignore_eos, "timeout_s": cfg.timeout_s, "seed": cfg.seed,
         "request_rate": table.meta.get("request_rate"), "table_meta": dict(table.meta),
+        "client_sched": f"SCHED_FIFO {cfg.fifo}" if cfg.fifo is not None else "as started",
     }
     meta.update(info)
     return results_record(table, results, name=name, meta=meta, gpus=gpus, nodes=nodes, wall_s=wall)

@@ -26,6 +26,7 @@ from ..specs.hardware import GIB, HardwareProfile
 from ..specs.memory import InstanceMemory, group_memory, kv_dtype
 from ..specs.model import ModelSpec
 from ..specs.scenario import GroupSpec, ResolvedScenario
+from .engine.dispersion import StepDispersion
 from .engine.executor import LocalExecutor
 from .experts import RemoteExpertExecutor
 from .host_cores import HostCores
@@ -263,6 +264,7 @@ class Builder:
         executor = (RemoteExpertExecutor(plan.cost, self.experts, iid, plan) if g.expert_service
                     else LocalExecutor(plan.cost))
         inst = Instance(self.env, iid, name, role, plan, executor, kv, self.ports, node, scheduler)
+        inst.dispersion = StepDispersion.of(plan.hw.efficiency, (getattr(sc, "seed", 0) or 0) * 1_000_003 + iid)
         inst.nodes = nodes
         nvlink = sc.cluster.disaggregated and sc.transfer.link != "rdma"
         if nvlink and len(nodes) == 1 and plan.gpus < plan.hw.gpus_per_node:

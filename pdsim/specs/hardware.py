@@ -175,6 +175,10 @@ class Efficiency:
     module_call_us: float = 0.0
     tokenize_ns: float = 0.0  # per prompt token on the API server (text prompts); 0 = prompts sent as token ids
     deepep_normal_sm_share: float = 0.18  # SMs DeepEP normal kernels hold while overlapped (24 of 132)
+    # a step's time around its price at one shape (sim/engine/dispersion.py): coefficient of
+    # variation and how long a slow or fast phase lasts (ms); 0 = every step takes its price
+    step_cv: float = 0.0
+    step_cv_tau_ms: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -186,6 +190,8 @@ class Efficiency:
         check(self.fp8_m_tile >= 1, "must be >= 1 (rows)", "fp8_m_tile")
         for f in SHARES:
             check(getattr(self, f) < 1, f"must be in [0, 1), got {getattr(self, f)}", f)
+        check(self.step_cv < 2, f"a coefficient of variation must be in [0, 2), got {self.step_cv}", "step_cv")
+        check(self.step_cv_tau_ms < float("inf"), "must be finite", "step_cv_tau_ms")
 
     def m_tile(self, dtype: str) -> float:
         """GEMM M granularity of kernels in ``dtype`` (FP8 kernels have their own)."""

@@ -44,6 +44,9 @@ def main() -> None:
                     help="record each server's steps (calibration/microbench/vllm_step_trace.py: DIR/p.<pid>, "
                          "DIR/d.<pid>), its processes' CPU and run-queue wait (host_share.py) and the core each "
                          "process ran on (sampled every 0.2 s) into DIR/host-<load>.json")
+    ap.add_argument("--client-fifo", type=int, metavar="PRIO",
+                    help="read the streams at SCHED_FIFO priority PRIO (root): each token is stamped when it "
+                         "arrives instead of after the servers' processes had their turn (pdsim/replay/priority.py)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="scenario overrides written into the case (a profile re-measured on this host: "
                          "hardware=PATH, overheads.router_ms=...)")
@@ -109,7 +112,8 @@ def main() -> None:
                     sampler = CoreSampler(procs)
                     snap0 = host_share.snapshot(procs)
                     span = [time.monotonic()]
-                rec = replay(t, ReplayConfig(proxy.url, timeout_s=300, seed=2000 + k), name=name,
+                rec = replay(t, ReplayConfig(proxy.url, timeout_s=300, seed=2000 + k, fifo=args.client_fifo),
+                             name=name,
                              description=f"vLLM 0.32 CPU 1P1D (shared-storage KV), tiny-llama, Poisson {rate:g} "
                                          f"req/s ({load})",
                              hardware="cpu-epyc-2c (this machine, 2 cores)", model_label="tiny-llama",
@@ -137,7 +141,8 @@ def main() -> None:
                     provenance=f"{rec.meta.get('server_version')} x2 at 127.0.0.1, {rec.meta['date']}, "
                                f"engine: {' '.join(ENGINE_ARGS)} (P: --max-num-batched-tokens 32768 "
                                f"--no-enable-prefix-caching) + ExampleConnector kv_both, VLLM_CPU_KVCACHE_SPACE=1; "
-                               f"D logged {hits} external cache hits",
+                               f"D logged {hits} external cache hits"
+                               + (f"; client at SCHED_FIFO priority {args.client_fifo}" if args.client_fifo else ""),
                     scenario=f"../../{SCENARIO}")
                 if tdir is not None:  # the cores each process was allowed and ran on, in the provenance
                     import yaml

@@ -74,6 +74,10 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     ap.add_argument("--trace-steps", metavar="FILE", help="record what vLLM's scheduler put in each step and when "
                                                           "(calibration/microbench/vllm_step_trace.py): rows in "
                                                           "FILE.<pid>, each load's time span in FILE.loads.json")
+    ap.add_argument("--client-fifo", type=int, metavar="PRIO",
+                    help="read the streams at SCHED_FIFO priority PRIO (root; the profile's overhead runs too): "
+                         "each token is stamped when it arrives instead of after the server's processes on the "
+                         "client's core have had their turn (pdsim/replay/priority.py)")
     ap.add_argument("--remeasure-args", default="--repeat 5 --batches 1 4 16 --prompts 32 512 --output-tokens 48 "
                                                 "--repeats 3", help="bounds of the re-measurement")
     args = ap.parse_args()
@@ -97,6 +101,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     pinning = (f"vLLM worker: its auto-binding (the first CPU; log: validation-server.log); API server and "
                f"engine core: unpinned; client: CPU {client_core} (sched_setaffinity); kernels: CPU {cpus[0]} "
                "(taskset)")
+    if args.client_fifo:
+        pinning += f"; client at SCHED_FIFO priority {args.client_fifo}"
     cases_dir = Path(args.cases)
     rel_prof = os.path.relpath(prof.resolve(), (ROOT / SCENARIO).parent)
     results = []
@@ -114,7 +120,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
             subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure",
                             "--out", str(pdir), "--name", "cpu-epyc-2c", "--yaml", str(prof), "--python", args.python,
                             "--engine-model", args.model, "--endpoint", srv.url, "--server-log", str(log),
-                            *args.remeasure_args.split()],
+                            *args.remeasure_args.split(),
+                            *(["--client-fifo", str(args.client_fifo)] if args.client_fifo else [])],
                            check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
         t_remeasure = time.monotonic() - t0
         host = json.loads((pdir / "host_overheads.json").read_text())
@@ -141,7 +148,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                     procs = host_share.processes(srv.proc.pid)
                     snap0 = host_share.snapshot(procs)
                 spans[name] = [time.monotonic()]
-                rec = replay(t, ReplayConfig(srv.url, timeout_s=600, seed=3000 + k), name=name,
+                rec = replay(t, ReplayConfig(srv.url, timeout_s=600, seed=3000 + k, fifo=args.client_fifo), name=name,
                              description=f"vLLM 0.32 CPU, tiny-llama, Poisson {rate:g} req/s ({load}) on this host",
                              hardware=f"{prof} (re-measured here)", model_label="tiny-llama",
                              workload_source=f"{SCENARIO} workload, seed {sc.scenario.seed}, Poisson {rate:g} req/s")
@@ -179,6 +186,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                 cms.write_rows(rows, args.mixed)
         finally:
             os.sched_setaffinity(0, own)
+
             if args.trace_steps:  # time.monotonic() spans of each replay, to cut the trace by load
                 Path(args.trace_steps + ".loads.json").write_text(json.dumps(spans, indent=1) + "\n")
     for load in [x for x in LOADS if x in args.loads]:
@@ -187,6 +195,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         print(f"{r.name}: " + ", ".join(f"{row.metric} {row.error:+.1%}" for row in r.rows
                                         if row.tolerance is not None) + f"  ({'pass' if r.passed else 'FAIL'})")
     info = {"capacity_rps": cap, "router_ms": router_ms, "remeasure_s": round(t_remeasure, 1),
+            "prefill_check": host.get("prefill_check"),
             "total_s": round(time.monotonic() - t0, 1), "pinning": pinning,
             "cases": {r.name: {row.metric: row.error for row in r.rows if row.tolerance is not None}
                       for r in results}}

@@ -26,6 +26,7 @@ class Stepping:
     host_core = None  # the host core its CPU worker shares with other placed workers (sim/host_cores.py)
     host_extra = 0.0  # its unpinned processes busy while it steps (host.unpinned)
     _core_job = None  # its step on that core, while one runs
+    dispersion = None  # its steps' spread around their price (dispersion.py); None: each takes its price
 
     def _loop(self):
         env = self.env
@@ -41,8 +42,9 @@ class Stepping:
         tiers = self.cache.tiers if self.cache is not None else None
         # decode-only steps may run inline between events (see _quiet_decode)
         core = self.host_core
+        disp = self.dispersion
         quiet = (decode_role and tiers is None and hasattr(env, "quiet_until")
-                 and getattr(self.executor, "pure", False) and core is None)
+                 and getattr(self.executor, "pure", False) and core is None and disp is None)
         while True:
             try:
                 if quiet and b.n and not (self.prealloc_q or self.ready_q or self.pq_tokens or self.remote_loads):
@@ -111,6 +113,8 @@ class Stepping:
                     dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx, rank_tokens=self.rank_max + n * self.q / self.dp)
                 else:
                     dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
+                if disp is not None:  # this step's phase of the host's slow and fast ones
+                    dur *= disp.factor(dur)
                 start = env.now
                 hold = 0.0
                 if self.load_until > start:
