@@ -58,3 +58,61 @@ def test_the_cli_names_the_flag(tmp_path, capsys):
                "--fifo", "0"])
     err = capsys.readouterr().err
     assert rc == 2 and "--fifo" in err and "[1, 99]" in err
+
+
+@pytest.mark.skipif(not _may_fifo(), reason="this process may not use SCHED_FIFO (not root, no CAP_SYS_NICE)")
+def test_only_the_timed_send_receive_loop_runs_at_fifo(monkeypatch):
+    """The prompts' preparation (text calibration, numpy prompt ids) and the prompts' block hashes
+    after the run are CPU work, not reads: at SCHED_FIFO on the client's core they would hold off
+    the server's processes there (and numpy's helper threads)."""
+    import numpy as np
+
+    from test_replay import FakeServer
+
+    from pdsim.replay import client, replay, session
+    from pdsim.workload import prefix_hashes
+    from pdsim.workload.table import RequestTable
+
+    seen = {}
+    prepare, run, hashes = session._prepare, client.Replayer.run, prefix_hashes.block_hashes
+
+    async def _prepare(*a, **k):
+        seen["prepare"] = os.sched_getscheduler(0)
+        return await prepare(*a, **k)
+
+    async def _run(self, *a, **k):
+        seen["run"] = os.sched_getscheduler(0)
+        return await run(self, *a, **k)
+
+    def _hashes(*a, **k):
+        seen["hashes"] = os.sched_getscheduler(0)
+        return hashes(*a, **k)
+
+    monkeypatch.setattr(session, "_prepare", _prepare)
+    monkeypatch.setattr(client.Replayer, "run", _run)
+    monkeypatch.setattr(prefix_hashes, "block_hashes", _hashes)
+    before = os.sched_getscheduler(0)
+    table = RequestTable(np.arange(3) * 0.01, np.full(3, 8), np.full(3, 3), source="test")
+    with FakeServer() as srv:
+        rec = replay(table, ReplayConfig(srv.url, fifo=5), name="t")
+    assert seen == {"prepare": before, "run": os.SCHED_FIFO, "hashes": before}
+    assert os.sched_getscheduler(0) == before and rec.meta["client_sched"] == "SCHED_FIFO 5"
+
+
+def test_without_the_right_the_cli_names_the_flag_before_sending(tmp_path, capsys, monkeypatch):
+    def refuse(*a):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 4}\n')
+    rc = main(["replay", str(trace), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o"),
+               "--fifo", "10"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--fifo" in err and "CAP_SYS_NICE" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_true_is_not_a_priority():
+    with pytest.raises(ValueError, match="fifo:"):
+        check_fifo(True)
