@@ -116,3 +116,29 @@ def test_without_the_right_the_cli_names_the_flag_before_sending(tmp_path, capsy
 def test_true_is_not_a_priority():
     with pytest.raises(ValueError, match="fifo:"):
         check_fifo(True)
+
+
+HARNESS = {  # each harness with --client-fifo, and a --python that starts nothing if it got that far
+    "here": ["validation/cpu-vllm/here.py", "--cases", "{tmp}/c", "--profile-dir", "{tmp}/p",
+             "--python", "{tmp}/no-python", "--skip-remeasure"],
+    "run_case": ["validation/cpu-vllm-pd/run_case.py", "--python", "{tmp}/no-python", "--model", "{tmp}/m",
+                 "--prefix", "{tmp}/never"],
+    "cpu_profile": ["calibration/microbench/cpu_profile.py", "overhead", "--out", "{tmp}/o",
+                    "--endpoint", "http://127.0.0.1:9"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(HARNESS))
+def test_the_harness_scripts_name_a_bad_client_fifo_before_they_start(script, tmp_path):
+    """here.py and run_case.py start servers and re-measure for minutes before their first replay:
+    a bad --client-fifo (or no right to SCHED_FIFO) is named at once, not as a traceback then."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    argv = [a.format(tmp=tmp_path) for a in HARNESS[script]]
+    p = subprocess.run([sys.executable, str(root / argv[0]), *argv[1:], "--client-fifo", "0"], cwd=root,
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "--client-fifo" in p.stderr and "[1, 99]" in p.stderr and "Traceback" not in p.stderr
