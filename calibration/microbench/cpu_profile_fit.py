@@ -226,8 +226,9 @@ def profile(args) -> None:
     uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.25, "efficiency.seq_overhead_us": 0.25,
                                    "efficiency.ctx_overhead_ns": 0.2}}
     if "step_cv" in doc["efficiency"]:
-        # two runs of the same command on one host gave cv 0.14 / 0.16 and tau 33 / 17 ms; the
-        # recordings' own steps spread more (0.20-0.24: docs/mechanisms/step-dispersion.md)
+        # two runs of the same command on one host gave cv 0.14 / 0.16 and tau 33 / 28 ms (validation/
+        # cpu-vllm-calibration/fifo, fifo2); the recordings' own steps spread more (0.18-0.24:
+        # docs/mechanisms/step-dispersion.md)
         uncertainty["uncertainty"].update({"efficiency.step_cv": 0.5, "efficiency.step_cv_tau_ms": 1.0})
     (out / "host_overheads.json").write_text(json.dumps(
         {"step_overhead_us": step_overhead_us, "seq_overhead_us": seq_overhead_us, "ctx_overhead_ns": ctx_overhead_ns,
