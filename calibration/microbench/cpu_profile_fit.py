@@ -67,13 +67,18 @@ def prefill_check(ov: dict, cost, path_ms: float, fixed_us: float) -> dict | Non
     parts = cost.breakdown(n, n * n / 2.0, 1, 0, 0.0)
     priced = (sum(parts.values()) - parts["overhead"]) * 1e6 + fixed_us
     engine = ov["idle_ttft_long_us"] - path_ms * 1e3
-    ratio = priced / engine if engine > 0 else float("inf")
-    if abs(ratio - 1.0) > PREFILL_CHECK_TOLERANCE:
+    ratio = priced / engine if engine > 0 else None
+    if ratio is None:  # the idle runs disagree with each other: nothing to compare the kernels with
+        print(f"warning: the {n}-token prompt's idle TTFT ({ov['idle_ttft_long_us'] / 1e3:.1f} ms) is not longer "
+              f"than the request path the {ov.get('idle_ttft_prompt_tokens', 32)}-token one gave ({path_ms:.1f} ms): "
+              "the prefill check has no engine prefill to compare the kernels with. Run remeasure again.",
+              file=sys.stderr)
+    elif abs(ratio - 1.0) > PREFILL_CHECK_TOLERANCE:
         print(f"warning: the measured kernels price a {n}-token prefill {ratio:.2f}x the engine's own ({priced / 1e3:.0f} "
               f"against {engine / 1e3:.0f} ms): the kernel timing ran in a slower or faster phase of the host than "
               "the engine; every TTFT priced from this profile inherits it. Run remeasure again.", file=sys.stderr)
     return {"tokens": n, "engine_prefill_us": round(engine, 1), "priced_prefill_us": round(priced, 1),
-            "priced_over_engine": round(ratio, 3)}
+            "priced_over_engine": round(ratio, 3) if ratio is not None else None}
 
 
 def profile(args) -> None:
