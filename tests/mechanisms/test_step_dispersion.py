@@ -139,26 +139,3 @@ def test_the_profile_writes_the_dispersion_only_when_the_client_saw_each_step(tm
             assert doc["efficiency"]["step_cv"] == 0.2 and doc["efficiency"]["step_cv_tau_ms"] == 25.0
             assert doc["sources"]["efficiency.step_cv"].startswith("measured")
             api.load_scenario(SCENARIO, [f"hardware={out}"])  # the profile loads with it
-
-
-def test_the_phase_moves_on_the_clock_through_idle_time(tmp_path, monkeypatch):
-    """The host's slow and fast phases go on while an instance waits for work: after 20 s idle
-    (tau 20 ms) the next step's phase is a fresh draw, not the last step's carried over. Each draw
-    advances the phase by the time since the previous step started, so the first step after a gap
-    moves it by the gap."""
-    advanced = []
-    factor = StepDispersion.factor
-
-    def spy(self, dt):
-        advanced.append(dt)
-        return factor(self, dt)
-
-    monkeypatch.setattr(StepDispersion, "factor", spy)
-    doc = yaml.safe_load((ROOT / "hardware_profiles" / "cpu-epyc-2c.yaml").read_text())
-    doc["efficiency"].update(step_cv=0.2, step_cv_tau_ms=20.0)
-    hw = tmp_path / "hw.yaml"
-    hw.write_text(yaml.safe_dump(doc))
-    sc = api.load_scenario(SCENARIO, ["workload.num_requests=3", "workload.rate=0.05",
-                                      "workload.arrival=constant", f"hardware={hw}"])
-    api.simulate(sc)
-    assert sum(1 for dt in advanced if dt > 10.0) == 2  # the two gaps of 20 s between the requests

@@ -8,11 +8,12 @@ step's time around its price) and ``efficiency.step_cv_tau_ms`` (how long a phas
 measured with the profile (calibration/microbench/cpu_overhead.py ``dispersion``); every
 bundled GPU profile leaves them 0 and its steps take their price exactly.
 
-The factor is a stationary log-normal Ornstein-Uhlenbeck process per instance in simulated time,
-sampled when each step starts: x moves toward 0 with time constant tau over the time since the
-previous step started (that step, and any idle time after it), the factor is exp(x - s^2/2) with
+The factor is a stationary log-normal Ornstein-Uhlenbeck process per instance: x moves toward 0
+with time constant tau over each step's own duration, the factor is exp(x - s^2/2) with
 s^2 = ln(1 + cv^2), so its mean is 1 (prices keep their mean; only the spread is added) and its
-coefficient of variation is cv. tau = 0 draws every step independently. Seeded per instance:
+coefficient of variation is cv. Idle time between steps does not move the phase (a limitation:
+moved by the clock, how many steps a phase holds would depend on the phase, and the steps' mean
+factor would leave 1). tau = 0 draws every step independently. Seeded per instance:
 the same scenario and seed give the same steps.
 """
 from __future__ import annotations
@@ -41,10 +42,7 @@ class StepDispersion:
         return cls(cv, getattr(efficiency, "step_cv_tau_ms", 0.0) * 1e-3, seed) if cv > 0 else None
 
     def factor(self, dt: float) -> float:
-        """Advance the phase by ``dt`` seconds of the clock (since the previous step started: its
-        time and any idle time after it) and return the starting step's factor. The host's phases
-        run on the clock, not on the steps: after an idle stretch long against tau the next
-        step's phase is a fresh draw."""
+        """Advance the phase over a step priced ``dt`` seconds and return that step's factor."""
         a = math.exp(-dt / self.tau) if self.tau > 0 else 0.0
         self.x = a * self.x + self.sigma * math.sqrt(1.0 - a * a) * self.rng.gauss(0.0, 1.0)
         return math.exp(self.x - 0.5 * self.sigma * self.sigma)

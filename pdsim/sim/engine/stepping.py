@@ -43,7 +43,6 @@ class Stepping:
         # decode-only steps may run inline between events (see _quiet_decode)
         core = self.host_core
         disp = self.dispersion
-        disp_t = None  # when its previous step started: the phase moves on the clock, idle time too
         quiet = (decode_role and tiers is None and hasattr(env, "quiet_until")
                  and getattr(self.executor, "pure", False) and core is None and disp is None)
         while True:
@@ -115,8 +114,7 @@ class Stepping:
                 else:
                     dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
                 if disp is not None:  # this step's phase of the host's slow and fast ones
-                    dur *= disp.factor(0.0 if disp_t is None else env.now - disp_t)
-                    disp_t = env.now
+                    dur *= disp.factor(dur)
                 start = env.now
                 hold = 0.0
                 if self.load_until > start:
