@@ -54,3 +54,13 @@ def test_a_profile_that_prices_the_engines_prefill_says_how_far_off_it_is(tmp_pa
     assert abs(fast["priced_over_engine"] - 1.2) < 1e-3
     err = capsys.readouterr().err
     assert "512-token prefill 1.20x the engine's own" in err and "Run remeasure again" in err
+
+
+def test_a_long_prompt_faster_than_the_request_path_is_named_not_priced_infinite(tmp_path, capsys):
+    """A 512-token TTFT shorter than the request path the 32-token one gave leaves no engine prefill
+    to compare: said as such, and host_overheads.json stays strict JSON (no Infinity)."""
+    check = _profile(tmp_path, {"idle_ttft_long_us": 1.0, "idle_ttft_long_tokens": 512})["prefill_check"]
+    err = capsys.readouterr().err
+    assert check["priced_over_engine"] is None and "inf" not in err
+    assert "not longer than the request path" in err
+    json.loads((tmp_path / "host_overheads.json").read_text(), parse_constant=lambda c: 1 / 0)

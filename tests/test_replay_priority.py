@@ -58,3 +58,87 @@ def test_the_cli_names_the_flag(tmp_path, capsys):
                "--fifo", "0"])
     err = capsys.readouterr().err
     assert rc == 2 and "--fifo" in err and "[1, 99]" in err
+
+
+@pytest.mark.skipif(not _may_fifo(), reason="this process may not use SCHED_FIFO (not root, no CAP_SYS_NICE)")
+def test_only_the_timed_send_receive_loop_runs_at_fifo(monkeypatch):
+    """The prompts' preparation (text calibration, numpy prompt ids) and the prompts' block hashes
+    after the run are CPU work, not reads: at SCHED_FIFO on the client's core they would hold off
+    the server's processes there (and numpy's helper threads)."""
+    import numpy as np
+
+    from test_replay import FakeServer
+
+    from pdsim.replay import client, replay, session
+    from pdsim.workload import prefix_hashes
+    from pdsim.workload.table import RequestTable
+
+    seen = {}
+    prepare, run, hashes = session._prepare, client.Replayer.run, prefix_hashes.block_hashes
+
+    async def _prepare(*a, **k):
+        seen["prepare"] = os.sched_getscheduler(0)
+        return await prepare(*a, **k)
+
+    async def _run(self, *a, **k):
+        seen["run"] = os.sched_getscheduler(0)
+        return await run(self, *a, **k)
+
+    def _hashes(*a, **k):
+        seen["hashes"] = os.sched_getscheduler(0)
+        return hashes(*a, **k)
+
+    monkeypatch.setattr(session, "_prepare", _prepare)
+    monkeypatch.setattr(client.Replayer, "run", _run)
+    monkeypatch.setattr(prefix_hashes, "block_hashes", _hashes)
+    before = os.sched_getscheduler(0)
+    table = RequestTable(np.arange(3) * 0.01, np.full(3, 8), np.full(3, 3), source="test")
+    with FakeServer() as srv:
+        rec = replay(table, ReplayConfig(srv.url, fifo=5), name="t")
+    assert seen == {"prepare": before, "run": os.SCHED_FIFO, "hashes": before}
+    assert os.sched_getscheduler(0) == before and rec.meta["client_sched"] == "SCHED_FIFO 5"
+
+
+def test_without_the_right_the_cli_names_the_flag_before_sending(tmp_path, capsys, monkeypatch):
+    def refuse(*a):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 4}\n')
+    rc = main(["replay", str(trace), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o"),
+               "--fifo", "10"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--fifo" in err and "CAP_SYS_NICE" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_true_is_not_a_priority():
+    with pytest.raises(ValueError, match="fifo:"):
+        check_fifo(True)
+
+
+HARNESS = {  # each harness with --client-fifo, and a --python that starts nothing if it got that far
+    "here": ["validation/cpu-vllm/here.py", "--cases", "{tmp}/c", "--profile-dir", "{tmp}/p",
+             "--python", "{tmp}/no-python", "--skip-remeasure"],
+    "run_case": ["validation/cpu-vllm-pd/run_case.py", "--python", "{tmp}/no-python", "--model", "{tmp}/m",
+                 "--prefix", "{tmp}/never"],
+    "cpu_profile": ["calibration/microbench/cpu_profile.py", "overhead", "--out", "{tmp}/o",
+                    "--endpoint", "http://127.0.0.1:9"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(HARNESS))
+def test_the_harness_scripts_name_a_bad_client_fifo_before_they_start(script, tmp_path):
+    """here.py and run_case.py start servers and re-measure for minutes before their first replay:
+    a bad --client-fifo (or no right to SCHED_FIFO) is named at once, not as a traceback then."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    argv = [a.format(tmp=tmp_path) for a in HARNESS[script]]
+    p = subprocess.run([sys.executable, str(root / argv[0]), *argv[1:], "--client-fifo", "0"], cwd=root,
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "--client-fifo" in p.stderr and "[1, 99]" in p.stderr and "Traceback" not in p.stderr

@@ -139,3 +139,21 @@ def test_a_calibration_model_is_listed_with_the_kind_its_profile_gives_it():
     h100 = {p.constant: p.kind for p in perturbations(load_hardware_ref("h100"))}
     assert h100["calibration.memcopy"] == "measured" and h100["calibration.gemm_bf16"] == "fitted"
     assert h100["calibration.mooncake"] == "borrowed"
+
+
+def test_the_step_dispersion_of_a_profile_is_perturbed(tmp_path):
+    """efficiency.step_cv / step_cv_tau_ms change no price (sim/engine/dispersion.py draws each
+    step around it), so the price probe alone called them unused and `pdsim sensitivity` left out
+    the uncertainty the CPU profile states for them (validation/cpu-vllm-calibration/fifo2)."""
+    from pathlib import Path
+
+    from pdsim import api
+
+    root = Path(__file__).resolve().parents[1]
+    sc = api.load_scenario(root / "workloads/scenarios/cpu-vllm-tiny-llama.yaml",
+                           ["workload.num_requests=30", "workload.rate=0.5",
+                            f"hardware={root}/validation/cpu-vllm-calibration/fifo2/cpu-epyc-2c.yaml"])
+    _, rows = sensitivity(sc, only=["efficiency.step_cv", "efficiency.step_cv_tau_ms"])
+    assert {r["constant"] for r in rows} == {"efficiency.step_cv", "efficiency.step_cv_tau_ms"}
+    cv = next(r for r in rows if r["constant"] == "efficiency.step_cv")
+    assert cv["max_rel_change"] > 0  # a wider or narrower spread moves the results

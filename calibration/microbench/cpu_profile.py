@@ -336,6 +336,13 @@ def main() -> None:
     r.add_argument("--server-log", help="that server's log (its worker binding is recorded)")
     args = ap.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    if getattr(args, "client_fifo", None) is not None:  # named now, not after minutes of start-up
+        from pdsim.replay.priority import probe_fifo
+
+        try:
+            probe_fifo(getattr(args, "client_fifo", None))
+        except (ValueError, PermissionError) as err:
+            ap.error(f"--client-fifo: {err}")
     {"measure": measure, "overhead": overhead, "profile": profile, "remeasure": remeasure}[args.cmd](args)
 
 

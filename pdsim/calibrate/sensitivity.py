@@ -275,7 +275,8 @@ def assumption_patch(a: Assumption, factor: float):
 
 def _probe(resolved, hw: HardwareProfile) -> tuple[float, ...]:
     """Prices this scenario uses, at probe shapes: every group's prefill and decode step, and a
-    KV transfer; a perturbation that changes none of them cannot move the simulation."""
+    KV transfer, and the steps' spread around them; a perturbation that changes none of them
+    cannot move the simulation."""
     sc = resolved.scenario
     out = []
     for role, _i, g in sc.cluster.groups():
@@ -292,6 +293,8 @@ def _probe(resolved, hw: HardwareProfile) -> tuple[float, ...]:
                              p.engine.kv_cache_dtype, calibrated)
         out += [plan.fixed_s, plan.nbytes / flow_cap(hw, plan.senders, p.gpus_per_instance(gpn), sc.transfer.nic_gbit,
                                                      sc.transfer.backend, calibrated)]
+    # the steps' spread around these prices (sim/engine/dispersion.py) moves no price, only the steps
+    out += [hw.efficiency.step_cv, hw.efficiency.step_cv_tau_ms if hw.efficiency.step_cv > 0 else 0.0]
     return tuple(out)
 
 

@@ -24,7 +24,7 @@ def check_fifo(prio: int | None) -> None:
     if not hasattr(os, "sched_setscheduler"):
         raise ValueError("fifo: this platform has no SCHED_FIFO (Linux only)")
     lo, hi = os.sched_get_priority_min(os.SCHED_FIFO), os.sched_get_priority_max(os.SCHED_FIFO)
-    if not (isinstance(prio, int) and lo <= prio <= hi):
+    if not (isinstance(prio, int) and not isinstance(prio, bool) and lo <= prio <= hi):
         raise ValueError(f"fifo: a SCHED_FIFO priority is an integer in [{lo}, {hi}], got {prio!r}")
 
 
@@ -46,3 +46,10 @@ def fifo(prio: int | None):
         yield
     finally:
         os.sched_setscheduler(0, before[0], before[1])
+
+
+def probe_fifo(prio: int | None) -> None:
+    """Raise what ``fifo(prio)`` would (a bad value, no right to it) now, changing nothing: a run
+    learns it before it prepares or sends anything."""
+    with fifo(prio):
+        pass

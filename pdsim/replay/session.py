@@ -20,7 +20,7 @@ from ..workload.table import RequestTable
 from .client import ReplayConfig, Replayer
 from .prompts import TextCalibrator, TokenPrompts, seeded_text
 from . import guards
-from .priority import fifo
+from .priority import fifo, probe_fifo
 from .record import results_record
 
 
@@ -244,7 +244,8 @@ async def _replay(table: RequestTable, cfg: ReplayConfig, hash_block: int) -> tu
         before = await engine_counters(session, base)
         w0 = time.perf_counter()
         try:
-            results = await r.run(table, make, session)
+            with fifo(cfg.fifo):  # the send/receive loop only, not the prompts' preparation (priority.py)
+                results = await r.run(table, make, session)
         finally:
             wall = time.perf_counter() - w0
         after = await engine_counters(session, base)
@@ -273,8 +274,8 @@ def replay(table: RequestTable, cfg: ReplayConfig, *, name: str = "replay", desc
     from ..workload.prefix_hashes import DEFAULT_BLOCK
 
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    with fifo(cfg.fifo):  # the send/receive loop only (priority.py)
-        results, info, wall, table = asyncio.run(_replay(table, cfg, hash_block or DEFAULT_BLOCK))
+    probe_fifo(cfg.fifo)  # no right to the priority: said before anything is sent
+    results, info, wall, table = asyncio.run(_replay(table, cfg, hash_block or DEFAULT_BLOCK))
     from .. import __version__ as pdsim_version
 
     meta = {

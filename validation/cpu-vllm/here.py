@@ -81,6 +81,13 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     ap.add_argument("--remeasure-args", default="--repeat 5 --batches 1 4 16 --prompts 32 512 --output-tokens 48 "
                                                 "--repeats 3", help="bounds of the re-measurement")
     args = ap.parse_args()
+    if args.client_fifo is not None:  # named now, not after minutes of start-up
+        from pdsim.replay.priority import probe_fifo
+
+        try:
+            probe_fifo(args.client_fifo)
+        except (ValueError, PermissionError) as err:
+            ap.error(f"--client-fifo: {err}")
 
     import numpy as np
     import yaml

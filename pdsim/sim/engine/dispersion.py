@@ -11,7 +11,9 @@ bundled GPU profile leaves them 0 and its steps take their price exactly.
 The factor is a stationary log-normal Ornstein-Uhlenbeck process per instance: x moves toward 0
 with time constant tau over each step's own duration, the factor is exp(x - s^2/2) with
 s^2 = ln(1 + cv^2), so its mean is 1 (prices keep their mean; only the spread is added) and its
-coefficient of variation is cv. tau = 0 draws every step independently. Seeded per instance:
+coefficient of variation is cv. Idle time between steps does not move the phase (a limitation:
+moved by the clock, how many steps a phase holds would depend on the phase, and the steps' mean
+factor would leave 1). tau = 0 draws every step independently. Seeded per instance:
 the same scenario and seed give the same steps.
 """
 from __future__ import annotations
