@@ -51,12 +51,17 @@ def test_the_block_runs_at_fifo_and_the_thread_gets_its_policy_back():
     assert os.sched_getscheduler(0) == before[0]
 
 
-def test_the_cli_names_the_flag(tmp_path, capsys):
+def _replay_cli(tmp_path, capsys, prio: str) -> tuple[int, str]:
+    """``pdsim replay`` of one request to a closed port with ``--fifo prio``: (exit status, stderr)."""
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 4}\n')
     rc = main(["replay", str(trace), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o"),
-               "--fifo", "0"])
-    err = capsys.readouterr().err
+               "--fifo", prio])
+    return rc, capsys.readouterr().err
+
+
+def test_the_cli_names_the_flag(tmp_path, capsys):
+    rc, err = _replay_cli(tmp_path, capsys, "0")
     assert rc == 2 and "--fifo" in err and "[1, 99]" in err
 
 
@@ -104,11 +109,7 @@ def test_without_the_right_the_cli_names_the_flag_before_sending(tmp_path, capsy
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "sched_setscheduler", refuse)
-    trace = tmp_path / "t.jsonl"
-    trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 4}\n')
-    rc = main(["replay", str(trace), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o"),
-               "--fifo", "10"])
-    err = capsys.readouterr().err
+    rc, err = _replay_cli(tmp_path, capsys, "10")
     assert rc == 2 and "--fifo" in err and "CAP_SYS_NICE" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
 
