@@ -21,40 +21,36 @@ REPEATS = 5
 LONG_PROMPT = 512  # the prefill check's prompt (tokens): one step at the engine's 512-token budget
 
 
+def _windows(rec) -> list:
+    """Each request's token times (seconds) inside the stretch where all B requests decode: from
+    the last first token (every prompt prefilled: no prefill chunk mixes into these steps) to the
+    first finish. Empty when no request has more than 2 tokens."""
+    t, off = rec.tokens.times, rec.tokens.offsets
+    spans = [t[a:b] for a, b in zip(off[:-1], off[1:]) if b - a > 2]
+    if not spans:
+        return []
+    w0, w1 = max(s[0] for s in spans), min(s[-1] for s in spans)
+    return [s[(s >= w0) & (s <= w1)] for s in spans]
+
+
 def _median_itl_us(rec) -> float:
-    """One decode step of batch B: the B requests start together, and only the stretch where all
-    of them decode is timed, from the last first token (every prompt prefilled: no prefill
-    chunk mixes into these steps) to the first finish; per request the mean gap over its tokens
-    in that stretch (robust to the server coalescing tokens into one read), the median over the
+    """One decode step of batch B, timed only inside ``_windows``: per request the mean gap over its
+    tokens there (robust to the server coalescing tokens into one read), the median over the
     requests (microseconds). NaN when the stretch holds fewer than 8 tokens for half of them."""
     import numpy as np
 
-    t, off = rec.tokens.times, rec.tokens.offsets
-    spans = [t[a:b] for a, b in zip(off[:-1], off[1:]) if b - a > 2]
-    if not spans:
-        return float("nan")
-    w0, w1 = max(s[0] for s in spans), min(s[-1] for s in spans)
-    per = []
-    for s in spans:
-        inside = s[(s >= w0) & (s <= w1)]
-        if len(inside) >= 8 and inside[-1] > inside[0]:
-            per.append((inside[-1] - inside[0]) / (len(inside) - 1))
-    return float(np.median(per) * 1e6) if 2 * len(per) >= len(spans) else float("nan")
+    inside = _windows(rec)
+    per = [(w[-1] - w[0]) / (len(w) - 1) for w in inside if len(w) >= 8 and w[-1] > w[0]]
+    return float(np.median(per) * 1e6) if inside and 2 * len(per) >= len(inside) else float("nan")
 
 
 def _window_gaps(rec):
-    """The inter-token gaps (seconds) of the first request while all B requests decode (the
-    stretch _median_itl_us times): one step per gap, the same steps for every request. Empty when
-    the stretch holds fewer than 8 tokens."""
+    """The inter-token gaps (seconds) of the first request inside ``_windows``: one step per gap,
+    the same steps for every request. Empty when it holds fewer than 8 tokens."""
     import numpy as np
 
-    t, off = rec.tokens.times, rec.tokens.offsets
-    spans = [t[a:b] for a, b in zip(off[:-1], off[1:]) if b - a > 2]
-    if not spans:
-        return np.zeros(0)
-    w0, w1 = max(s[0] for s in spans), min(s[-1] for s in spans)
-    inside = spans[0][(spans[0] >= w0) & (spans[0] <= w1)]
-    return np.diff(inside) if len(inside) >= 8 else np.zeros(0)
+    inside = _windows(rec)
+    return np.diff(inside[0]) if inside and len(inside[0]) >= 8 else np.zeros(0)
 
 
 def dispersion(runs: dict[tuple[int, int], list]) -> dict:

@@ -337,12 +337,10 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     if getattr(args, "client_fifo", None) is not None:  # named now, not after minutes of start-up
-        from pdsim.replay.priority import probe_fifo
+        from pdsim.replay.priority import fifo_refusal
 
-        try:
-            probe_fifo(getattr(args, "client_fifo", None))
-        except (ValueError, PermissionError) as err:
-            ap.error(f"--client-fifo: {err}")
+        if refusal := fifo_refusal(args.client_fifo):
+            ap.error(f"--client-fifo: {refusal}")
     {"measure": measure, "overhead": overhead, "profile": profile, "remeasure": remeasure}[args.cmd](args)
 
 

@@ -53,6 +53,13 @@ def fits(out: Path, facts: dict, name: str) -> dict:
     return cal
 
 
+def priced_prefill_us(cost, tokens: int, fixed_us: float) -> float:
+    """One prompt of ``tokens`` alone, priced by the fitted kernels (microseconds) plus the fitted
+    per-step work ``fixed_us`` (the profile's step and per-sequence overhead)."""
+    parts = cost.breakdown(tokens, tokens * tokens / 2.0, 1, 0, 0.0)
+    return (sum(parts.values()) - parts["overhead"]) * 1e6 + fixed_us
+
+
 def prefill_check(ov: dict, cost, path_ms: float, fixed_us: float) -> dict | None:
     """The kernels' price of a long prompt against the engine's own: the idle TTFT of
     ``idle_ttft_long_tokens`` (overhead.json) less the request path is the engine's prefill step,
@@ -64,8 +71,7 @@ def prefill_check(ov: dict, cost, path_ms: float, fixed_us: float) -> dict | Non
     n = ov.get("idle_ttft_long_tokens")
     if not n or not ov.get("idle_ttft_long_us"):
         return None
-    parts = cost.breakdown(n, n * n / 2.0, 1, 0, 0.0)
-    priced = (sum(parts.values()) - parts["overhead"]) * 1e6 + fixed_us
+    priced = priced_prefill_us(cost, n, fixed_us)
     engine = ov["idle_ttft_long_us"] - path_ms * 1e3
     ratio = priced / engine if engine > 0 else None
     if ratio is None:  # the idle runs disagree with each other: nothing to compare the kernels with
@@ -130,8 +136,7 @@ def profile(args) -> None:
         r["fit_error"] = round(float((np.dot(coef, x) - y) / r["median_itl_us"]), 4)
     # the request path outside the engine: idle TTFT minus one priced prefill step of the prompt
     p = ov["idle_ttft_prompt_tokens"]
-    parts = cost.breakdown(p, p * p / 2.0, 1, 0, 0.0)
-    prefill_us = (sum(parts.values()) - parts["overhead"]) * 1e6 + step_overhead_us + seq_overhead_us
+    prefill_us = priced_prefill_us(cost, p, step_overhead_us + seq_overhead_us)
     path_ms = max(0.0, (ov["idle_ttft_us"] - prefill_us) / 1e3)
     check = prefill_check(ov, cost, path_ms, step_overhead_us + seq_overhead_us)
     fit_lines = "; ".join(f"B={r['batch']} ctx {r['mean_context']}: ITL {r['median_itl_us']:.0f} us, compute "

@@ -49,7 +49,16 @@ def fifo(prio: int | None):
 
 
 def probe_fifo(prio: int | None) -> None:
-    """Raise what ``fifo(prio)`` would (a bad value, no right to it) now, changing nothing: a run
-    learns it before it prepares or sends anything."""
+    """Raise what ``fifo(prio)`` would (a bad value, no right to it) now, by switching to it and
+    straight back: a run learns it before it prepares or sends anything."""
     with fifo(prio):
-        pass
+        return
+
+
+def fifo_refusal(prio: int | None) -> str | None:
+    """``probe_fifo``'s refusal as one line (for a script's argument check), or None."""
+    try:
+        probe_fifo(prio)
+    except (ValueError, PermissionError) as err:
+        return str(err)
+    return None

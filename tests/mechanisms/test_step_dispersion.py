@@ -139,3 +139,19 @@ def test_the_profile_writes_the_dispersion_only_when_the_client_saw_each_step(tm
             assert doc["efficiency"]["step_cv"] == 0.2 and doc["efficiency"]["step_cv_tau_ms"] == 25.0
             assert doc["sources"]["efficiency.step_cv"].startswith("measured")
             api.load_scenario(SCENARIO, [f"hardware={out}"])  # the profile loads with it
+
+
+@pytest.mark.parametrize("field, value, says", [("step_cv", "3.0", "in [0, 2)"), ("step_cv_tau_ms", "-1", ">= 0"),
+                                                ("step_cv", "'x'", "step_cv")])
+def test_a_profile_with_a_bad_dispersion_is_refused_in_one_line(tmp_path, capsys, field, value, says):
+    from pdsim.cli import main
+
+    doc = (ROOT / "validation/cpu-vllm-calibration/fifo2/cpu-epyc-2c.yaml").read_text()
+    hw = tmp_path / "bad.yaml"
+    hw.write_text(doc.replace(f"\n  {field}: ", f"\n  {field}: {value} #", 1))
+    rc = main(["run", str(SCENARIO), "--set", f"hardware={hw}", "--set", "workload.num_requests=3", "--no-progress",
+               "--no-report", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert str(hw) in lines[0] and f"efficiency.{field}" in lines[0] and says in lines[0], lines[0]

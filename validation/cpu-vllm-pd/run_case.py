@@ -53,12 +53,10 @@ def main() -> None:
     args = ap.parse_args()
     # bad arguments are named before minutes of server start-up (exit status 2)
     if args.client_fifo is not None:  # named now, not after minutes of start-up
-        from pdsim.replay.priority import probe_fifo
+        from pdsim.replay.priority import fifo_refusal
 
-        try:
-            probe_fifo(args.client_fifo)
-        except (ValueError, PermissionError) as err:
-            ap.error(f"--client-fifo: {err}")
+        if refusal := fifo_refusal(args.client_fifo):
+            ap.error(f"--client-fifo: {refusal}")
     if args.rate is not None and not args.rate > 0:
         ap.error(f"--rate: expected req/s > 0, got {args.rate:g}")
     if args.requests is not None and args.requests < 1:

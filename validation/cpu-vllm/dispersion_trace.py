@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import collections
-import glob
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "calibration" / "microbench"))  # vllm_step_trace
 
 
 def _open(path: str):
@@ -34,6 +36,10 @@ def _open(path: str):
 
 
 def _load(trace: str, span_name: str) -> tuple[list[dict], list[float]]:
+    """The trace's step rows (``vllm_step_trace.read_trace``: every process's file, validated) and
+    the recording's span from ``TRACE.loads.json[.gz]``."""
+    from vllm_step_trace import read_trace
+
     loads = next((p for p in (trace + ".loads.json", trace + ".loads.json.gz") if Path(p).is_file()), None)
     if loads is None:
         raise SystemExit(f"{trace}.loads.json[.gz]: not found (here.py --trace-steps writes it)")
@@ -41,15 +47,10 @@ def _load(trace: str, span_name: str) -> tuple[list[dict], list[float]]:
         spans = json.load(f)
     if span_name not in spans:
         raise SystemExit(f"{loads}: no span {span_name!r}; it has {', '.join(k for k in spans if '.' not in k)}")
-    steps = []
-    for path in sorted(glob.glob(trace + ".[0-9]*")):
-        if ".loads" in path:
-            continue
-        with _open(path) as f:
-            steps += [r for r in map(json.loads, f) if r.get("kind") == "step"]
-    if not steps:
-        raise SystemExit(f"{trace}.<pid>[.gz]: no step rows")
-    steps.sort(key=lambda r: r["t_end"])
+    try:
+        steps, _calls = read_trace(trace)
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(str(err)) from None
     return steps, spans[span_name]
 
 

@@ -82,12 +82,10 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                                                 "--repeats 3", help="bounds of the re-measurement")
     args = ap.parse_args()
     if args.client_fifo is not None:  # named now, not after minutes of start-up
-        from pdsim.replay.priority import probe_fifo
+        from pdsim.replay.priority import fifo_refusal
 
-        try:
-            probe_fifo(args.client_fifo)
-        except (ValueError, PermissionError) as err:
-            ap.error(f"--client-fifo: {err}")
+        if refusal := fifo_refusal(args.client_fifo):
+            ap.error(f"--client-fifo: {refusal}")
 
     import numpy as np
     import yaml
