@@ -160,7 +160,9 @@ def install(base: str) -> None:
 def trace_env(path: str | Path) -> dict:
     """Environment entries that make a vLLM server started with them write its step trace to
     ``path`` (+ ``.<pid>`` per process): ``PYTHONPATH`` gains a temporary folder holding the
-    ``sitecustomize.py`` that loads this file."""
+    ``sitecustomize.py`` that loads this file. The folder ``path`` goes in is made here: a server
+    whose worker cannot open its trace dies at its first step (EngineDeadError)."""
+    Path(path).resolve().parent.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="vllm-step-trace-"))
     (folder / "sitecustomize.py").write_text(
         "import importlib.util, os\n"
