@@ -80,7 +80,9 @@ def test_describe_step_names_an_unknown_request():
 
 def test_trace_env_wraps_fake_vllm_in_a_fresh_interpreter(tmp_path):
     _fake_vllm(tmp_path / "site")
-    env = vst.trace_env(tmp_path / "trace.jsonl")
+    # into a folder not made yet (here.py --trace-steps DIR/trace): the worker must find it there,
+    # or it dies at its first step and takes the server with it (EngineDeadError)
+    env = vst.trace_env(tmp_path / "not-yet" / "trace.jsonl")
     env["PYTHONPATH"] += ":" + str(tmp_path / "site")
     code = ("from vllm.v1.core.sched.scheduler import Scheduler\n"
             "from vllm.v1.worker.gpu_model_runner import GPUModelRunner\n"
@@ -89,7 +91,7 @@ def test_trace_env_wraps_fake_vllm_in_a_fresh_interpreter(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin", **env},
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    steps, calls = vst.read_trace(tmp_path / "trace.jsonl")
+    steps, calls = vst.read_trace(tmp_path / "not-yet" / "trace.jsonl")
     assert len(steps) == 1
     s = steps[0]
     assert s["decodes"] == 1 and s["decode_ctx"] == 700

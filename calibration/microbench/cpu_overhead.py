@@ -97,6 +97,7 @@ def dispersion(runs: dict[tuple[int, int], list]) -> dict:
     btw = float(np.mean(between)) if between else 0.0
     return {"cv": round(float(np.hypot(within, btw)), 4), "cv_within": round(within, 4), "cv_between": round(btw, 4),
             "tau_ms": round(tau_steps * float(np.mean(means)) * 1e3, 2), "lag_correlations": rho,
+            "step_ms": round(float(np.mean(means)) * 1e3, 3),
             "gaps": n, "zero_gap_share": round(zeros / n, 4) if n else None}
 
 

@@ -53,6 +53,14 @@ def fits(out: Path, facts: dict, name: str) -> dict:
     return cal
 
 
+def dispersion_step_ms(disp: dict) -> float:
+    """Mean length (ms) of the steps the dispersion was measured on: recorded as ``step_ms`` since
+    2026-11-27 08:00; before, tau_ms over the integrated autocorrelation time in steps it came from."""
+    if disp.get("step_ms"):
+        return float(disp["step_ms"])
+    return float(disp["tau_ms"]) / (0.5 + sum(disp.get("lag_correlations") or []))
+
+
 def priced_prefill_us(cost, tokens: int, fixed_us: float) -> float:
     """One prompt of ``tokens`` alone, priced by the fitted kernels (microseconds) plus the fitted
     per-step work ``fixed_us`` (the profile's step and per-sequence overhead)."""
@@ -201,12 +209,18 @@ def profile(args) -> None:
     # each token when it came: with 0 s gaps the spread is the client's turns on its core, not the engine's
     disp = ov.get("dispersion") or {}
     if disp.get("cv") and (disp.get("zero_gap_share") or 0.0) <= MAX_ZERO_GAP_SHARE:
-        doc["efficiency"]["step_cv"] = disp["cv"]
+        from pdsim.sim.engine.dispersion import instant_cv
+
+        step_ms = dispersion_step_ms(disp)
+        cv = instant_cv(disp["cv_within"], disp["cv_between"], step_ms * 1e-3, disp["tau_ms"] * 1e-3)
+        doc["efficiency"]["step_cv"] = round(cv, 4)
         doc["efficiency"]["step_cv_tau_ms"] = disp["tau_ms"]
         doc["sources"]["efficiency.step_cv"] = (
             f"measured: coefficient of variation of the decode steps of one shape in the same dedicated runs "
             f"(client {ov.get('client_sched', 'SCHED_OTHER')}): within a run {disp['cv_within']}, between repeats "
-            f"{disp['cv_between']}, over {disp['gaps']} gaps ({disp['zero_gap_share']:.1%} of them 0 s); never fitted "
+            f"{disp['cv_between']}, over {disp['gaps']} gaps ({disp['zero_gap_share']:.1%} of them 0 s) of "
+            f"{step_ms:.1f} ms mean; the within-run spread of such steps is the phase's average over each, "
+            "converted to the instantaneous spread (sim/engine/dispersion.py instant_cv); never fitted "
             "to the validation runs")
         doc["sources"]["efficiency.step_cv_tau_ms"] = (
             f"measured: integrated autocorrelation time of those steps within a run (lag correlations "
