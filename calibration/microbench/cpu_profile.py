@@ -167,6 +167,7 @@ def measure(args) -> None:
         if n_peak >= 2048 or peak_us > BUDGET_US:
             break
         n_peak *= 2
+    peak_fp32, n_fp32 = fp32_peak(torch, args.repeat)
     a = torch.empty(256 << 20, dtype=torch.uint8)
     b = torch.empty_like(a)
     copy_us = min(time_us(lambda: b.copy_(a), 1, 1) for _ in range(args.repeat))
@@ -191,6 +192,12 @@ def measure(args) -> None:
              "peak_bf16_flops": peak, "peak_gemm": f"{n_peak}^3 bf16, {gemm_note} (largest within "
                                                    f"{BUDGET_US / 1e6:g} s, up to 2048), best of repeats",
              "gemm_op": gemm_note,
+             # the attention kernel's arithmetic: vLLM's CPU attention ("vec" ISA) loads BF16 KV into
+             # FP32 vectors (csrc/cpu: KernelVecType -> FP32Vec16) and multiplies there, so its bound
+             # is the FP32 FMA rate, not the BF16 linear's (an emulated GEMM without BF16 units)
+             "peak_fp32_flops": peak_fp32, "peak_fp32_gemm": f"{n_fp32}^3 fp32 torch.nn.functional.linear, best of repeats",
+             "attention_isa": (att[0]["note"].split("isa ", 1)[1].split(",", 1)[0]
+                               if att and "isa " in att[0]["note"] else None),
              "copy_bytes_per_s": bw, "copy": "256 MiB torch copy_, (read + write) bytes / time, best of repeats",
              "loopback_gbit": loopback_gbit(), "mem_gib": mem_gib(), "python": platform.python_version(),
              "command": command_line(sys.argv),
@@ -201,6 +208,19 @@ def measure(args) -> None:
 
 
 BUDGET_US = 300_000.0  # one timed call longer than this stops a sweep (bounded re-measurement)
+
+
+def fp32_peak(torch, repeat: int) -> tuple[float, int]:
+    """FP32 GEMM FLOP/s on the threads set (the largest square linear up to 2048 within the budget,
+    best of repeats): the vector FMA rate a kernel computing in FP32 can reach here."""
+    n, peak = 256, 0.0
+    while True:
+        w, x = torch.randn(n, n), torch.randn(n, n)
+        us = min(time_us(lambda: torch.nn.functional.linear(x, w), 1, 1) for _ in range(repeat if n >= 1024 else 3))
+        peak = max(peak, 2 * n**3 / (us * 1e-6))
+        if n >= 2048 or us > BUDGET_US:
+            return peak, n
+        n *= 2
 
 
 def vllm_linear(dtype):

@@ -22,12 +22,25 @@ MAX_ZERO_GAP_SHARE = 0.02
 PREFILL_CHECK_TOLERANCE = 0.10
 
 
+#: vLLM CPU attention ISAs whose kernels multiply in FP32 vectors (BF16 loaded and widened)
+FP32_ATTENTION_ISAS = ("vec", "vec16")
+
+
+def attn_tflops(facts: dict) -> float:
+    """The attention kernels' arithmetic peak (TFLOP/s) where it is the FP32 vector rate (vLLM's
+    "vec" attention ISA), else 0 (the BF16 GEMM peak). Older machine.json without the FP32 peak: 0."""
+    if facts.get("attention_isa") in FP32_ATTENTION_ISAS and facts.get("peak_fp32_flops"):
+        return facts["peak_fp32_flops"] / 1e12
+    return 0.0
+
+
 def _hw(facts: dict, name: str):
     from pdsim.specs.hardware import Efficiency, GPUSpec, HardwareProfile, NodeSpec
 
     gpu = GPUSpec(name=facts["cpu"], bf16_tflops=facts["peak_bf16_flops"] / 1e12, fp8_tflops=0.0,
                   hbm_gib=round(facts["mem_gib"], 2), hbm_gbps=facts["copy_bytes_per_s"] / 1e9,
-                  nvlink_gbps=facts["copy_bytes_per_s"] / 1e9, pcie_gen=4, pcie_gbps=facts["copy_bytes_per_s"] / 1e9)
+                  nvlink_gbps=facts["copy_bytes_per_s"] / 1e9, pcie_gen=4, pcie_gbps=facts["copy_bytes_per_s"] / 1e9,
+                  attn_tflops=attn_tflops(facts))
     node = NodeSpec(gpus_per_node=1, nics_per_node=1, nic_gbit=facts["loopback_gbit"],
                     host_dram_gib=round(facts["mem_gib"], 2))
     eff = Efficiency(layer_launch_us=0.0, graph_launch_us=0.0, nic=1.0, gemm_m_tile=1.0)  # no row tile on a CPU
@@ -205,6 +218,13 @@ def profile(args) -> None:
                           f"command: {facts['command']}",
         },
     }
+    if attn_tflops(facts):  # the attention kernels multiply in FP32 vectors here (FP32_ATTENTION_ISAS)
+        doc["gpu"]["attn_tflops"] = round(attn_tflops(facts), 5)
+        doc["sources"]["gpu.attn_tflops"] = (
+            f"measured: {facts['peak_fp32_gemm']} ({facts['torch']}, {facts['threads']} thread): vLLM's CPU attention "
+            f"(isa {facts['attention_isa']}) widens BF16 KV to FP32 vectors and multiplies there (csrc/cpu "
+            "KernelVecType: FP32Vec16), so its bound is the FP32 FMA rate, not the BF16 linear's "
+            f"{facts['peak_bf16_flops'] / 1e9:.1f} GFLOP/s")
     # the steps' spread around their price (sim/engine/dispersion.py), where the overhead client read
     # each token when it came: with 0 s gaps the spread is the client's turns on its core, not the engine's
     disp = ov.get("dispersion") or {}

@@ -31,7 +31,7 @@ GEMM_LO, GEMM_HI = [0.05, 0.05, 0.0, 1.5], [1.0, 1.0, 50.0, 40.0]
 
 
 def peak_dtype(dtype: str) -> str:
-    return "fp8" if dtype.startswith("fp8") else "bf16"
+    return "attn" if dtype == "attn" else "fp8" if dtype.startswith("fp8") else "bf16"
 
 
 def hw_arrays(rows, hws: dict, dtype: str = "bf16") -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +162,7 @@ def _fit_prefill(rows, hws, pair_flops, data: str, key_cols, row_term: bool = Fa
     pairs, pf = _pairs(rows), pair_flops(rows)
     q_rows = (rows["batch"] * rows["new_tokens"]).to_numpy(float)
     y = rows["us"].to_numpy(float) * 1e-6
-    peak, _ = hw_arrays(rows, hws)
+    peak, _ = hw_arrays(rows, hws, "attn")  # the attention kernels' own arithmetic peak
     ok = y >= 0.97 * pairs * pf / peak
     if _too_few(ok):
         return None
@@ -206,7 +206,7 @@ def _fit_decode(rows, hws, kv_bytes, flops, data: str, key_cols, fixed_eff: floa
         return None
     kb, fl = kv_bytes(rows), flops(rows)
     y = rows["us"].to_numpy(float) * 1e-6
-    peak, hbm = hw_arrays(rows, hws)
+    peak, hbm = hw_arrays(rows, hws, "attn")
     ok = _physical(y, fl, kb, peak, hbm)
     if _too_few(ok):
         return None

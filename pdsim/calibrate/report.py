@@ -69,7 +69,7 @@ def _compute_rows() -> list[tuple]:
         for (hwk, phase), r in at.groupby(["hardware", "phase"]):
             cal = _cal(hwk)
             hw = load_hardware_ref(hwk)
-            peak, hbm = hw.gpu.peak_flops("bf16"), hw.gpu.hbm_gbps * 1e9
+            peak, hbm = hw.gpu.peak_flops("attn"), hw.gpu.hbm_gbps * 1e9
             heads = r["heads"].to_numpy(float)
             if phase == "prefill":
                 key = "mla_prefill" if name == "mla" and "mla_prefill" in cal else "attention_prefill"

@@ -70,7 +70,7 @@ class RooflineStepCost:
         self.hidden = model.hidden
         self.gemm_dtype = model.gemm_dtype
         self.peak = hw.gpu.peak_flops(self.gemm_dtype)
-        self.peak_attn = hw.gpu.peak_flops("bf16")
+        self.peak_attn = hw.gpu.peak_flops("attn")
         self.hbm_peak = hw.gpu.hbm_gbps * 1e9
         # weight-only 4-bit GEMMs dequantise inside the kernel: more work per FLOP (Marlin-style)
         self.flop_scale = 1.0 + W4A16_DEQUANT if (model.quant and model.quant.weight_only) else 1.0

@@ -90,7 +90,8 @@ def decode_bound(resolved, role: str, index: int, batch: int, mean_ctx: float) -
     gpu = hw.gpu
     hbm2 = dataclasses.replace(hw, gpu=dataclasses.replace(gpu, hbm_gbps=gpu.hbm_gbps * 2))
     flops2 = dataclasses.replace(hw, gpu=dataclasses.replace(gpu, bf16_tflops=gpu.bf16_tflops * 2,
-                                                             fp8_tflops=gpu.fp8_tflops * 2))
+                                                             fp8_tflops=gpu.fp8_tflops * 2,
+                                                             attn_tflops=gpu.attn_tflops * 2))
     cost = step_cost(resolved, role, index)
     t = decode_step_s(resolved, role, index, batch, mean_ctx, cost)
     t_hbm = decode_step_s(resolved, role, index, batch, mean_ctx, step_cost(resolved, role, index, hbm2))

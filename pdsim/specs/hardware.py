@@ -84,17 +84,24 @@ class GPUSpec:
     int8_tops: float = 0.0  # dense INT8 tensor throughput (W8A8 int8 GEMMs); 0 = unknown/none
     arch: Arch = "hopper"
     sms: int = 0  # streaming multiprocessors (0 = unknown): per-SM throughput of kernels (calibrate/fit.py)
+    # peak FLOP/s (TFLOP/s) the attention kernels' arithmetic runs at where it is not the BF16 GEMM's:
+    # a CPU without BF16 matmul units runs vLLM's attention in FP32 vector FMAs (cpu_attn "vec"
+    # ISA) while its BF16 linear layers fall back to an emulated GEMM several times slower; 0 = bf16_tflops
+    attn_tflops: float = 0.0
 
     def __post_init__(self) -> None:
         for f in ("bf16_tflops", "hbm_gib", "hbm_gbps", "pcie_gbps"):
             check(getattr(self, f) > 0, f"must be > 0, got {getattr(self, f)}", f)
-        for f in ("fp8_tflops", "nvlink_gbps", "int8_tops", "sms"):
+        for f in ("fp8_tflops", "nvlink_gbps", "int8_tops", "sms", "attn_tflops"):
             check(getattr(self, f) >= 0, f"must be >= 0, got {getattr(self, f)}", f)
         check(self.pcie_gen in (3, 4, 5, 6), f"expected 3, 4, 5 or 6, got {self.pcie_gen}", "pcie_gen")
 
     def peak_flops(self, dtype: str) -> float:
         """Peak dense FLOP/s (op/s for int8) of GEMMs in ``dtype``: 'bf16', 'fp8' (falls back
-        to BF16 without FP8 units) or 'int8' (falls back to the FP8, then BF16 rate)."""
+        to BF16 without FP8 units) or 'int8' (falls back to the FP8, then BF16 rate); 'attn': the
+        attention kernels' arithmetic (``attn_tflops``, else the BF16 rate)."""
+        if dtype == "attn":
+            return (self.attn_tflops or self.bf16_tflops) * 1e12
         if dtype == "int8" and self.int8_tops > 0:
             return self.int8_tops * 1e12
         if dtype in ("fp8", "int8") and self.fp8_tflops > 0:

@@ -75,7 +75,9 @@ def profile_preamble(overrides: list[str] | None) -> str:
     return (f"**Profile used for every case: `{refs[-1]}`**, re-measured on the machine at hand"
             f" ({m.get('cpu_model', 'CPU not recorded')}, {m.get('cores', '?')} cores, measured "
             f"{m.get('measured', '?')}) by `calibration/microbench/cpu_profile.py remeasure`, fitted on no "
-            f"recording: bf16 GEMM peak {hw.gpu.bf16_tflops * 1e3:.0f} GFLOP/s, memory copy {hw.gpu.hbm_gbps:.1f} "
+            f"recording: bf16 GEMM peak {hw.gpu.bf16_tflops * 1e3:.0f} GFLOP/s"
+            + (f", attention (FP32) peak {hw.gpu.attn_tflops * 1e3:.0f} GFLOP/s" if hw.gpu.attn_tflops else "")
+            + f", memory copy {hw.gpu.hbm_gbps:.1f} "
             f"GB/s, step_overhead_us {e.step_overhead_us:.0f}, seq_overhead_us {e.seq_overhead_us:.1f}, "
             f"ctx_overhead_ns {e.ctx_overhead_ns:.0f}. The committed profile of the scenarios is not used.")
 

@@ -122,12 +122,15 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         env = vllm_step_trace.trace_env(args.trace_steps)
     with VLLMServer(args.python, args.model, args.port, log=log, env=env) as srv:
         if not args.skip_remeasure:  # kernels, then host overheads on this server, then the profile
-            subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure",
-                            "--out", str(pdir), "--name", "cpu-epyc-2c", "--yaml", str(prof), "--python", args.python,
-                            "--engine-model", args.model, "--endpoint", srv.url, "--server-log", str(log),
-                            *args.remeasure_args.split(),
-                            *(["--client-fifo", str(args.client_fifo)] if args.client_fifo else [])],
-                           check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            rc = subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure",
+                                 "--out", str(pdir), "--name", "cpu-epyc-2c", "--yaml", str(prof), "--python",
+                                 args.python, "--engine-model", args.model, "--endpoint", srv.url, "--server-log",
+                                 str(log), *args.remeasure_args.split(),
+                                 *(["--client-fifo", str(args.client_fifo)] if args.client_fifo else [])],
+                                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode
+            if rc:  # its own error is above; the server's (a dead engine, say) is in its log
+                sys.exit(f"here.py: the profile re-measurement (cpu_profile.py remeasure) exited {rc}: its error is "
+                         f"above; the validation server's log is {log}")
         t_remeasure = time.monotonic() - t0
         host = json.loads((pdir / "host_overheads.json").read_text())
         router_ms = round(host["request_path_ms"] / 2, 3)  # paid once each way (the scenario's convention)
