@@ -228,8 +228,8 @@ class Admission:
 
     def _admit_prompt(self, req: Request) -> bool:
         """Give a prompt about to start prefill its KV (kv/manager.py); False: no room yet."""
-        plen = self._prompt_len(req)
         recompute = req.rid in self.recompute_ctx
+        plen = self.recompute_ctx[req.rid] if recompute else req.input_len  # _prompt_len
         # decode-capable instances keep a page of growth per running request on top of the
         # reserve; without it a retracted request re-admitted at once is retracted again
         headroom = self._reserve_pages() + self.batch.n if self.role != "prefill" else 0
@@ -290,9 +290,12 @@ class Admission:
         order = self.scheduler.order
         cache = self.cache
         rank_max = 0
+        plen_of = self.recompute_ctx.get  # _prompt_len, inlined: every prompt of every step
         for q in self.pq:
+            if not q:
+                continue  # an idle DP rank adds nothing (most of a wide instance's ranks, most steps)
             budget = per_rank_budget
-            if self._chunk_hook and q:
+            if self._chunk_hook:
                 budget = self.scheduler.chunk_tokens(per_rank_budget, q, self.batch.n)
                 if not (isinstance(budget, int) and 0 <= budget <= per_rank_budget):
                     raise RuntimeError(f"{type(self.scheduler).__name__}.chunk_tokens returned {budget!r}; "
@@ -307,7 +310,7 @@ class Admission:
                         continue
                     if not self._admit_prompt(req):
                         break
-                left = self._prompt_len(req) - req.prefilled
+                left = plen_of(req.rid, req.input_len) - req.prefilled
                 chunk = left if left <= budget else budget
                 if chunk <= 0:
                     continue

@@ -286,12 +286,13 @@ class Stepping:
 
     def _after_prefill(self, batch) -> None:
         now = self.env.now
+        plen_of = self.recompute_ctx.get  # _prompt_len, inlined
         for req, chunk, attempt in batch:
             if attempt != req.retries or req.done:
                 continue  # given up while the step ran (a failure elsewhere): already taken off
             req.prefilled += chunk
             self.pq_tokens -= chunk
-            if req.prefilled >= self._prompt_len(req):
+            if req.prefilled >= plen_of(req.rid, req.input_len):
                 q = self.pq[req.dp_rank]
                 q.remove(req) if q[0] is not req else q.popleft()
                 self.pq_count -= 1

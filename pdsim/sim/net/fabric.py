@@ -301,7 +301,8 @@ class Fabric:
     def _arm(self, dt: float) -> None:
         """The timer of the earliest completion, ``dt`` s from now (this version's)."""
         # never schedule below the clock's resolution: now + dt must be > now, or time stalls
-        res = self._resolution()
+        now = self.env._now
+        res = self._res if self._res_lo <= now < self._res_hi else self._resolution()  # same binade: kept
         self.env.timeout(dt if dt > res else res).callbacks.append(partial(self._on_timer, self._version))
 
     def _on_timer(self, version: int, _ev=None) -> None:
@@ -315,7 +316,7 @@ class Fabric:
         # floating-point tolerance: a flow is done when what is left of it is below the clock's
         # resolution (1 ns, or a few ulps of the current time once that is coarser: ~4 ns at
         # 1e7 s, ~60 ns at ten years) or below 1e-9 of its bytes
-        tol = self._resolution()
+        tol = self._res if self._res_lo <= now < self._res_hi else self._resolution()  # as in _arm
         flows = self.flows
         done = []
         first = INF
