@@ -22,7 +22,7 @@ from ..costs.pd_overheads import pd_fixed_costs
 from ..specs.scenario import ResolvedScenario
 from ..workload.table import RequestTable
 from .build import Builder, group_plans, pair_plan
-from .clock import Clock
+from .clock import Clock, call_later
 from ..costs.registry import resolve_cost_kind
 from .control.autoscaler import AutoscaleController
 from .control.faults import FaultController
@@ -44,6 +44,9 @@ from .request_path import RequestPath
 
 #: young-generation GC threshold while a world runs (Python's default is 700)
 GC_GEN0 = 50_000
+#: requests per part of the table whose arrival columns are held as Python numbers (2**16)
+ARRIVAL_PART_BITS = 16
+ARRIVAL_PART_MASK = (1 << ARRIVAL_PART_BITS) - 1
 
 
 def default_plugins(resolved: ResolvedScenario) -> dict:
@@ -111,7 +114,7 @@ class World(RequestPath, Elastic, Recovery, Accounting):
                                              overheads=sc.overheads))
         self.router = plugins["router"].create(rng=self.rng)
         self.router.scenario = sc
-        self.env.process(self._client())
+        self._start_arrivals()
         # failures and the cluster's capacity over time (control/faults.py)
         self.events: list[tuple[float, str, str, str]] = []  # (time, kind, what, detail)
         self.retry_causes: dict[str, int] = {}
@@ -151,24 +154,42 @@ class World(RequestPath, Elastic, Recovery, Accounting):
         return plan
 
     # ---- arrivals ------------------------------------------------------------------------
-    def _client(self):
+    def _start_arrivals(self) -> None:
+        """Play the table's arrivals as a chain of timeouts, one per distinct arrival time, whose
+        callback (``_arrivals``) sends every request due then. The chain starts at time 0 ahead
+        of that moment's ordinary events (an urgent event), where a SimPy process would start:
+        the same events in the same order as a process yielding those timeouts, without a
+        generator resumed per arrival."""
+        self._next = 0  # the next request to send
+        self._due = False  # the timeout that just fired is request ``_next``'s arrival
+        self._part = -1  # which part of the table's columns ``_cols`` holds
+        self._cols = None
+        start = self.env.event()
+        start.callbacks.append(self._arrivals)
+        start._ok, start._value = True, None
+        self.env.schedule(start, simpy.core.URGENT)
+
+    def _arrivals(self, _ev=None) -> None:
+        """Send every request due now; then wait for the next arrival time (``_start_arrivals``)."""
         t = self.table
         env = self.env
+        n = len(t)
         hashes = t.hash_ids
         cc = t.max_concurrency
-        prio_col = t.priority if getattr(t, "priority", None) is not None else None
-        # the columns as Python numbers a part at a time (a whole 10M-request table as lists
-        # would hold ~100 B a request for the whole run)
-        part = 1 << 16
-        for i in range(len(t)):
-            if not i % part:
-                sl = slice(i, i + part)
-                arrivals, inputs, outputs = t.arrival_s[sl].tolist(), t.input_len[sl].tolist(), t.output_len[sl].tolist()
-                prios = prio_col[sl].tolist() if prio_col is not None else None
-            k = i % part
-            dt = arrivals[k] - env.now
-            if dt > 0:
-                yield env.timeout(dt)
+        i, due = self._next, self._due
+        while i < n:
+            if i >> ARRIVAL_PART_BITS != self._part:
+                self._load_part(i >> ARRIVAL_PART_BITS)
+            arrivals, inputs, outputs, prios = self._cols
+            k = i & ARRIVAL_PART_MASK
+            if not due:
+                dt = arrivals[k] - env.now
+                if dt > 0:
+                    # the arrival is the timeout's end (``now + dt``), not recomputed once it fires
+                    self._next, self._due = i, True
+                    call_later(env, dt, self._arrivals)
+                    return
+            due = False
             # block ids as Python ints: the prefix cache hashes them at every lookup, and numpy
             # scalars hash several times slower
             req = Request(i, arrivals[k], inputs[k], outputs[k], _ids(hashes[i]) if hashes is not None else None)
@@ -176,10 +197,22 @@ class World(RequestPath, Elastic, Recovery, Accounting):
                 req.priority = prios[k]
             self.live[i] = req
             self.created += 1
+            i += 1
             if cc is not None and self.in_flight >= cc:
-                self._cc_waiting.append(i)  # starts when a slot frees (closed loop)
+                self._cc_waiting.append(req.rid)  # starts when a slot frees (closed loop)
                 continue
             self._start(req)
+        self._next, self._due = n, False
+
+    def _load_part(self, part: int) -> None:
+        """The arrival columns of one part of the table as Python numbers (a whole 10M-request
+        table as lists would hold ~100 B a request for the whole run)."""
+        t = self.table
+        sl = slice(part << ARRIVAL_PART_BITS, (part + 1) << ARRIVAL_PART_BITS)
+        prio_col = t.priority if getattr(t, "priority", None) is not None else None
+        self._cols = (t.arrival_s[sl].tolist(), t.input_len[sl].tolist(), t.output_len[sl].tolist(),
+                      prio_col[sl].tolist() if prio_col is not None else None)
+        self._part = part
 
     def _start(self, req: Request) -> None:
         self.in_flight += 1
@@ -327,8 +360,7 @@ class World(RequestPath, Elastic, Recovery, Accounting):
                         if len(q) <= daemons and settle.only_daemons(self):
                             break
                 else:
-                    while peek() <= target:
-                        stepper()
+                    env.run_until(target)  # while peek() <= target: stepper()
             except simpy.core.StopSimulation:
                 break  # every request is done (see _done)
             if self.progress:

@@ -21,6 +21,7 @@ import networkx as nx
 import numpy as np
 import simpy
 
+from ..clock import call_later
 from ..columns import CHUNK, ColumnLog
 
 INF = float("inf")
@@ -303,7 +304,7 @@ class Fabric:
         # never schedule below the clock's resolution: now + dt must be > now, or time stalls
         now = self.env._now
         res = self._res if self._res_lo <= now < self._res_hi else self._resolution()  # same binade: kept
-        self.env.timeout(dt if dt > res else res).callbacks.append(partial(self._on_timer, self._version))
+        call_later(self.env, dt if dt > res else res, partial(self._on_timer, self._version))
 
     def _on_timer(self, version: int, _ev=None) -> None:
         if version != self._version:

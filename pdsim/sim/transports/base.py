@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...plugins import Plugin, Registry
+from ..clock import call_later
 
 
 @dataclass
@@ -187,9 +188,9 @@ class Transport(Plugin):
         now = self.env.now
         if serial_s > 0:
             end = self.wr.reserve((p.iid, req.dp_rank), now + fixed_s - serial_s, serial_s)
-            self.env.timeout(end - now).callbacks.append(start)
+            call_later(self.env, end - now, start)
         elif fixed_s > 0:
-            self.env.timeout(fixed_s).callbacks.append(start)
+            call_later(self.env, fixed_s, start)
         else:
             start()
         return t
