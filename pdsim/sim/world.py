@@ -192,7 +192,12 @@ class World(RequestPath, Elastic, Recovery, Accounting):
             due = False
             # block ids as Python ints: the prefix cache hashes them at every lookup, and numpy
             # scalars hash several times slower
-            req = Request(i, arrivals[k], inputs[k], outputs[k], _ids(hashes[i]) if hashes is not None else None)
+            if hashes is not None:
+                h = hashes[i]
+                ids = h.tolist() if type(h) is np.ndarray else _ids(h)
+            else:
+                ids = None
+            req = Request(i, arrivals[k], inputs[k], outputs[k], ids)
             if prios is not None:
                 req.priority = prios[k]
             self.live[i] = req
@@ -219,7 +224,9 @@ class World(RequestPath, Elastic, Recovery, Accounting):
         if req.input_len + req.output_len > self.model.max_context:
             self.dropped(req, "exceeds_model_max_context")
             return
-        ingress = self.ingress_s + tokenize_s(req.input_len, self.hw.efficiency)  # HTTP, proxy, tokeniser
+        ingress = self.ingress_s  # HTTP, proxy, tokeniser
+        if self.hw.efficiency.tokenize_ns:  # else prompts arrive as token ids: nothing to add
+            ingress += tokenize_s(req.input_len, self.hw.efficiency)
         if ingress > 0:
             # with placed host cores the way in is CPU work sharing them (sim/host_cores.py hop),
             # else its idle-host time as a fixed delay

@@ -76,15 +76,18 @@ class Admission:
     def _prealloc(self) -> None:
         """Decode side: allocate KV for routed requests, FIFO, keeping a reserve for growth."""
         q = self.prealloc_q
+        pool = self.pool
         while q:
             req = q[0]
-            need = pages_for(req.input_len + self._reserve_extra(req), self.page)
-            reserve = progress.full_context_reserve(self, req, req.input_len, self._reserve_pages())
-            if self.pool.free - reserve < need or not self.pool.alloc(need):
+            need = pages_for(req.input_len + (self._reserve_extra(req) if self.q != 1.0 else 0), self.page)
+            reserve = self._reserve_pages()
+            if self.recompute_ctx:  # retracted requests wait: the full-context reserve
+                reserve = progress.full_context_reserve(self, req, req.input_len, reserve)
+            if pool.free - reserve < need or not pool.alloc(need):
                 break
             q.popleft()
             req.d_pages = need
-            req.d_runs = self.pool.last_runs
+            req.d_runs = pool.last_runs
             req.d_alloc = self.env.now
             self.holding[req.rid] = req
             self.ports.kv_allocated(req, self)
@@ -192,7 +195,8 @@ class Admission:
         req.finish = first if first > now else now
         self.pool.release(req.d_pages)
         req.d_pages = 0
-        self.kv.unref(req)
+        if req.cache_keys:  # kv.unref: a decode instance's requests rarely hold cached blocks
+            self.kv.unref(req)
         self.ports.finished(req, self)
 
     def _retract_for(self, pages_needed: int) -> None:

@@ -187,7 +187,8 @@ class Instance(Admission, Stepping, Failover):
             q.append(req)
         self.pq_count += 1
         self.pq_tokens += plen - req.prefilled
-        self.wake()
+        if self._sleeping:  # wake(): most arrivals find the loop busy
+            self.wake()
 
     def enqueue_prealloc(self, req: Request) -> None:
         if self.state == DOWN:
@@ -197,7 +198,8 @@ class Instance(Admission, Stepping, Failover):
             self.ports.dropped(req, "prompt_exceeds_decode_kv_capacity")
             return
         self.prealloc_q.append(req)
-        self.wake()
+        if self._sleeping:  # wake(): most arrivals find the loop busy
+            self.wake()
 
     def kv_arrived(self, req: Request) -> None:
         """The prompt's KV is here (in pre-allocated pages, or a receive buffer): admit it."""
@@ -207,7 +209,8 @@ class Instance(Admission, Stepping, Failover):
         self.holding.pop(req.rid, None)
         req.ctx0 = req.input_len
         self.ready_q.append(req)
-        self.wake()
+        if self._sleeping:  # wake(): most arrivals find the loop busy
+            self.wake()
 
     def release_prefill_kv(self, req: Request) -> None:
         """P frees a request's KV once it has left (transfer done); cached blocks stay."""
@@ -216,7 +219,8 @@ class Instance(Admission, Stepping, Failover):
         self.pool.release(req.p_pages)
         req.p_pages = 0
         self.kv.unref(req)
-        self.wake()
+        if self._sleeping:  # wake(): most arrivals find the loop busy
+            self.wake()
 
     def recompute_lost(self, req: Request) -> None:
         """The KV never arrived (no room in any receive buffer): prefill it again here."""

@@ -281,7 +281,11 @@ class Stepping:
         self.batch.advance(n, self.env.now, self._leave_and_finish)
 
     def _leave_and_finish(self, req: Request, step: int) -> None:
-        self._leave(req, step)
+        """``req``'s last token came out in decode step ``step``: it leaves the batch (``_leave``,
+        inlined: every request ends here) and is finished."""
+        if step >= req.admit_step:
+            req.segments.append((self.iid, req.admit_step, step))
+        self.batch.leave(req, step, req.shared_pages)
         self._finish(req)
 
     def _after_prefill(self, batch) -> None:

@@ -110,6 +110,7 @@ class Transport(Plugin):
         self.fabric = ctx.fabric
         self.active: dict[int, tuple[Transfer, object, object]] = {}  # rid -> (transfer, p, d) in flight
         self.wr = WorkRequestQueue()
+        self._ends: dict[tuple[int, int], tuple[str, str]] = {}  # (P iid, D iid) -> fabric endpoints
 
     # failures
     def instance_failed(self, inst) -> list:
@@ -178,8 +179,12 @@ class Transport(Plugin):
                 self.active.pop(req.rid, None)
                 done()
 
-        link = self.ctx.pair(p, d).link
-        src, dst = (p.nvl_node, d.nvl_node) if link == "nvlink" else (p.nic_node, d.nic_node)
+        key = (p.iid, d.iid)
+        ends = self._ends.get(key)
+        if ends is None:  # the pair's endpoints in the fabric, fixed by its placement (as its PairPlan)
+            link = self.ctx.pair(p, d).link
+            ends = self._ends[key] = (p.nvl_node, d.nvl_node) if link == "nvlink" else (p.nic_node, d.nic_node)
+        src, dst = ends
 
         def start(_ev=None):
             if not t.cancelled:
