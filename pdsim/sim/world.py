@@ -64,6 +64,7 @@ class World(RequestPath, Elastic, Recovery, Accounting):
         self.env = Clock(horizon=sc.duration_limit_s if sc.duration_limit_s is not None else math.inf)
         self.rng = np.random.default_rng(sc.seed)
         self.table = table
+        self.n_requests = len(table)
         self.progress = progress
         # conservation checks at the end of the run (tests set PDSIM_CHECK=1; see tests/conftest.py)
         self.check = os.environ.get("PDSIM_CHECK") == "1"
@@ -173,7 +174,7 @@ class World(RequestPath, Elastic, Recovery, Accounting):
         """Send every request due now; then wait for the next arrival time (``_start_arrivals``)."""
         t = self.table
         env = self.env
-        n = len(t)
+        n = self.n_requests
         hashes = t.hash_ids
         cc = t.max_concurrency
         i, due = self._next, self._due
@@ -315,7 +316,7 @@ class World(RequestPath, Elastic, Recovery, Accounting):
     def _done(self, req: Request) -> None:
         self.ledger.write(req)
         self.live.pop(req.rid, None)
-        if self.ledger.written == len(self.table) and not self._all_done.triggered:
+        if self.ledger.written == self.n_requests and not self._all_done.triggered:
             # the last request is done: the run ends now (after the events already due now),
             # not at whatever time the stepping loop happens to look
             self._all_done.callbacks.append(simpy.core.StopSimulation.callback)

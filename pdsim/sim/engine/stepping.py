@@ -152,8 +152,12 @@ class Stepping:
                     yield env.timeout(dur)
                 self._step_start = -1.0
                 self._dec_step = 0
-                if n:
-                    self._after_decode(n - self._removed_in_step)
+                if n:  # _after_decode, inlined (every decode step not run quietly)
+                    k = n - self._removed_in_step
+                    self.tokens_out += k
+                    if self.ratio > self.ratio_min:
+                        self.ratio = max(self.ratio_min, self.ratio - self.ratio_decay)
+                    b.advance(k, env.now, self._leave_and_finish)
                 if self.tail_joins:  # after the step's own decodes advanced: they were not in it
                     self._tail_joined()
                 if batch:
@@ -303,7 +307,7 @@ class Stepping:
                 self._prefill_complete(req, now)
 
     def _prefill_complete(self, req: Request, now: float) -> None:
-        if handoff_recompute.complete(self, req, now):
+        if self.d_prefills and handoff_recompute.complete(self, req, now):
             return  # a hand-off D computed in chunks (handoff_recompute.py)
         recompute = self.recompute_ctx.pop(req.rid, None)
         if self.cache is not None and recompute is None and req.hash_ids is not None:

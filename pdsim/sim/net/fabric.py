@@ -36,6 +36,7 @@ def _cap(f: "Flow") -> float:
 
 
 _path = attrgetter("path")
+_cap_of = attrgetter("cap")  # as _cap, in C
 
 
 class Flow:
@@ -93,7 +94,8 @@ class Fabric:
     def send(self, src: str, dst: str, nbytes: float, cap: float, on_done: Callable) -> Flow:
         """Start moving ``nbytes`` from ``src`` to ``dst`` at most ``cap`` bytes/s."""
         self._advance()
-        f = Flow(self._next_id, self.path(src, dst), float(nbytes), cap, on_done, self.env.now)
+        path = self._paths.get((src, dst)) or self.path(src, dst)
+        f = Flow(self._next_id, path, float(nbytes), cap, on_done, self.env.now)
         self._next_id += 1
         self.bytes_sent += nbytes
         if nbytes <= 0:
@@ -155,7 +157,7 @@ class Fabric:
         """The flows on ``link`` changed (or its capacity): its cap sum and whether caps clash."""
         # a left fold from 0, as ``send``'s running sum adds a joining flow's cap: ``sum`` of floats
         # compensates rounding from Python 3.12 on, which would give another last bit
-        load = self._load[link] = reduce(add, [f.cap for f in self._on[link]], 0)
+        load = self._load[link] = reduce(add, map(_cap_of, self._on[link]), 0)
         if load <= self.capacity[link] * _ROOM:
             self._over.discard(link)
         else:
