@@ -72,6 +72,10 @@ def main() -> None:
         total = st.total_tt
         costs = sum(v[2] for k, v in st.stats.items() if "/pdsim/costs/" in k[0])
         print(f"time in prices      {costs / total:.1%} of the profiled run (tottime in pdsim/costs)")
+        # calls a request costs (cProfile counts C builtins too): the figure the speed work cuts
+        py_calls = sum(v[1] for k, v in st.stats.items() if k[0] != "~")
+        c_calls = sum(v[1] for k, v in st.stats.items() if k[0] == "~")
+        print(f"calls / request     {(py_calls + c_calls) / n:.1f} ({py_calls / n:.1f} Python, {c_calls / n:.1f} builtin)")
         st.sort_stats("tottime").print_stats(12)
 
 

@@ -99,6 +99,7 @@ def test_predicted_queue_time_matches_the_drain_of_a_queue():
     n, tokens = 12, 3000
     w = _world(scenario_dict(), _table([tokens] * n))
     env = w.env
+    env.inline = False  # one engine step per event: the loop below looks between events
     while env.peek() == 0.0:  # route every request that arrives at t = 0
         env.step()
     p = w.members.views("prefill")[0]

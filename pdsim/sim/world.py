@@ -22,7 +22,7 @@ from ..costs.pd_overheads import pd_fixed_costs
 from ..specs.scenario import ResolvedScenario
 from ..workload.table import RequestTable
 from .build import Builder, group_plans, pair_plan
-from .clock import Clock
+from .clock import Clock, call_later
 from ..costs.registry import resolve_cost_kind
 from .control.autoscaler import AutoscaleController
 from .control.faults import FaultController
@@ -44,6 +44,9 @@ from .request_path import RequestPath
 
 #: young-generation GC threshold while a world runs (Python's default is 700)
 GC_GEN0 = 50_000
+#: requests per part of the table whose arrival columns are held as Python numbers (2**16)
+ARRIVAL_PART_BITS = 16
+ARRIVAL_PART_MASK = (1 << ARRIVAL_PART_BITS) - 1
 
 
 def default_plugins(resolved: ResolvedScenario) -> dict:
@@ -61,6 +64,7 @@ class World(RequestPath, Elastic, Recovery, Accounting):
         self.env = Clock(horizon=sc.duration_limit_s if sc.duration_limit_s is not None else math.inf)
         self.rng = np.random.default_rng(sc.seed)
         self.table = table
+        self.n_requests = len(table)
         self.progress = progress
         # conservation checks at the end of the run (tests set PDSIM_CHECK=1; see tests/conftest.py)
         self.check = os.environ.get("PDSIM_CHECK") == "1"
@@ -111,7 +115,7 @@ class World(RequestPath, Elastic, Recovery, Accounting):
                                              overheads=sc.overheads))
         self.router = plugins["router"].create(rng=self.rng)
         self.router.scenario = sc
-        self.env.process(self._client())
+        self._start_arrivals()
         # failures and the cluster's capacity over time (control/faults.py)
         self.events: list[tuple[float, str, str, str]] = []  # (time, kind, what, detail)
         self.retry_causes: dict[str, int] = {}
@@ -151,42 +155,79 @@ class World(RequestPath, Elastic, Recovery, Accounting):
         return plan
 
     # ---- arrivals ------------------------------------------------------------------------
-    def _client(self):
+    def _start_arrivals(self) -> None:
+        """Play the table's arrivals as a chain of timeouts, one per distinct arrival time, whose
+        callback (``_arrivals``) sends every request due then. The chain starts at time 0 ahead
+        of that moment's ordinary events (an urgent event), where a SimPy process would start:
+        the same events in the same order as a process yielding those timeouts, without a
+        generator resumed per arrival."""
+        self._next = 0  # the next request to send
+        self._due = False  # the timeout that just fired is request ``_next``'s arrival
+        self._part = -1  # which part of the table's columns ``_cols`` holds
+        self._cols = None
+        start = self.env.event()
+        start.callbacks.append(self._arrivals)
+        start._ok, start._value = True, None
+        self.env.schedule(start, simpy.core.URGENT)
+
+    def _arrivals(self, _ev=None) -> None:
+        """Send every request due now; then wait for the next arrival time (``_start_arrivals``)."""
         t = self.table
         env = self.env
+        n = self.n_requests
         hashes = t.hash_ids
         cc = t.max_concurrency
-        prio_col = t.priority if getattr(t, "priority", None) is not None else None
-        # the columns as Python numbers a part at a time (a whole 10M-request table as lists
-        # would hold ~100 B a request for the whole run)
-        part = 1 << 16
-        for i in range(len(t)):
-            if not i % part:
-                sl = slice(i, i + part)
-                arrivals, inputs, outputs = t.arrival_s[sl].tolist(), t.input_len[sl].tolist(), t.output_len[sl].tolist()
-                prios = prio_col[sl].tolist() if prio_col is not None else None
-            k = i % part
-            dt = arrivals[k] - env.now
-            if dt > 0:
-                yield env.timeout(dt)
+        i, due = self._next, self._due
+        while i < n:
+            if i >> ARRIVAL_PART_BITS != self._part:
+                self._load_part(i >> ARRIVAL_PART_BITS)
+            arrivals, inputs, outputs, prios = self._cols
+            k = i & ARRIVAL_PART_MASK
+            if not due:
+                dt = arrivals[k] - env.now
+                if dt > 0:
+                    # the arrival is the timeout's end (``now + dt``), not recomputed once it fires
+                    self._next, self._due = i, True
+                    call_later(env, dt, self._arrivals)
+                    return
+            due = False
             # block ids as Python ints: the prefix cache hashes them at every lookup, and numpy
             # scalars hash several times slower
-            req = Request(i, arrivals[k], inputs[k], outputs[k], _ids(hashes[i]) if hashes is not None else None)
+            if hashes is not None:
+                h = hashes[i]
+                ids = h.tolist() if type(h) is np.ndarray else _ids(h)
+            else:
+                ids = None
+            req = Request(i, arrivals[k], inputs[k], outputs[k], ids)
             if prios is not None:
                 req.priority = prios[k]
             self.live[i] = req
             self.created += 1
+            i += 1
             if cc is not None and self.in_flight >= cc:
-                self._cc_waiting.append(i)  # starts when a slot frees (closed loop)
+                self._cc_waiting.append(req.rid)  # starts when a slot frees (closed loop)
                 continue
             self._start(req)
+        self._next, self._due = n, False
+
+    def _load_part(self, part: int) -> None:
+        """The arrival columns of one part of the table as Python numbers (a whole 10M-request
+        table as lists would hold ~100 B a request for the whole run)."""
+        t = self.table
+        sl = slice(part << ARRIVAL_PART_BITS, (part + 1) << ARRIVAL_PART_BITS)
+        prio_col = t.priority if getattr(t, "priority", None) is not None else None
+        self._cols = (t.arrival_s[sl].tolist(), t.input_len[sl].tolist(), t.output_len[sl].tolist(),
+                      prio_col[sl].tolist() if prio_col is not None else None)
+        self._part = part
 
     def _start(self, req: Request) -> None:
         self.in_flight += 1
         if req.input_len + req.output_len > self.model.max_context:
             self.dropped(req, "exceeds_model_max_context")
             return
-        ingress = self.ingress_s + tokenize_s(req.input_len, self.hw.efficiency)  # HTTP, proxy, tokeniser
+        ingress = self.ingress_s  # HTTP, proxy, tokeniser
+        if self.hw.efficiency.tokenize_ns:  # else prompts arrive as token ids: nothing to add
+            ingress += tokenize_s(req.input_len, self.hw.efficiency)
         if ingress > 0:
             # with placed host cores the way in is CPU work sharing them (sim/host_cores.py hop),
             # else its idle-host time as a fixed delay
@@ -275,7 +316,7 @@ class World(RequestPath, Elastic, Recovery, Accounting):
     def _done(self, req: Request) -> None:
         self.ledger.write(req)
         self.live.pop(req.rid, None)
-        if self.ledger.written == len(self.table) and not self._all_done.triggered:
+        if self.ledger.written == self.n_requests and not self._all_done.triggered:
             # the last request is done: the run ends now (after the events already due now),
             # not at whatever time the stepping loop happens to look
             self._all_done.callbacks.append(simpy.core.StopSimulation.callback)
@@ -327,8 +368,7 @@ class World(RequestPath, Elastic, Recovery, Accounting):
                         if len(q) <= daemons and settle.only_daemons(self):
                             break
                 else:
-                    while peek() <= target:
-                        stepper()
+                    env.run_until(target)  # while peek() <= target: stepper()
             except simpy.core.StopSimulation:
                 break  # every request is done (see _done)
             if self.progress:

@@ -76,15 +76,18 @@ class Admission:
     def _prealloc(self) -> None:
         """Decode side: allocate KV for routed requests, FIFO, keeping a reserve for growth."""
         q = self.prealloc_q
+        pool = self.pool
         while q:
             req = q[0]
-            need = pages_for(req.input_len + self._reserve_extra(req), self.page)
-            reserve = progress.full_context_reserve(self, req, req.input_len, self._reserve_pages())
-            if self.pool.free - reserve < need or not self.pool.alloc(need):
+            need = pages_for(req.input_len + (self._reserve_extra(req) if self.q != 1.0 else 0), self.page)
+            reserve = self._reserve_pages()
+            if self.recompute_ctx:  # retracted requests wait: the full-context reserve
+                reserve = progress.full_context_reserve(self, req, req.input_len, reserve)
+            if pool.free - reserve < need or not pool.alloc(need):
                 break
             q.popleft()
             req.d_pages = need
-            req.d_runs = self.pool.last_runs
+            req.d_runs = pool.last_runs
             req.d_alloc = self.env.now
             self.holding[req.rid] = req
             self.ports.kv_allocated(req, self)
@@ -192,7 +195,8 @@ class Admission:
         req.finish = first if first > now else now
         self.pool.release(req.d_pages)
         req.d_pages = 0
-        self.kv.unref(req)
+        if req.cache_keys:  # kv.unref: a decode instance's requests rarely hold cached blocks
+            self.kv.unref(req)
         self.ports.finished(req, self)
 
     def _retract_for(self, pages_needed: int) -> None:
@@ -228,8 +232,8 @@ class Admission:
 
     def _admit_prompt(self, req: Request) -> bool:
         """Give a prompt about to start prefill its KV (kv/manager.py); False: no room yet."""
-        plen = self._prompt_len(req)
         recompute = req.rid in self.recompute_ctx
+        plen = self.recompute_ctx[req.rid] if recompute else req.input_len  # _prompt_len
         # decode-capable instances keep a page of growth per running request on top of the
         # reserve; without it a retracted request re-admitted at once is retracted again
         headroom = self._reserve_pages() + self.batch.n if self.role != "prefill" else 0
@@ -290,9 +294,12 @@ class Admission:
         order = self.scheduler.order
         cache = self.cache
         rank_max = 0
+        plen_of = self.recompute_ctx.get  # _prompt_len, inlined: every prompt of every step
         for q in self.pq:
+            if not q:
+                continue  # an idle DP rank adds nothing (most of a wide instance's ranks, most steps)
             budget = per_rank_budget
-            if self._chunk_hook and q:
+            if self._chunk_hook:
                 budget = self.scheduler.chunk_tokens(per_rank_budget, q, self.batch.n)
                 if not (isinstance(budget, int) and 0 <= budget <= per_rank_budget):
                     raise RuntimeError(f"{type(self.scheduler).__name__}.chunk_tokens returned {budget!r}; "
@@ -307,7 +314,7 @@ class Admission:
                         continue
                     if not self._admit_prompt(req):
                         break
-                left = self._prompt_len(req) - req.prefilled
+                left = plen_of(req.rid, req.input_len) - req.prefilled
                 chunk = left if left <= budget else budget
                 if chunk <= 0:
                     continue

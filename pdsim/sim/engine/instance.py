@@ -23,7 +23,6 @@ from collections import deque
 import simpy
 
 from ..kv.manager import KVManager
-from ..kv.pool import pages_for
 from ..request import Request
 from ...costs.speculative import tokens_per_step
 from .decode_batch import DecodeBatch
@@ -60,6 +59,9 @@ class Instance(Admission, Stepping, Failover):
         self.dp = plan.dp
         self.gpus = plan.gpus
         self.page = eng.page_size
+        # the most tokens of one request's KV the pool can ever hold: ``pages_for(t, page) >
+        # capacity`` exactly when ``t > capacity * page`` (checked for every request routed here)
+        self.max_kv_tokens = self.pool.capacity * self.page
         self.rank_budget = plan.rank_budget
         mrr = eng.max_running_requests
         self.max_running = mrr if mrr is not None else 1 << 60
@@ -150,9 +152,10 @@ class Instance(Admission, Stepping, Failover):
         """Why this instance can never serve ``req`` (None if it can): its prompt, or for a
         decode-capable instance its whole context (prompt + output), exceeds the KV pool. Such
         a request would be retracted and recomputed forever."""
-        if pages_for(req.input_len, self.page) > self.pool.capacity:
+        limit = self.max_kv_tokens
+        if req.input_len > limit:
             return f"prompt_exceeds_{self.role}_kv_capacity"
-        if self.role != "prefill" and pages_for(req.input_len + req.output_len, self.page) > self.pool.capacity:
+        if self.role != "prefill" and req.input_len + req.output_len > limit:
             return f"context_exceeds_{self.role}_kv_capacity"
         return None
 
@@ -160,8 +163,8 @@ class Instance(Admission, Stepping, Failover):
         if self.state == DOWN:  # a dead process takes the request with it until it is detected
             self._park(req)
             return
-        plen = self._prompt_len(req)
-        if pages_for(plen, self.page) > self.pool.capacity:
+        plen = self.recompute_ctx.get(req.rid, req.input_len)  # _prompt_len
+        if plen > self.max_kv_tokens:
             self.ports.dropped(req, f"prompt_exceeds_{self.role}_kv_capacity")
             return
         if self.dp == 1:
@@ -184,17 +187,19 @@ class Instance(Admission, Stepping, Failover):
             q.append(req)
         self.pq_count += 1
         self.pq_tokens += plen - req.prefilled
-        self.wake()
+        if self._sleeping:  # wake(): most arrivals find the loop busy
+            self.wake()
 
     def enqueue_prealloc(self, req: Request) -> None:
         if self.state == DOWN:
             self._park(req)
             return
-        if pages_for(req.input_len, self.page) > self.pool.capacity:
+        if req.input_len > self.max_kv_tokens:
             self.ports.dropped(req, "prompt_exceeds_decode_kv_capacity")
             return
         self.prealloc_q.append(req)
-        self.wake()
+        if self._sleeping:  # wake(): most arrivals find the loop busy
+            self.wake()
 
     def kv_arrived(self, req: Request) -> None:
         """The prompt's KV is here (in pre-allocated pages, or a receive buffer): admit it."""
@@ -204,7 +209,8 @@ class Instance(Admission, Stepping, Failover):
         self.holding.pop(req.rid, None)
         req.ctx0 = req.input_len
         self.ready_q.append(req)
-        self.wake()
+        if self._sleeping:  # wake(): most arrivals find the loop busy
+            self.wake()
 
     def release_prefill_kv(self, req: Request) -> None:
         """P frees a request's KV once it has left (transfer done); cached blocks stay."""
@@ -213,7 +219,8 @@ class Instance(Admission, Stepping, Failover):
         self.pool.release(req.p_pages)
         req.p_pages = 0
         self.kv.unref(req)
-        self.wake()
+        if self._sleeping:  # wake(): most arrivals find the loop busy
+            self.wake()
 
     def recompute_lost(self, req: Request) -> None:
         """The KV never arrived (no room in any receive buffer): prefill it again here."""

@@ -152,8 +152,12 @@ class Stepping:
                     yield env.timeout(dur)
                 self._step_start = -1.0
                 self._dec_step = 0
-                if n:
-                    self._after_decode(n - self._removed_in_step)
+                if n:  # _after_decode, inlined (every decode step not run quietly)
+                    k = n - self._removed_in_step
+                    self.tokens_out += k
+                    if self.ratio > self.ratio_min:
+                        self.ratio = max(self.ratio_min, self.ratio - self.ratio_decay)
+                    b.advance(k, env.now, self._leave_and_finish)
                 if self.tail_joins:  # after the step's own decodes advanced: they were not in it
                     self._tail_joined()
                 if batch:
@@ -281,24 +285,29 @@ class Stepping:
         self.batch.advance(n, self.env.now, self._leave_and_finish)
 
     def _leave_and_finish(self, req: Request, step: int) -> None:
-        self._leave(req, step)
+        """``req``'s last token came out in decode step ``step``: it leaves the batch (``_leave``,
+        inlined: every request ends here) and is finished."""
+        if step >= req.admit_step:
+            req.segments.append((self.iid, req.admit_step, step))
+        self.batch.leave(req, step, req.shared_pages)
         self._finish(req)
 
     def _after_prefill(self, batch) -> None:
         now = self.env.now
+        plen_of = self.recompute_ctx.get  # _prompt_len, inlined
         for req, chunk, attempt in batch:
             if attempt != req.retries or req.done:
                 continue  # given up while the step ran (a failure elsewhere): already taken off
             req.prefilled += chunk
             self.pq_tokens -= chunk
-            if req.prefilled >= self._prompt_len(req):
+            if req.prefilled >= plen_of(req.rid, req.input_len):
                 q = self.pq[req.dp_rank]
                 q.remove(req) if q[0] is not req else q.popleft()
                 self.pq_count -= 1
                 self._prefill_complete(req, now)
 
     def _prefill_complete(self, req: Request, now: float) -> None:
-        if handoff_recompute.complete(self, req, now):
+        if self.d_prefills and handoff_recompute.complete(self, req, now):
             return  # a hand-off D computed in chunks (handoff_recompute.py)
         recompute = self.recompute_ctx.pop(req.rid, None)
         if self.cache is not None and recompute is None and req.hash_ids is not None:

@@ -100,21 +100,22 @@ class KVManager:
         cache = self.cache
         keys = req.hash_ids
         n_full = min(len(keys), req.input_len // cache.block_tokens)
-        held = req.cache_keys
-        if len(held) >= n_full:
+        held = req.cache_keys or None  # its prefix_cache.Hold (always true), else None
+        have = held.blocks() if held is not None else 0
+        if have >= n_full:
             return 0
         # a key already cached (the request's own prefix, another request's block, or a repeat
         # within this prompt) stays private: the blocks adopted are the first occurrences of
         # the keys not cached yet, in prompt order
         span = cache.new_span()
-        fresh = dict.fromkeys(keys[len(held):n_full], span)  # first occurrences, in prompt order
+        fresh = dict.fromkeys(keys[have:n_full], span)  # first occurrences, in prompt order
         if cache.ref.keys().isdisjoint(fresh):  # the common case, checked without a Python loop
             new = fresh
         else:
             new = {k: span for k in fresh if k not in cache.ref}
         if not new:
             return 0
-        req.cache_keys = cache.adopt_new(held or None, span, new, now)
+        req.cache_keys = cache.adopt_new(held, span, new, now)
         moved = len(new) * cache.ppb
         req.shared_pages += moved
         return moved

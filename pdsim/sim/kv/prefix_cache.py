@@ -47,7 +47,9 @@ class _Span:
 
 class Hold:
     """A request's references: ``head``, cached blocks it reuses (one reference each, a key
-    twice if listed twice), and ``own``, the span of blocks it adopted (None before)."""
+    twice if listed twice), and ``own``, the span of blocks it adopted (None before). Never
+    empty (made with a prefix hit or with adopted blocks), so always true: it defines no
+    ``__len__`` or ``__bool__``, and a truth test costs no Python call (``blocks`` counts)."""
 
     __slots__ = ("head", "own")
 
@@ -55,11 +57,9 @@ class Hold:
         self.head = head
         self.own: _Span | None = None
 
-    def __len__(self) -> int:
+    def blocks(self) -> int:
+        """Blocks referenced: the prefix hit's and the adopted ones."""
         return len(self.head) + (len(self.own.keys) if self.own is not None else 0)
-
-    def __bool__(self) -> bool:
-        return True  # never empty: made with a prefix hit or with adopted blocks
 
 
 class PrefixCache:
@@ -90,7 +90,11 @@ class PrefixCache:
     def evictable_among(self, keys) -> int:
         """Pages of cached ``keys`` that are unreferenced (would stop being evictable)."""
         ref, extra = self.ref, self.extra
-        return sum(self.ppb for k in keys if not ref[k].held and k not in extra)
+        n = 0
+        for k in keys:  # a plain loop: a generator expression resumes a frame per key
+            if not ref[k].held and k not in extra:
+                n += 1
+        return n * self.ppb
 
     def acquire(self, keys: list) -> Hold:
         """Reference the cached blocks ``keys`` (a prefix hit); returns the request's hold."""

@@ -21,6 +21,7 @@ import networkx as nx
 import numpy as np
 import simpy
 
+from ..clock import call_later
 from ..columns import CHUNK, ColumnLog
 
 INF = float("inf")
@@ -35,6 +36,7 @@ def _cap(f: "Flow") -> float:
 
 
 _path = attrgetter("path")
+_cap_of = attrgetter("cap")  # as _cap, in C
 
 
 class Flow:
@@ -92,7 +94,8 @@ class Fabric:
     def send(self, src: str, dst: str, nbytes: float, cap: float, on_done: Callable) -> Flow:
         """Start moving ``nbytes`` from ``src`` to ``dst`` at most ``cap`` bytes/s."""
         self._advance()
-        f = Flow(self._next_id, self.path(src, dst), float(nbytes), cap, on_done, self.env.now)
+        path = self._paths.get((src, dst)) or self.path(src, dst)
+        f = Flow(self._next_id, path, float(nbytes), cap, on_done, self.env.now)
         self._next_id += 1
         self.bytes_sent += nbytes
         if nbytes <= 0:
@@ -154,7 +157,7 @@ class Fabric:
         """The flows on ``link`` changed (or its capacity): its cap sum and whether caps clash."""
         # a left fold from 0, as ``send``'s running sum adds a joining flow's cap: ``sum`` of floats
         # compensates rounding from Python 3.12 on, which would give another last bit
-        load = self._load[link] = reduce(add, [f.cap for f in self._on[link]], 0)
+        load = self._load[link] = reduce(add, map(_cap_of, self._on[link]), 0)
         if load <= self.capacity[link] * _ROOM:
             self._over.discard(link)
         else:
@@ -301,8 +304,9 @@ class Fabric:
     def _arm(self, dt: float) -> None:
         """The timer of the earliest completion, ``dt`` s from now (this version's)."""
         # never schedule below the clock's resolution: now + dt must be > now, or time stalls
-        res = self._resolution()
-        self.env.timeout(dt if dt > res else res).callbacks.append(partial(self._on_timer, self._version))
+        now = self.env._now
+        res = self._res if self._res_lo <= now < self._res_hi else self._resolution()  # same binade: kept
+        call_later(self.env, dt if dt > res else res, partial(self._on_timer, self._version))
 
     def _on_timer(self, version: int, _ev=None) -> None:
         if version != self._version:
@@ -315,7 +319,7 @@ class Fabric:
         # floating-point tolerance: a flow is done when what is left of it is below the clock's
         # resolution (1 ns, or a few ulps of the current time once that is coarser: ~4 ns at
         # 1e7 s, ~60 ns at ten years) or below 1e-9 of its bytes
-        tol = self._resolution()
+        tol = self._res if self._res_lo <= now < self._res_hi else self._resolution()  # as in _arm
         flows = self.flows
         done = []
         first = INF

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...plugins import Plugin, Registry
+from ..clock import call_later
 
 
 @dataclass
@@ -109,6 +110,7 @@ class Transport(Plugin):
         self.fabric = ctx.fabric
         self.active: dict[int, tuple[Transfer, object, object]] = {}  # rid -> (transfer, p, d) in flight
         self.wr = WorkRequestQueue()
+        self._ends: dict[tuple[int, int], tuple[str, str]] = {}  # (P iid, D iid) -> fabric endpoints
 
     # failures
     def instance_failed(self, inst) -> list:
@@ -177,8 +179,12 @@ class Transport(Plugin):
                 self.active.pop(req.rid, None)
                 done()
 
-        link = self.ctx.pair(p, d).link
-        src, dst = (p.nvl_node, d.nvl_node) if link == "nvlink" else (p.nic_node, d.nic_node)
+        key = (p.iid, d.iid)
+        ends = self._ends.get(key)
+        if ends is None:  # the pair's endpoints in the fabric, fixed by its placement (as its PairPlan)
+            link = self.ctx.pair(p, d).link
+            ends = self._ends[key] = (p.nvl_node, d.nvl_node) if link == "nvlink" else (p.nic_node, d.nic_node)
+        src, dst = ends
 
         def start(_ev=None):
             if not t.cancelled:
@@ -187,9 +193,9 @@ class Transport(Plugin):
         now = self.env.now
         if serial_s > 0:
             end = self.wr.reserve((p.iid, req.dp_rank), now + fixed_s - serial_s, serial_s)
-            self.env.timeout(end - now).callbacks.append(start)
+            call_later(self.env, end - now, start)
         elif fixed_s > 0:
-            self.env.timeout(fixed_s).callbacks.append(start)
+            call_later(self.env, fixed_s, start)
         else:
             start()
         return t
