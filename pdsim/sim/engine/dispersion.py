@@ -59,6 +59,9 @@ class StepDispersion:
             self.x = self.sigma * gauss(0.0, 1.0)
             return math.exp(self.x - 0.5 * s2)
         u = dt / self.tau
+        if u > 1e9:  # (tau ~ 0 against the step) the step averages independent phases: no spread left
+            self.x = self.sigma * gauss(0.0, 1.0)
+            return 1.0
         if u < 1e-4:  # the step sees one phase: its factor is the instantaneous one
             a = math.exp(-u)
             self.x = a * self.x + self.sigma * math.sqrt(max(0.0, 1.0 - a * a)) * gauss(0.0, 1.0)
@@ -84,6 +87,8 @@ def window_share(u: float) -> float:
     as a share of the process's own variance: 2 (u - 1 + e^-u) / u^2 (1 at u -> 0)."""
     if u < 1e-4:
         return 1.0 - u / 3.0
+    if u > 1e9:
+        return 2.0 / u
     return 2.0 * (u - 1.0 + math.exp(-u)) / (u * u)
 
 
