@@ -64,3 +64,38 @@ def watchdog(seconds: int):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+def fit_cpu_profile(folder: Path, rows: Path, machine: dict | None = None, overhead: dict | None = None) -> Path:
+    """Fit a CPU profile the way ``cpu_profile.py profile --fresh`` does, from the four files of a
+    re-measurement folder ``rows`` copied into ``folder``, with ``machine`` / ``overhead`` entries
+    set (a value None removes the entry; a file already in ``folder`` is kept, so write one there
+    first to change it, and a second call edits the first one's): the profile YAML (``folder/p.yaml``; its
+    ``host_overheads.json`` beside it)."""
+    import argparse
+    import json
+    import shutil
+    import sys
+
+    for f in ("machine.json", "gemm.csv", "attention.csv", "overhead.json"):
+        if not (folder / f).exists():
+            shutil.copy(rows / f, folder / f)
+    for name, edits in (("machine.json", machine), ("overhead.json", overhead)):
+        if edits:
+            doc = json.loads((folder / name).read_text())
+            for k, v in edits.items():
+                if v is None:
+                    doc.pop(k, None)
+                else:
+                    doc[k] = v
+            (folder / name).write_text(json.dumps(doc))
+    micro = str(REPO / "calibration" / "microbench")
+    sys.path.insert(0, micro)
+    try:
+        from cpu_profile_fit import profile
+    finally:
+        sys.path.remove(micro)
+    out = folder / "p.yaml"
+    profile(argparse.Namespace(out=str(folder), model=str(REPO / "workloads/models/tiny-llama.yaml"), name="cpu-t",
+                               yaml=str(out), fresh=True, bounds=""))
+    return out

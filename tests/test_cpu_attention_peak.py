@@ -12,10 +12,7 @@ profile (an FP32 GEMM on the worker's core).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -24,9 +21,10 @@ import yaml
 
 from pdsim.specs.hardware import GPUSpec
 
+from builders import fit_cpu_profile
+
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = ROOT / "validation" / "cpu-vllm-calibration" / "fifo3"
-MICRO = ROOT / "calibration" / "microbench"
 
 
 def _gpu(**kw) -> GPUSpec:
@@ -41,22 +39,8 @@ def test_the_attention_peak_is_the_bf16_one_unless_the_profile_says_otherwise():
 
 
 def _profile(tmp_path: Path, facts_extra: dict) -> dict:
-    for f in ("machine.json", "gemm.csv", "attention.csv", "overhead.json"):
-        shutil.copy(ROWS / f, tmp_path / f)
-    facts = json.loads((tmp_path / "machine.json").read_text())
-    for k in ("peak_fp32_flops", "peak_fp32_gemm", "attention_isa"):
-        facts.pop(k, None)
-    facts.update(facts_extra)
-    (tmp_path / "machine.json").write_text(json.dumps(facts))
-    sys.path.insert(0, str(MICRO))
-    try:
-        from cpu_profile_fit import profile
-    finally:
-        sys.path.remove(str(MICRO))
-    out = tmp_path / "p.yaml"
-    profile(argparse.Namespace(out=str(tmp_path), model=str(ROOT / "workloads/models/tiny-llama.yaml"), name="cpu-t",
-                               yaml=str(out), fresh=True, bounds=""))
-    return yaml.safe_load(out.read_text())
+    gone = {k: None for k in ("peak_fp32_flops", "peak_fp32_gemm", "attention_isa")}
+    return yaml.safe_load(fit_cpu_profile(tmp_path, ROWS, machine={**gone, **facts_extra}).read_text())
 
 
 def _priced_prefill_us(doc: dict, tokens: int) -> float:

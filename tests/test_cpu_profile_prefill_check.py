@@ -8,30 +8,17 @@ steps ran within 4% of each other; the slow rows priced a 512-token prefill 588 
 and the cases recorded against them over-predicted TTFT by 20-28% (validation/README.md)."""
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
-import sys
 from pathlib import Path
+
+from builders import fit_cpu_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = ROOT / "validation" / "cpu-vllm-calibration" / "newuser"
-MICRO = ROOT / "calibration" / "microbench"
 
 
 def _profile(tmp_path: Path, ov_extra: dict) -> dict:
-    for f in ("machine.json", "gemm.csv", "attention.csv", "overhead.json"):
-        shutil.copy(ROWS / f, tmp_path / f)
-    ov = json.loads((tmp_path / "overhead.json").read_text())
-    ov.update(ov_extra)
-    (tmp_path / "overhead.json").write_text(json.dumps(ov))
-    sys.path.insert(0, str(MICRO))
-    try:
-        from cpu_profile_fit import profile
-    finally:
-        sys.path.remove(str(MICRO))
-    profile(argparse.Namespace(out=str(tmp_path), model=str(ROOT / "workloads/models/tiny-llama.yaml"), name="cpu-t",
-                               yaml=str(tmp_path / "p.yaml"), fresh=True, bounds=""))
+    fit_cpu_profile(tmp_path, ROWS, overhead=ov_extra)
     return json.loads((tmp_path / "host_overheads.json").read_text())
 
 
@@ -75,19 +62,10 @@ def test_decode_rows_all_faster_than_the_memory_bound_leave_no_model_and_the_pro
 
     from pdsim import api
 
-    for f in ("machine.json", "gemm.csv", "overhead.json"):
-        shutil.copy(ROWS / f, tmp_path / f)
     att = pd.read_csv(ROWS / "attention.csv")
     att.loc[att["phase"] == "decode", "us"] *= 1e-3  # every decode row past the bound
     att.to_csv(tmp_path / "attention.csv", index=False)
-    sys.path.insert(0, str(MICRO))
-    try:
-        from cpu_profile_fit import profile
-    finally:
-        sys.path.remove(str(MICRO))
-    out = tmp_path / "p.yaml"
-    profile(argparse.Namespace(out=str(tmp_path), model=str(ROOT / "workloads/models/tiny-llama.yaml"), name="cpu-t",
-                               yaml=str(out), fresh=True, bounds=""))
+    out = fit_cpu_profile(tmp_path, ROWS)
     import yaml
 
     cal = yaml.safe_load(out.read_text())["calibration"]
