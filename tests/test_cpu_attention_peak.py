@@ -81,3 +81,10 @@ def test_a_bf16_attention_isa_keeps_the_gemm_peak(tmp_path):
     doc = _profile(tmp_path, {"peak_fp32_flops": facts["peak_fp32_flops"], "attention_isa": "amx",
                               "peak_fp32_gemm": "x"})
     assert "attn_tflops" not in doc["gpu"]  # AMX tiles multiply BF16: the BF16 peak bounds them
+
+
+def test_a_negative_attention_peak_is_refused_naming_the_field():
+    from pdsim.specs.errors import SpecError
+
+    with pytest.raises(SpecError, match="attn_tflops"):
+        _gpu(attn_tflops=-1.0)
