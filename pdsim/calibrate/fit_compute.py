@@ -228,13 +228,27 @@ def _fit_decode(rows, hws, kv_bytes, flops, data: str, key_cols, fixed_eff: floa
     return out
 
 
-def fit_attention(rows, hws) -> dict:
+def fit_attention(rows, hws, row_term: bool | str = False) -> dict:
     """GQA/MHA attention (FlashAttention in SGLang/vLLM): prefill efficiency of peak BF16 on
     causal pair FLOPs, decode KV-read efficiency of HBM (held out: every third (head layout,
-    context) or (head layout, batch) key)."""
+    context) or (head layout, batch) key).
+
+    ``row_term``: True fits the prefill with per-query-row work (``row_pairs`` key columns a row,
+    compute.py); ``"heldout"`` fits both forms and keeps the per-row one only where it predicts
+    the held-out rows better (a kernel whose cost a pair falls as prompts grow: vLLM's CPU
+    attention ran 0.31 us a pair at 16 tokens and 0.053 at 2,048 on one host,
+    validation/cpu-vllm-calibration/fifo5/attention.csv); False, the pairs-only form."""
     out = {}
-    p = _fit_prefill(rows, hws, lambda r: gqa_pair_flops(r["heads"].to_numpy(float), r["head_dim"].to_numpy(float)),
-                     "attention", ["heads", "kv_heads", "context"])
+
+    def prefill(term: bool):
+        return _fit_prefill(rows, hws,
+                            lambda r: gqa_pair_flops(r["heads"].to_numpy(float), r["head_dim"].to_numpy(float)),
+                            "attention", ["heads", "kv_heads", "context"], row_term=term)
+    p = prefill(bool(row_term))
+    if row_term == "heldout" and p:
+        plain = prefill(False)
+        if plain and plain.get("heldout_mape", 0.0) <= p.get("heldout_mape", 0.0):
+            p = plain
     if p:
         out["attention_prefill"] = p
     d = _fit_decode(rows, hws,
