@@ -183,3 +183,32 @@ def test_step_compare_splits_each_cycle_into_host_hop_and_worker(tmp_path):
     out = step_compare.summary(r, None)["real"]
     assert out["decode_weighted_cycles"]["40-100"]["gaps"] == 4 and out["decode_weighted_cycles"]["<40"]["gaps"] == 4
     assert out["steps_with_prefill"] == 1
+
+
+def test_step_compare_reports_each_steps_time_over_its_own_price_by_thirds(tmp_path):
+    """``host_speed``: a host that slows under the recording shows as a ratio rising third by third
+    while the prices (the same step, priced alike) stay put."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "validation" / "cpu-vllm"))
+    import step_compare
+
+    class Flat:  # every decode step 10 ms, every prefill step 100 ms, alone
+        def step_time(self, prefill_tokens, prefill_attn, prefill_seqs, decode_batch, decode_ctx, **kw):
+            return 0.1 if prefill_tokens else 0.01
+
+    rows, t = [], 0.0
+    for k in range(30):  # decode steps at 10, 11, then 12 ms: the host slowing by thirds
+        d = 0.010 * (1.0 + 0.1 * (k // 10))
+        pf = 64 if k % 10 == 5 else 0
+        d = 0.1 if pf else d
+        rows.append({"kind": "step", "t_schedule": t, "t_scheduled": t, "t_model_done": t + d, "t_end": t + d,
+                     "decodes": 1, "decode_ctx": 100, "prefill_tokens": pf, "running": 1, "waiting": 0,
+                     "preempted": 0, "prefill_chunks": [{"tokens": pf, "computed": 0, "prompt": pf}] if pf else []})
+        t += d + 0.001
+    (tmp_path / "s.jsonl.1").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    real = step_compare.real_steps(str(tmp_path / "s.jsonl"), None)
+    assert real["prefill_attn"][5] == pytest.approx(64 * 32)
+    out = step_compare.host_speed(real, step_compare.step_prices(real, Flat()))
+    assert out["real_over_price, pure decode"]["median_by_third"] == pytest.approx([1.0, 1.1, 1.2])
+    assert out["real_over_price, with prefill"]["median_by_third"] == pytest.approx([1.0, 1.0, 1.0])

@@ -11,6 +11,13 @@ worker and back, the worker's own Python around the model) and ``worker`` (the m
 execute_model + sample_tokens, worker process), ``update`` (update_from_output). Simulated side:
 the scenario's step log. Both: prefill tokens, prefill chunks (real only) and decodes per step,
 and the decode-weighted cycle histogram (< 40, 40-100, > 100 ms), which is the ITL gaps' shape.
+
+With ``--case``, ``host_speed``: each real step's time (schedule start -> end) over its own price
+by the case's profile (the step-cost contract on what the step carried: prefill chunks with their
+cached prefix, decodes and their context), for pure-decode and prefill steps, over the whole
+recording and by thirds of it. A ratio that moves from third to third while the prices stay put
+is the host's speed drifting under the recording (2026-11-27, zen1: decode cycles 0.85x their
+price at 11:20, 1.05x at 11:38), not a model error.
 """
 from __future__ import annotations
 
@@ -80,7 +87,32 @@ def real_steps(trace: str, span: tuple[float, float] | None) -> dict:
             "running": np.array([s["running"] for s in steps]),
             "waiting": np.array([s["waiting"] for s in steps]),
             "preempted": int(sum(s["preempted"] for s in steps)),
-            "chunk_sizes": [c["tokens"] for s in steps for c in s["prefill_chunks"]]}
+            "chunk_sizes": [c["tokens"] for s in steps for c in s["prefill_chunks"]],
+            "prefill_attn": np.array([sum(c["tokens"] * (c["computed"] + c["tokens"] / 2.0) for c in s["prefill_chunks"])
+                                      for s in steps], float),
+            "decode_ctx": np.array([s["decode_ctx"] for s in steps], float)}
+
+
+def step_prices(real: dict, cost) -> np.ndarray:
+    """Each real step's price (seconds) by ``cost`` (a StepCost): what it carried, priced alone."""
+    return np.array([cost.step_time(int(pt), float(pa), int(ch), int(d), float(ctx)) for pt, pa, ch, d, ctx in
+                     zip(real["prefill_tokens"], real["prefill_attn"], real["chunks"], real["decodes"],
+                         real["decode_ctx"])], float)
+
+
+def host_speed(real: dict, price: np.ndarray) -> dict:
+    """Real step time over price for pure-decode and prefill steps: all, and the median of each
+    third of the recording (by time)."""
+    ratio = (real["t_end"] - real["t_schedule"]) / price
+    thirds = np.minimum((3 * (real["t_schedule"] - real["t_schedule"][0])
+                         / max(real["t_schedule"][-1] - real["t_schedule"][0], 1e-9)).astype(int), 2)
+    out = {}
+    for kind, m in (("pure decode", (real["prefill_tokens"] == 0) & (real["decodes"] > 0)),
+                    ("with prefill", real["prefill_tokens"] > 0)):
+        out[f"real_over_price, {kind}"] = {**_q(ratio[m]), "median_by_third": [
+            round(float(np.median(ratio[m & (thirds == k)])), 3) if (m & (thirds == k)).any() else None
+            for k in range(3)]}
+    return out
 
 
 def sim_steps(case: str) -> dict:
@@ -103,7 +135,15 @@ def sim_steps(case: str) -> dict:
     return {"step": d, "host": np.concatenate([[np.nan], t[1:] - end[:-1]]),
             "cycle": np.concatenate([[np.nan], end[1:] - end[:-1]]),
             "prefill_tokens": np.asarray(cols["prefill_tokens"]),
-            "decodes": np.asarray(cols["running_batch"]), "aligned": al}
+            "decodes": np.asarray(cols["running_batch"]), "aligned": al, "cost": _case_cost(sc)}
+
+
+def _case_cost(sc):
+    """The step cost the case's one instance steps with, as the world builds it."""
+    from pdsim.metrics.step_physics import step_cost
+
+    role = "colocated" if sc.scenario.cluster.colocated else "prefill"
+    return step_cost(sc, role, 0, sc.hardware_of(role, 0))
 
 
 def summary(real: dict, sim: dict | None) -> dict:
@@ -141,6 +181,8 @@ def summary(real: dict, sim: dict | None) -> dict:
         }
         for kind, m in (("pure decode", sim["prefill_tokens"] == 0), ("with prefill", sim["prefill_tokens"] > 0)):
             out["sim"][f"step_ms, {kind}"] = _q(sim["step"][m] * ms)
+        if sim.get("cost") is not None:
+            out["host_speed"] = host_speed(real, step_prices(real, sim["cost"]))
     return out
 
 
