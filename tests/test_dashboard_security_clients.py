@@ -339,7 +339,9 @@ def test_paths_outside_the_data_folder_get_one_message_whether_they_exist_or_not
                 target = outside / f"{name}{ext}"
                 ref = str(target) if how == "absolute" else os.path.relpath(target, svc.config.data_dir)
                 msg = _validate_msg(svc, make(ref))
-                msgs.append(msg.replace(name, "NAME"))
+                # the reference itself is quoted as a short excerpt, cut where the tmp path's length puts
+                # the cut (into the name, on some runs): the rest of the message must not depend on it
+                msgs.append(re.sub(r"'.*?(?= is outside)", "REF", msg))
                 assert f"{field}: " in msg and "is outside the data folders this server may read" in msg, msg
             assert msgs[0] == msgs[1], (field, how, msgs)
 
