@@ -279,13 +279,15 @@ class Fabric:
             code.extend(map(codes.__getitem__, order))
             rate.extend(map(rates.__getitem__, order))
             nflows.extend(map(len, map(on.__getitem__, order)))
-            for link in self._busy:
-                if link in order:
-                    continue
-                t.append(now)
-                code.append(codes[link])
-                rate.append(0.0)
-                nflows.append(0)
+            busy = self._busy
+            if not busy.keys() <= order.keys():  # some link went idle (a C-level check, usually none)
+                for link in busy:
+                    if link in order:
+                        continue
+                    t.append(now)
+                    code.append(codes[link])
+                    rate.append(0.0)
+                    nflows.append(0)
         self._busy = order.copy()
 
     def _reschedule(self, new: Flow | None = None) -> None:
