@@ -94,10 +94,10 @@ class PrefixCache:
         ref, extra = self.ref, self.extra
         m = n = 0
         while m < limit:
-            span = ref.get(keys[m])
-            if span is None:
+            k = keys[m]
+            if k not in ref:
                 break
-            if not span.held and keys[m] not in extra:
+            if not ref[k].held and k not in extra:
                 n += 1
             m += 1
         return m, n * self.ppb
