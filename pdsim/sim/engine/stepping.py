@@ -216,8 +216,9 @@ class Stepping:
         if self.load_until > env.now:
             return False  # held by a load: the loop's job
         b = self.batch
-        nxt = env.quiet_until()
-        horizon = env.horizon
+        # a step ending at or after ``stop`` cannot run inline: the next event comes first, or it
+        # ends past the horizon (``end > horizon`` is ``end >= nextafter(horizon)``, one compare)
+        stop = min(env.quiet_until(), math.nextafter(env.horizon, math.inf))
         pool, heap, bucket, page, q = self.pool, b.heap, b.bucket, self.page, self.q
         n = b.n
         ex = self.executor
@@ -235,10 +236,10 @@ class Stepping:
         cached = self.cache.evictable_pages if self.cache is not None else 0  # no request leaves meanwhile
         now = start = env.now
         # the batch's and instance's counters kept in locals for the run, written back after it
-        step, sum_ctx, rem_out = b.step, b.sum_ctx, b.rem_out
+        step0 = step = b.step
+        sum_ctx, rem_out = b.sum_ctx, b.rem_out
         busy, ratio, ratio_min, decay = self.busy_time, self.ratio, self.ratio_min, self.ratio_decay
         grow = n if q == 1.0 else n * q  # context added per step
-        steps = 0
         started = False
         free, used, grows = pool.free, pool.used, []  # the pool's counters, allocated once after
         while True:
@@ -260,14 +261,14 @@ class Stepping:
             log_kv.append(used)
             busy += dur
             end = now + dur
-            if first_out <= step or end >= nxt or end > horizon:
-                started = True  # a request finishes in it (or a stale entry), or an event comes first
+            if end >= stop or first_out <= step:
+                started = True  # an event comes first, or a request finishes in it (or a stale entry)
                 break
             # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
             now = end
-            steps += 1
             step += 1
             sum_ctx += grow
+        steps = step - step0
         rows = steps + started
         if rows:
             pool.alloc_each(grows)
