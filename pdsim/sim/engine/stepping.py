@@ -247,19 +247,19 @@ class Stepping:
         free, used, grows = pool.free, pool.used, []  # the pool's counters, allocated once after
         d0 = len(log_dur)  # the run's rows from here (the log flushed, if at all, before them)
         while True:
+            # the step starts: pages for the tokens it writes (alloc's ``last_runs`` is only read
+            # right after a prompt's allocation, so a step needing none skips the call), the log
             need = bucket[(-step) % page]
-            if need > free:
-                break  # eviction or retraction first: the loop's job
+            if need:
+                if need > free:
+                    break  # eviction or retraction first: the loop's job
+                free -= need
+                used += need
+                grows.append(need)
             if price is None:
                 dur = base + per_ctx * (sum_ctx + grow)
             else:
                 dur = price(0, 0.0, 0, n, sum_ctx + grow)
-            # the step starts: pages for the tokens it writes (alloc's ``last_runs`` is only read
-            # right after a prompt's allocation, so a step needing none skips the call), the log
-            if need:
-                free -= need
-                used += need
-                grows.append(need)
             log_dur.append(dur)  # the start times and the other columns are added once the run is over
             log_kv.append(used)
             now += dur  # its end
