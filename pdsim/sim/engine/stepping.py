@@ -7,9 +7,6 @@ else scheduled meanwhile run back to back inline (``_quiet_decode``).
 from __future__ import annotations
 
 import math
-from functools import reduce
-from itertools import accumulate
-from operator import add
 
 import simpy
 
@@ -241,11 +238,10 @@ class Stepping:
         # the batch's and instance's counters kept in locals for the run, written back after it
         step0 = step = b.step
         sum_ctx, rem_out = b.sum_ctx, b.rem_out
-        ratio, ratio_min, decay = self.ratio, self.ratio_min, self.ratio_decay
+        busy, ratio, ratio_min, decay = self.busy_time, self.ratio, self.ratio_min, self.ratio_decay
         grow = n if q == 1.0 else n * q  # context added per step
         started = False
         free, used, grows = pool.free, pool.used, []  # the pool's counters, allocated once after
-        d0 = len(log_dur)  # the run's rows from here (the log flushed, if at all, before them)
         while True:
             # the step starts: pages for the tokens it writes (alloc's ``last_runs`` is only read
             # right after a prompt's allocation, so a step needing none skips the call), the log
@@ -260,31 +256,27 @@ class Stepping:
                 dur = base + per_ctx * (sum_ctx + grow)
             else:
                 dur = price(0, 0.0, 0, n, sum_ctx + grow)
-            log_dur.append(dur)  # the start times and the other columns are added once the run is over
+            log_t.append(now)  # the constant columns are extended once the run is over
+            log_dur.append(dur)
             log_kv.append(used)
-            now += dur  # its end
-            if now >= stop or first_out <= step:
+            busy += dur
+            end = now + dur
+            if end >= stop or first_out <= step:
                 started = True  # an event comes first, or a request finishes in it (or a stale entry)
                 break
             # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
+            now = end
             step += 1
             sum_ctx += grow
         steps = step - step0
         rows = steps + started
         if rows:
-            durs = log_dur[d0:]
-            # each row's start and the busy time: the additions one step at a time made, in the same
-            # order (accumulate and reduce add the floats left to right: bit for bit)
-            starts = list(accumulate(durs[:-1], add, initial=start))
-            if started:
-                now = starts[-1]  # the started step's start (``now`` went on to its end)
-            log_t.extend(starts)
-            self.busy_time = reduce(add, durs, self.busy_time)
             pool.alloc_each(grows)
             log_pf.extend([0] * rows)
             log_dec.extend([n] * rows)
             log_queue.extend([waiting] * rows)
             log_cached.extend([cached] * rows)
+            self.busy_time = busy
         if steps:
             if q == 1.0:
                 rem_out -= n * steps
