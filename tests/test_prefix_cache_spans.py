@@ -81,6 +81,8 @@ def test_spans_match_a_per_block_lru(seed, tiered):
             head = [rng.choice(cached) for _ in range(rng.randint(0, 4))] if cached else []
             head = [k for k in head if k in cache.ref]
             assert cache.evictable_among(head) == sum(PPB for k in head if ref.ref[k] == 0)
+            # admission's one pass: the cached prefix (all of head, then an uncached key) and its pages
+            assert cache.match_evictable(head + [-1], len(head) + 1) == (len(head), cache.evictable_among(head))
             hold = cache.acquire(head) if head else None
             ref.acquire(head)
             own = list(range(next_key, next_key + rng.randint(0, 6)))

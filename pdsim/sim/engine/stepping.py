@@ -47,93 +47,96 @@ class Stepping:
                  and getattr(self.executor, "pure", False) and core is None and disp is None)
         while True:
             try:
-                if quiet and b.n and not (self.prealloc_q or self.ready_q or self.pq_tokens or self.remote_loads):
-                    self._quiet_decode()
-                if self.prealloc_q:
-                    self._prealloc()
-                if self.ready_q:
-                    self._admit_ready()
-                    if self.prealloc_q:
-                        self._prealloc()  # requests that finished on admission freed their pages
-                batch = None
-                pf_tokens = 0
-                pf_attn = 0.0
-                pf_seqs = 0
-                has_prefill = self.pq_tokens > 0
-                run_decode = decode_role and b.n > 0
-                if has_prefill:
-                    if role == "prefill":
-                        budget, slots = self.rank_budget * self.dp, self.max_running
-                    elif self.mixed or not run_decode or role == "decode":
-                        budget = max(0, self.rank_budget * self.dp - (b.n if self.mixed else 0))
-                        slots = self.max_running - b.n
-                    else:
-                        budget, slots = self.rank_budget * self.dp, self.max_running - b.n
-                    if budget > 0 and slots > 0:
-                        batch, pf_tokens, pf_attn, pf_seqs = self._form_prefill(budget, slots)
-                    if pf_tokens and role == "colocated" and not self.mixed:
-                        run_decode = False  # SGLang default: a prefill batch pauses decoding
-                if self.remote_loads:
-                    # KV the step needs is still coming in from remote storage: wait for it, then form
-                    # the step again (admitted prompts keep their pages; nothing else was taken yet)
-                    self._loads_in = env.event()
-                    yield self._loads_in
-                    self._loads_in = None
-                    continue
-                n = b.n if run_decode else 0
-                if n:
-                    need = b.bucket[(-b.step) % page]  # b.pages_needed(), inlined: every decode step
-                    if need > self.pool.free and self.cache is not None:
-                        self.cache.make_room(need, env.now)  # unreferenced cached blocks go first
-                    if need > self.pool.free:
-                        self._retract_for(need)
-                        if batch is None or not pf_tokens:
-                            continue  # the freed pages may admit queued work: form the batch again
-                        n = b.n
-                        need = b.bucket[(-b.step) % page]
-                    if n and need:  # as in _quiet_decode: a step needing no page skips the call
-                        self.pool.alloc(need)
-                if not pf_tokens and not n and not self.tail_joins:
-                    if self.decode_first and progress.decode_first_done(self):
-                        continue
-                    self.executor.idle()
-                    if self.state == DRAINING and not (self.holding or self.ready_q or self.prealloc_q
-                                                       or self.pq_count or b.n):
-                        self.ports.drained(self)
-                    self._sleeping = True
-                    self._wake = env.event()
-                    yield self._wake
-                    continue
-                gate = self.executor.gate
-                if gate is not None:  # its remote experts are unavailable: wait (pages stay allocated)
-                    yield gate
-                ctx = (b.sum_ctx + (n if self.q == 1.0 else n * self.q)) if n else 0
-                if self.dp > 1 and pf_tokens:
-                    # DP attention: every rank steps together, the one with the most prefill sets it
-                    dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx, rank_tokens=self.rank_max + n * self.q / self.dp)
+                if (quiet and b.n and not (self.prealloc_q or self.ready_q or self.pq_tokens or self.remote_loads)
+                        and self._quiet_decode()):
+                    # the quiet run started the step that could not run inline: its end is an event
+                    n, batch, start, dur = b.n, None, self._step_start, self._step_dur
                 else:
-                    dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
-                if disp is not None:  # this step's phase of the host's slow and fast ones
-                    dur *= disp.factor(dur)
-                start = env.now
-                hold = 0.0
-                if self.load_until > start:
-                    hold = self.load_until - start
-                    dur += hold  # synchronous KV loads hold this step
-                if tiers is not None:
-                    self.tier_log.append((start, tuple(t.used for t in tiers.tiers)))
-                if len(log_t) >= CHUNK:
-                    log.flush()
-                log_t.append(start)
-                log_dur.append(dur)
-                log_pf.append(pf_tokens)
-                log_dec.append(n)
-                log_kv.append(pool.used)
-                log_queue.append(self.pq_count + len(self.prealloc_q) + len(self.ready_q))  # queue_len
-                log_cached.append(self.cache.evictable_pages if self.cache is not None else 0)
-                self.busy_time += dur
-                self._step_start, self._step_dur = start, dur
-                self._dec_step, self._removed_in_step = n, 0
+                    if self.prealloc_q:
+                        self._prealloc()
+                    if self.ready_q:
+                        self._admit_ready()
+                        if self.prealloc_q:
+                            self._prealloc()  # requests that finished on admission freed their pages
+                    batch = None
+                    pf_tokens = 0
+                    pf_attn = 0.0
+                    pf_seqs = 0
+                    has_prefill = self.pq_tokens > 0
+                    run_decode = decode_role and b.n > 0
+                    if has_prefill:
+                        if role == "prefill":
+                            budget, slots = self.rank_budget * self.dp, self.max_running
+                        elif self.mixed or not run_decode or role == "decode":
+                            budget = max(0, self.rank_budget * self.dp - (b.n if self.mixed else 0))
+                            slots = self.max_running - b.n
+                        else:
+                            budget, slots = self.rank_budget * self.dp, self.max_running - b.n
+                        if budget > 0 and slots > 0:
+                            batch, pf_tokens, pf_attn, pf_seqs = self._form_prefill(budget, slots)
+                        if pf_tokens and role == "colocated" and not self.mixed:
+                            run_decode = False  # SGLang default: a prefill batch pauses decoding
+                    if self.remote_loads:
+                        # KV the step needs is still coming in from remote storage: wait for it, then form
+                        # the step again (admitted prompts keep their pages; nothing else was taken yet)
+                        self._loads_in = env.event()
+                        yield self._loads_in
+                        self._loads_in = None
+                        continue
+                    n = b.n if run_decode else 0
+                    if n:
+                        need = b.bucket[(-b.step) % page]  # b.pages_needed(), inlined: every decode step
+                        if need > self.pool.free and self.cache is not None:
+                            self.cache.make_room(need, env.now)  # unreferenced cached blocks go first
+                        if need > self.pool.free:
+                            self._retract_for(need)
+                            if batch is None or not pf_tokens:
+                                continue  # the freed pages may admit queued work: form the batch again
+                            n = b.n
+                            need = b.bucket[(-b.step) % page]
+                        if n and need:  # as in _quiet_decode: a step needing no page skips the call
+                            self.pool.alloc(need)
+                    if not pf_tokens and not n and not self.tail_joins:
+                        if self.decode_first and progress.decode_first_done(self):
+                            continue
+                        self.executor.idle()
+                        if self.state == DRAINING and not (self.holding or self.ready_q or self.prealloc_q
+                                                           or self.pq_count or b.n):
+                            self.ports.drained(self)
+                        self._sleeping = True
+                        self._wake = env.event()
+                        yield self._wake
+                        continue
+                    gate = self.executor.gate
+                    if gate is not None:  # its remote experts are unavailable: wait (pages stay allocated)
+                        yield gate
+                    ctx = (b.sum_ctx + (n if self.q == 1.0 else n * self.q)) if n else 0
+                    if self.dp > 1 and pf_tokens:
+                        # DP attention: every rank steps together, the one with the most prefill sets it
+                        dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx, rank_tokens=self.rank_max + n * self.q / self.dp)
+                    else:
+                        dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx)
+                    if disp is not None:  # this step's phase of the host's slow and fast ones
+                        dur *= disp.factor(dur)
+                    start = env.now
+                    hold = 0.0
+                    if self.load_until > start:
+                        hold = self.load_until - start
+                        dur += hold  # synchronous KV loads hold this step
+                    if tiers is not None:
+                        self.tier_log.append((start, tuple(t.used for t in tiers.tiers)))
+                    if len(log_t) >= CHUNK:
+                        log.flush()
+                    log_t.append(start)
+                    log_dur.append(dur)
+                    log_pf.append(pf_tokens)
+                    log_dec.append(n)
+                    log_kv.append(pool.used)
+                    log_queue.append(self.pq_count + len(self.prealloc_q) + len(self.ready_q))  # queue_len
+                    log_cached.append(self.cache.evictable_pages if self.cache is not None else 0)
+                    self.busy_time += dur
+                    self._step_start, self._step_dur = start, dur
+                    self._dec_step, self._removed_in_step = n, 0
                 if core is not None:  # on a shared core: done when its work is, at the core's share
                     joins = self.tail_joins
                     if hold and not (joins or self.read_on_core):  # the load is a wait, not work on the core
@@ -196,22 +199,26 @@ class Stepping:
             self.ports.first_token(req)
             self._start_decoding(req, req.ctx0)
 
-    def _quiet_decode(self) -> None:
+    def _quiet_decode(self) -> bool:
         """Run decode-only steps back to back, inline, while each would end before the next
         scheduled event of the whole simulation: then nothing else can run, observe or change
         anything meanwhile, and the steps are exactly what the engine loop would do one event
         at a time (same batch, pages, prices, logs, clock), only without the event queue.
 
-        Stops before a step in which a request finishes (its finish reaches the world), a step
-        that needs more pages than are free (eviction or retraction), a step held by a KV load,
-        or one that would end at or after the next event or past the horizon; the loop then
-        takes over. The caller has checked that nothing waits to be admitted or prefilled."""
+        The first step that cannot run inline (one in which a request finishes: its finish
+        reaches the world; one that would end at or after the next event or past the horizon)
+        is started here as the loop would start it (pages, log row, ``_step_start`` and
+        ``_step_dur``) and True returned: the loop waits for its end. False, with nothing
+        started, for a step held by a KV load or needing more pages than are free (eviction or
+        retraction): the loop forms that one. The caller has checked that nothing waits to be
+        admitted or prefilled."""
         env = self.env
+        if self.load_until > env.now:
+            return False  # held by a load: the loop's job
         b = self.batch
-        if self.load_until > env.now or (b.heap and b.heap[0][0] <= b.step):
-            return  # held by a load, or a request finishes in the next step: the loop's job
-        nxt = env.quiet_until()
-        horizon = env.horizon
+        # a step ending at or after ``stop`` cannot run inline: the next event comes first, or it
+        # ends past the horizon (``end > horizon`` is ``end >= nextafter(horizon)``, one compare)
+        stop = min(env.quiet_until(), math.nextafter(env.horizon, math.inf))
         pool, heap, bucket, page, q = self.pool, b.heap, b.bucket, self.page, self.q
         n = b.n
         ex = self.executor
@@ -223,60 +230,69 @@ class Stepping:
         first_out = heap[0][0] if heap else math.inf  # nobody joins or leaves meanwhile
         log = self.steps
         log_t, log_dur, log_pf, log_dec, log_kv, log_queue, log_cached = log.lists
+        if len(log_t) >= CHUNK:  # flushed before the rows are added (as the loop): the started
+            log.flush()          # step's row stays staged, where a failure mid-step cuts it
         waiting = self.pq_count + len(self.prealloc_q) + len(self.ready_q)  # nothing joins meanwhile
         cached = self.cache.evictable_pages if self.cache is not None else 0  # no request leaves meanwhile
         now = start = env.now
         # the batch's and instance's counters kept in locals for the run, written back after it
-        step, sum_ctx, rem_out = b.step, b.sum_ctx, b.rem_out
+        step0 = step = b.step
+        sum_ctx, rem_out = b.sum_ctx, b.rem_out
         busy, ratio, ratio_min, decay = self.busy_time, self.ratio, self.ratio_min, self.ratio_decay
         grow = n if q == 1.0 else n * q  # context added per step
-        steps = 0
+        started = False
         free, used, grows = pool.free, pool.used, []  # the pool's counters, allocated once after
-        while first_out > step:  # else a request finishes in this step (or a stale entry): the loop's job
+        while True:
+            # the step starts: pages for the tokens it writes (alloc's ``last_runs`` is only read
+            # right after a prompt's allocation, so a step needing none skips the call), the log
             need = bucket[(-step) % page]
-            if need > free:
-                break
+            if need:
+                if need > free:
+                    break  # eviction or retraction first: the loop's job
+                free -= need
+                used += need
+                grows.append(need)
             if price is None:
                 dur = base + per_ctx * (sum_ctx + grow)
             else:
                 dur = price(0, 0.0, 0, n, sum_ctx + grow)
-            end = now + dur
-            if end >= nxt or end > horizon:
-                break
-            # the step starts: pages for the tokens it writes (alloc's ``last_runs`` is only read
-            # right after a prompt's allocation, so a step needing none skips the call), the log
-            if need:
-                free -= need
-                used += need
-                grows.append(need)
             log_t.append(now)  # the constant columns are extended once the run is over
             log_dur.append(dur)
             log_kv.append(used)
             busy += dur
+            end = now + dur
+            if end >= stop or first_out <= step:
+                started = True  # an event comes first, or a request finishes in it (or a stale entry)
+                break
             # ... and ends: as _after_decode and DecodeBatch.advance, no request leaving
             now = end
-            steps += 1
             step += 1
             sum_ctx += grow
-        if steps:
+        steps = step - step0
+        rows = steps + started
+        if rows:
             pool.alloc_each(grows)
+            log_pf.extend([0] * rows)
+            log_dec.extend([n] * rows)
+            log_queue.extend([waiting] * rows)
+            log_cached.extend([cached] * rows)
+            self.busy_time = busy
+        if steps:
             if q == 1.0:
                 rem_out -= n * steps
             for _ in range(steps):  # the reserve ratio's decay, step by step (as _after_decode)
                 if ratio <= ratio_min:
                     break
                 ratio = max(ratio_min, ratio - decay)
-            log_pf.extend([0] * steps)
-            log_dec.extend([n] * steps)
-            log_queue.extend([waiting] * steps)
-            log_cached.extend([cached] * steps)
-            if len(log_t) >= CHUNK:  # the run may overshoot a chunk: fine, chunks need not be equal
-                log.flush()
             b.step, b.sum_ctx, b.rem_out = step, sum_ctx, rem_out
-            self.busy_time, self.ratio = busy, ratio
+            self.ratio = ratio
             self.tokens_out += n * steps
         if now != start:
             env.jump_to(now)
+        if started:  # as the loop's step start
+            self._step_start, self._step_dur = now, dur
+            self._dec_step, self._removed_in_step = n, 0
+        return started
 
     def _after_decode(self, n: int) -> None:
         self.tokens_out += n

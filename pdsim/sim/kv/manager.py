@@ -49,17 +49,18 @@ class KVManager:
         ``on_remote()``: called when a load from remote storage (a fabric flow) completes."""
         cache = self.cache
         m = 0
+        pinned = 0  # pages of the matched blocks that are evictable now (a hit makes them not)
         found = ()
         keys = req.hash_ids
         use_cache = cache is not None and keys is not None and len(keys) and not recompute
         if use_cache:
             limit = min(len(keys), (plen - 1) // cache.block_tokens)  # at least one token is computed for logits
-            m = cache.match(keys, limit)
+            m, pinned = cache.match_evictable(keys, limit)
         shared = m * cache.ppb if m else 0
         private = pages_for(plen + reserve_tokens, self.page) - shared
         avail = self.pool.free - headroom_pages
         if cache is not None:
-            avail += cache.evictable_pages - (cache.evictable_among(keys[:m]) if m else 0)
+            avail += cache.evictable_pages - pinned
         if avail < private:
             return None
         if m:

@@ -22,6 +22,7 @@ release), so results are those of tracking every block alone.
 """
 from __future__ import annotations
 
+from itertools import islice
 from typing import Hashable
 
 from .pool import KVPool
@@ -86,6 +87,20 @@ class PrefixCache:
         while m < limit and keys[m] in ref:
             m += 1
         return m
+
+    def match_evictable(self, keys, limit: int) -> tuple[int, int]:
+        """``match(keys, limit)`` and ``evictable_among`` of the matched keys in one pass: the
+        leading blocks resident in HBM, and the pages of those that are unreferenced."""
+        ref, extra = self.ref, self.extra
+        m = n = 0
+        while m < limit:
+            k = keys[m]
+            if k not in ref:
+                break
+            if not ref[k].held and k not in extra:
+                n += 1
+            m += 1
+        return m, n * self.ppb
 
     def evictable_among(self, keys) -> int:
         """Pages of cached ``keys`` that are unreferenced (would stop being evictable)."""
@@ -177,14 +192,14 @@ class PrefixCache:
             if span.live == len(keys) - pos:  # nothing stale left in it: a slice
                 take = keys[pos:pos + want]
                 pos += len(take)
-            else:
+            else:  # skip the keys that moved on or are referenced again, up to ``want`` taken
                 take = []
-                end = len(keys)
-                while len(take) < want and pos < end:
-                    k = keys[pos]
+                for k in islice(keys, pos, None):
                     pos += 1
                     if ref.get(k) is span and k not in extra:
                         take.append(k)
+                        if len(take) == want:
+                            break
             span.pos = pos
             span.live -= len(take)
             if not span.live:
@@ -218,9 +233,9 @@ class PrefixCache:
         used, live = pool.used, pool.live_runs
         if n * ppb > used:
             raise RuntimeError(f"KV pool released {n * ppb} pages but only {used} are in use")
-        for _ in range(n):
-            live -= live * ppb / used
-            used -= ppb
+        for u in range(used, used - n * ppb, -ppb):  # ``used`` before each block's release
+            live -= live * ppb / u
+        used -= n * ppb
         if used == 0:  # as KVPool.release: an empty pool is fresh again
             live = 0.0
             pool.fresh = pool.capacity

@@ -75,6 +75,7 @@ class Fabric:
         # links logged busy at the last solve, in log order: a dict, not a set, so the rows of links
         # that went idle come out in one order whatever PYTHONHASHSEED is (a set of str does not)
         self._busy: dict[str, None] = {}
+        self._emptied = False  # some link lost its last flow since the last solve (_unlink)
         # per link in use: its flows (oldest first) and the sum of their caps in that order;
         # the links whose caps sum above their capacity (with the _ROOM margin): where caps clash
         self._on: dict[str, list[Flow]] = {}
@@ -173,6 +174,7 @@ class Fabric:
                 self._relink(link)
             else:
                 del on[link], self._load[link]
+                self._emptied = True
                 self._over.discard(link)
 
     def _resolution(self) -> float:
@@ -279,13 +281,15 @@ class Fabric:
             code.extend(map(codes.__getitem__, order))
             rate.extend(map(rates.__getitem__, order))
             nflows.extend(map(len, map(on.__getitem__, order)))
-            for link in self._busy:
-                if link in order:
-                    continue
-                t.append(now)
-                code.append(codes[link])
-                rate.append(0.0)
-                nflows.append(0)
+            if self._emptied:  # a link of the last solve can be idle now only if it lost its last flow
+                for link in self._busy:
+                    if link in order:
+                        continue
+                    t.append(now)
+                    code.append(codes[link])
+                    rate.append(0.0)
+                    nflows.append(0)
+        self._emptied = False
         self._busy = order.copy()
 
     def _reschedule(self, new: Flow | None = None) -> None:
