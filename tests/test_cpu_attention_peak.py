@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -117,8 +118,6 @@ def test_the_per_row_term_is_dropped_where_it_does_not_predict_better():
     us = [float(prefill_attention_s(k * k / 2.0, gqa_pair_flops(4.0, 64.0), 5e10, 0.4, 30e-6)) * 1e6 for k in n]
     a = pd.DataFrame({"hardware": "h", "heads": 4, "kv_heads": 2, "head_dim": 64, "phase": "prefill", "batch": 1,
                       "new_tokens": n, "context": n, "us": us, "use": True})
-    from types import SimpleNamespace
-
     fit = fit_attention(a, {"h": SimpleNamespace(gpu=gpu)}, row_term="heldout")["attention_prefill"]
     assert "row_pairs" not in fit and fit["eff"] == pytest.approx(0.4, rel=0.02)
 

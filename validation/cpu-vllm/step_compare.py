@@ -16,8 +16,8 @@ With ``--case``, ``host_speed``: each real step's time (schedule start -> end) o
 by the case's profile (the step-cost contract on what the step carried: prefill chunks with their
 cached prefix, decodes and their context), for pure-decode and prefill steps, over the whole
 recording and by thirds of it. A ratio that moves from third to third while the prices stay put
-is the host's speed drifting under the recording (2026-11-27, zen1: decode cycles 0.85x their
-price at 11:20, 1.05x at 11:38), not a model error.
+is the host's speed drifting under the recording, not a model error (2026-11-27, zen1: prefill
+steps 0.98-1.00x their price in every recording, decode steps 0.82x at 11:20 and 0.95x at 11:38).
 """
 from __future__ import annotations
 
@@ -103,14 +103,16 @@ def step_prices(real: dict, cost) -> np.ndarray:
 def host_speed(real: dict, price: np.ndarray) -> dict:
     """Real step time over price for pure-decode and prefill steps: all, and the median of each
     third of the recording (by time)."""
-    ratio = (real["t_end"] - real["t_schedule"]) / price
+    took = real["t_end"] - real["t_schedule"]
     thirds = np.minimum((3 * (real["t_schedule"] - real["t_schedule"][0])
                          / max(real["t_schedule"][-1] - real["t_schedule"][0], 1e-9)).astype(int), 2)
     out = {}
     for kind, m in (("pure decode", (real["prefill_tokens"] == 0) & (real["decodes"] > 0)),
                     ("with prefill", real["prefill_tokens"] > 0)):
-        out[f"real_over_price, {kind}"] = {**_q(ratio[m]), "median_by_third": [
-            round(float(np.median(ratio[m & (thirds == k)])), 3) if (m & (thirds == k)).any() else None
+        m = m & (price > 0)  # a step that carried nothing has no price to compare with
+        ratio = took[m] / price[m]
+        out[f"real_over_price, {kind}"] = {**_q(ratio), "median_by_third": [
+            round(float(np.median(ratio[thirds[m] == k])), 3) if (thirds[m] == k).any() else None
             for k in range(3)]}
     return out
 
