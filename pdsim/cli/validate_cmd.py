@@ -112,10 +112,7 @@ def _case(args: argparse.Namespace) -> int:
     print(f"{r.name}: {r.requests} requests aligned ({r.arrivals}); profile {r.profile}")
     for n in r.notes:
         print(f"  note: {n}", file=sys.stderr)
-    print(f"  {'metric':<24}{'real':>12}{'simulated':>12}{'error':>10}  verdict")
-    for row in r.rows:
-        print(f"  {row.metric:<24}{fmt(row.real):>12}{fmt(row.simulated):>12}{fmt(row.error, True):>10}  "
-              f"{row.verdict}" + (f" (±{row.tolerance:.0%})" if row.tolerance is not None else ""))
+    print_rows(r.rows)
     if html is not None:
         print(f"  wrote {html}")
     bad = [row for row in r.rows if row.verdict == "FAIL"]
@@ -123,6 +120,18 @@ def _case(args: argparse.Namespace) -> int:
         print(f"past tolerance: {', '.join(row.metric for row in bad)}", file=sys.stderr)
         return PAST_TOLERANCE
     return 0
+
+
+def print_rows(rows) -> None:
+    """The metric table: real value with the real run's own 90 % sampling interval, simulated,
+    error, verdict (a failure inside that interval marked 'in spread')."""
+    from ..validate.report import fmt, interval
+
+    print(f"  {'metric':<24}{'real':>12}  {'real 90% interval':<26}{'simulated':>12}{'error':>10}  verdict")
+    for r in rows:
+        print(f"  {r.metric:<24}{fmt(r.real):>12}  {interval(r):<26}{fmt(r.simulated):>12}{fmt(r.error, True):>10}  "
+              f"{r.verdict}" + (f" (±{r.tolerance:.0%})" if r.tolerance is not None else "")
+              + (", in spread" if r.verdict == "FAIL" and r.in_spread else ""))
 
 
 def _one(args: argparse.Namespace) -> int:
@@ -154,10 +163,7 @@ def _one(args: argparse.Namespace) -> int:
             raise SpecError(str(err), field="--tolerance") from None
     print(f"{len(al.pairs)} requests aligned ({al.arrivals}); scenario {sc.name}")
     print(f"  {al.prefix_note}")
-    print(f"  {'metric':<24}{'real':>12}{'simulated':>12}{'error':>10}  verdict")
-    for r in rows:
-        print(f"  {r.metric:<24}{fmt(r.real):>12}{fmt(r.simulated):>12}{fmt(r.error, True):>10}  {r.verdict}"
-              + (f" (±{r.tolerance:.0%})" if r.tolerance is not None else ""))
+    print_rows(rows)
     print("  KS distance: " + ", ".join(f"{k} {v:.3f}" for k, v in extras["ks"].items() if v is not None))
     if args.out:
         out = Path(args.out)

@@ -183,16 +183,20 @@ class ExplicitTokens:
         return GapHistogram.of(g), req_max
 
     def itl_samples(self, first_token_s: np.ndarray, finished: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        req_max = np.full(len(self.offsets) - 1, np.nan)
+        g, o = self.itl_owned(finished)
+        np.fmax.at(req_max, o, g)
+        return g, req_max
+
+    def itl_owned(self, finished: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(every inter-token gap of the finished requests (s), the index of the request it belongs to)."""
         n = len(self.offsets) - 1
-        req_max = np.full(n, np.nan)
         gaps = np.diff(self.times)
         # a gap belongs to a request when both its tokens do: drop the gaps across request borders
         owner = np.repeat(np.arange(n), np.diff(self.offsets))
         same = owner[1:] == owner[:-1] if len(owner) > 1 else np.zeros(0, dtype=bool)
         keep = same & finished[owner[1:]] if len(owner) > 1 else same
-        g, o = gaps[keep], owner[1:][keep]
-        np.fmax.at(req_max, o, g)
-        return g, req_max
+        return gaps[keep], owner[1:][keep]
 
 
 class DecodeEnds:

@@ -8,7 +8,9 @@ Kolmogorov-Smirnov distance (largest gap between the empirical CDFs, 0 = same di
 the median absolute relative error of TTFT and E2E.
 
 Verdicts: a metric named in the tolerances passes when |error| <= its tolerance (``pass`` or
-``FAIL``); every other metric is reported as ``info``.
+``FAIL``); every other metric is reported as ``info``. Beside each latency metric, the real run's
+own 90 % sampling interval (spread.py): a failure whose simulated value lies inside it is one the
+run is too short to tell from sampling; the verdict stays as the tolerance says.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..metrics.results import Results
+from .spread import sampling_intervals, within
 
 FAMILIES = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e_latency", "E2E"))
 STATS = ("mean", "median", "p90", "p99")
@@ -34,6 +37,23 @@ class Row:
     error: float | None  # signed relative error (sim - real) / real
     tolerance: float | None
     verdict: str  # pass | FAIL | info | n/a
+    # the real run's own 90 % sampling interval of the metric (spread.py); None where not drawn
+    real_low: float | None = None
+    real_high: float | None = None
+
+    @property
+    def in_spread(self) -> bool:
+        """The simulated value lies inside the real run's own sampling interval: the run cannot
+        tell it from the real value."""
+        return within(self.simulated, None if self.real_low is None else (self.real_low, self.real_high))
+
+    @property
+    def spread(self) -> float | None:
+        """The interval's half width relative to the real value (0.25: the run resolves the metric
+        to about ±25 %); None where not drawn."""
+        if self.real_low is None or not self.real:
+            return None
+        return (self.real_high - self.real_low) / 2 / abs(self.real)
 
 
 def ks_distance(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -62,12 +82,15 @@ def _values(res: Results, fam: str) -> np.ndarray:
 
 
 def compare(real: Results, sim: Results, tolerances: dict[str, float] | None = None,
-            pairs: np.ndarray | None = None) -> tuple[list[Row], dict]:
+            pairs: np.ndarray | None = None, spread: bool = True) -> tuple[list[Row], dict]:
     """(rows, extras): one row per metric; extras = KS distances per family and per-request errors.
 
-    ``pairs``: (real index, simulated index) of aligned requests, for the per-request errors."""
+    ``pairs``: (real index, simulated index) of aligned requests, for the per-request errors.
+    ``spread``: draw the real run's own sampling interval of each latency metric (spread.py) into
+    the rows; it never changes a verdict."""
     tol = DEFAULT_TOLERANCES if tolerances is None else tolerances
     sr, ss = real.summary(), sim.summary()
+    band = sampling_intervals(real) if spread else {}
     rows = []
     names = [f"{s}_{f}_ms" for f, _ in FAMILIES for s in STATS] + list(THROUGHPUT)
     for m in names:
@@ -80,7 +103,8 @@ def compare(real: Results, sim: Results, tolerances: dict[str, float] | None = N
             verdict = "n/a"
         else:
             verdict = "pass" if abs(e) <= t else "FAIL"
-        rows.append(Row(m, r, s, e, t, verdict))
+        lo, hi = band.get(m, (None, None))
+        rows.append(Row(m, r, s, e, t, verdict, lo, hi))
     unknown = sorted(set(tol) - set(names))
     if unknown:
         raise ValueError(f"unknown metric(s) in tolerances: {', '.join(unknown)}; expected some of {', '.join(names)}")

@@ -20,6 +20,14 @@ def fmt(v, pct: bool = False) -> str:
     return f"{v:+.1%}" if pct else (f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}")
 
 
+def interval(row: Row, relative: bool = True) -> str:
+    """The real run's own 90 % interval of a row's metric, as 'low-high (±x%)'; '-' where not drawn."""
+    if row.real_low is None:
+        return "-"
+    rel = row.spread
+    return f"{fmt(row.real_low)}-{fmt(row.real_high)}" + (f" (±{rel:.0%})" if rel is not None and relative else "")
+
+
 def scatter_figure(al: Aligned) -> go.Figure:
     """Per request, simulated vs real TTFT and E2E (ms); the diagonal is perfect agreement."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT per request (ms)", "E2E latency per request (ms)"))
@@ -40,13 +48,15 @@ def scatter_figure(al: Aligned) -> go.Figure:
 
 
 def rows_table_html(rows: list[Row]) -> str:
-    out = ["<table><tr><th>metric</th><th>real</th><th>simulated</th><th>error</th><th>tolerance</th>"
-           "<th>verdict</th></tr>"]
+    out = ["<table><tr><th>metric</th><th>real</th><th>real's 90% sampling interval</th><th>simulated</th>"
+           "<th>error</th><th>tolerance</th><th>verdict</th></tr>"]
     for r in rows:
         tol = f"±{r.tolerance:.0%}" if r.tolerance is not None else ""
-        out.append(f"<tr><td>{html.escape(r.metric)}</td><td>{fmt(r.real)}</td><td>{fmt(r.simulated)}</td>"
-                   f"<td>{fmt(r.error, True)}</td><td>{tol}</td>"
-                   f"<td style='color:{COLORS[r.verdict]};font-weight:bold'>{r.verdict}</td></tr>")
+        band = interval(r, relative=False)
+        mark = " (in spread)" if r.verdict == "FAIL" and r.in_spread else ""
+        out.append(f"<tr><td>{html.escape(r.metric)}</td><td>{fmt(r.real)}</td><td>{band}</td>"
+                   f"<td>{fmt(r.simulated)}</td><td>{fmt(r.error, True)}</td><td>{tol}</td>"
+                   f"<td style='color:{COLORS[r.verdict]};font-weight:bold'>{r.verdict}{mark}</td></tr>")
     out.append("</table>")
     return "".join(out)
 
