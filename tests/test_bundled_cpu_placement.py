@@ -35,4 +35,6 @@ def test_the_colocated_scenario_places_its_worker_on_cpu0():
 def test_the_1p1d_scenario_places_p_and_d_as_run_case_binds_them():
     host = api.load_scenario(PD).scenario.host
     assert host.cores == 2 and dict(host.placement) == {"prefill": (0,), "decode": (1,)}
-    assert dict(host.unpinned) == pytest.approx({"prefill": 0.07, "decode": 0.45})
+    assert dict(host.unpinned) == pytest.approx({"prefill": 0.015, "decode": 0.22})
+    # both engine cores poll; each server in a session of its own under autogroup (Linux's default)
+    assert dict(host.pollers) == {"prefill": 1.0, "decode": 1.0} and host.autogroup

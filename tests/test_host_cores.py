@@ -16,7 +16,7 @@ from builders import REPO
 CPU = REPO / "workloads/scenarios/cpu-vllm-tiny-llama.yaml"
 PD = REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"
 # the bundled 1P1D scenario states its launch's placement; these tests build their own from none
-NO_HOST = ["host.unpinned={}", "host.cores=0", "host.placement={}"]
+NO_HOST = ["host.unpinned={}", "host.pollers={}", "host.cores=0", "host.placement={}"]
 
 
 def _pd(sets):
@@ -205,9 +205,9 @@ def test_instances_the_autoscaler_adds_share_their_groups_core(monkeypatch):
     jobs = []
     start = HostCores.start
 
-    def counted(self, core, work, extra=0.0):
+    def counted(self, core, work, extra=0.0, poll=0.0):
         jobs.append(core.cid)
-        return start(self, core, work, extra)
+        return start(self, core, work, extra, poll)
 
     monkeypatch.setattr(HostCores, "start", counted)
     sets = ["host.cores=1", "host.placement={prefill: [0], decode: [0]}",

@@ -103,7 +103,7 @@ def test_world_hops_on_an_idle_and_on_a_loaded_host():
 
 def test_no_placement_keeps_the_fixed_delays():
     # the bundled 1P1D scenario without its host block: hops are fixed delays, no stream moves
-    sets = ["host.unpinned={}", "host.cores=0", "host.placement={}", "overheads.router_ms=20"]
+    sets = ["host.unpinned={}", "host.pollers={}", "host.cores=0", "host.placement={}", "overheads.router_ms=20"]
     table = RequestTable(np.array([0.0, 0.01, 0.02, 0.5]), np.array([700, 200, 450, 900]),
                          np.array([20, 9, 30, 5]), source="t")
     res = api.simulate(api.load_scenario(PD, sets), table=table)

@@ -239,6 +239,7 @@ class Builder:
                 if cores is not None:
                     out[-1].host_core = cores.core_of(plan.role, plan.index, _k)
                     out[-1].host_extra = cores.extra_of(plan.role, plan.index)
+                    out[-1].host_pollers = cores.pollers_of(plan.role, plan.index)
                     if out[-1].host_core is not None and plan.hw.gpu.arch != "cpu":
                         raise SpecError(f"{plan.role}[{plan.index}] runs on {plan.hw.gpu.name}, not the host's "
                                         "CPU: only CPU devices' workers share host cores",

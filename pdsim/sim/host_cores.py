@@ -34,6 +34,15 @@ run one asyncio event loop, each engine core one Python thread, so a hop waits f
 it in the same process before its own work starts (``SerialFront``: FIFO, one hop at a time, each on
 the cores as above). Two hops submitted together end at the sum of their works on an idle host.
 
+Engine cores that poll (``host.pollers``, ``host.autogroup``; docs/mechanisms/engine-core-polling.md):
+vLLM's engine core waits for its worker's answer spinning on ``sched_yield()``, for up to
+``poll_window_ms`` after its last read. A yielding process gives the core to every process of its
+own scheduling group, so it costs its own server's worker nothing; under autogroup scheduling each
+server's session is a group of its own, and the fair scheduler gives the spinning group an equal
+share of whichever core it sits on. A step of an instance with pollers therefore adds their
+weight (the share of the step they spin, ``poll_weight``) as a busy process on the least busy
+other core while it runs; with autogroup off, or on a host of one core, they weigh nothing.
+
 Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
 its prefills at 1.07x their price while D's worker was idle and 1.71x while it computed; D's
 decode steps 0.92x / 1.25x the other way round; the unpinned processes (D's engine core, API
@@ -48,13 +57,15 @@ from .host_stalls import Visits
 
 
 class _Job:
-    __slots__ = ("left", "done", "core", "extra")
+    __slots__ = ("left", "done", "core", "extra", "poll", "poll_core")
 
-    def __init__(self, work: float, done, core: "HostCore", extra: float):
+    def __init__(self, work: float, done, core: "HostCore", extra: float, poll: float = 0.0, poll_core: int = -1):
         self.left = work  # seconds of work still to do at full speed
         self.done = done  # triggered when ``left`` reaches 0
         self.core = core
         self.extra = extra  # unpinned busy processes it adds to the host while it runs
+        self.poll = poll  # its server's pollers' weight on core ``poll_core`` while it runs (autogroup)
+        self.poll_core = poll_core
 
 
 class HostCore:
@@ -69,11 +80,12 @@ class HostCore:
         """Workers stepping on this core now."""
         return len(self.jobs)
 
-    def run(self, work: float, extra: float = 0.0) -> _Job:
+    def run(self, work: float, extra: float = 0.0, poll: float = 0.0) -> _Job:
         """Start a step of ``work`` seconds (at full speed) on this core, adding ``extra`` unpinned
-        busy processes to the host while it runs; ``.done`` of the returned job fires when it is
-        done (a SimPy event to ``yield``)."""
-        return self.host.start(self, float(work), extra)
+        busy processes to the host while it runs and ``poll`` busy-waiting ones of its own server
+        (HostCores ``start``); ``.done`` of the returned job fires when it is done (a SimPy event
+        to ``yield``)."""
+        return self.host.start(self, float(work), extra, poll)
 
     def cancel(self, job: _Job) -> None:
         """Take ``job`` off the core (its instance failed mid-step); the others speed up."""
@@ -92,11 +104,18 @@ class HostCores:
 
     def __init__(self, env, cores: int, placement: dict[tuple[str, int], tuple[int, ...]],
                  unpinned: dict[tuple[str, int], float] | None = None, background: float = 0.0,
-                 visit_s: float = 0.0, seed: int = 0):
+                 visit_s: float = 0.0, seed: int = 0, pollers: dict[tuple[str, int], float] | None = None,
+                 poll_window_s: float = 1.0):
         self.env = env
         self.cores = [HostCore(self, c) for c in range(cores)]
         self.placement = placement  # (role, group index) -> core id per instance (or one for all)
         self.unpinned = unpinned or {}  # (role, group index) -> busy unpinned processes while it steps
+        # (role, group index) -> its server's busy-waiting processes while it steps, weighed against
+        # other servers' processes (host.autogroup on; off: none weigh anything, so none are kept)
+        self.pollers = pollers or {}
+        self.poll_window_s = float(poll_window_s)
+        self.poll = [0.0] * cores  # pollers' weight on each core now
+        self._polls = 0  # jobs with a poller on some core now (0: the per-core sum is skipped)
         self.background = float(background)  # other work on the host, busy throughout
         self.load = self.background  # busy unpinned processes now, over all cores
         self._t = 0.0  # when ``left`` of every job was last settled
@@ -112,9 +131,10 @@ class HostCores:
         if host is None or not host.placement:
             return None
         keys = group_keys(scenario.cluster)
+        pollers = {keys[g][:2]: n for g, n in host.pollers.items() if n} if host.autogroup else {}
         return cls(env, host.cores, {keys[g][:2]: ids for g, ids in host.placement.items()},
                    {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background,
-                   host.visit_ms * 1e-3, getattr(scenario, "seed", 0))
+                   host.visit_ms * 1e-3, getattr(scenario, "seed", 0), pollers, host.poll_window_ms * 1e-3)
 
     def core_of(self, role: str, index: int, k: int) -> HostCore | None:
         """The core of instance ``k`` of group ``index`` of ``role``: its own id, or the group's
@@ -131,6 +151,21 @@ class HostCores:
         """Unpinned busy processes an instance of that group adds while it steps."""
         return self.unpinned.get((role, index), 0.0)
 
+    def pollers_of(self, role: str, index: int) -> float:
+        """Busy-waiting processes of an instance of that group that weigh on other servers while it
+        steps (0 with autogroup off)."""
+        return self.pollers.get((role, index), 0.0)
+
+    def poll_weight(self, pollers: float, since_read: float, work: float) -> float:
+        """The pollers' mean weight over a step of ``work`` seconds that starts ``since_read``
+        seconds after their last read (the previous step's end): they spin until the window after
+        that read closes, then sleep; the share of the step they spin, as a steady fraction (the
+        unpinned load's processor sharing at the mean)."""
+        left = self.poll_window_s - since_read
+        if pollers <= 0.0 or left <= 0.0:
+            return 0.0
+        return pollers if work <= left else pollers * left / work
+
     def hop(self, work: float):
         """A request-path hop of ``work`` seconds of CPU (at full speed) by an unpinned process: it
         takes the core where it would share with the fewest busy processes (the steps and hops
@@ -146,7 +181,7 @@ class HostCores:
             busy[c.cid] += 1
             spread = self._spread(busy)
             busy[c.cid] -= 1
-            return busy[c.cid] + 1 + spread[c.cid]
+            return busy[c.cid] + 1 + spread[c.cid] + self.poll[c.cid]
 
         # cores with the same busy count are alike to the water filling: weigh the first of each
         candidates: dict[int, HostCore] = {}
@@ -165,14 +200,25 @@ class HostCores:
         return self.env.now + max(job.left, 0.0) / core.rate(self._extra(self._spread())[core.cid])
 
     # ---- processor sharing -------------------------------------------------------------------
-    def start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
-        return self._start(core, work, extra)
+    def start(self, core: HostCore, work: float, extra: float = 0.0, poll: float = 0.0) -> _Job:
+        """A step of ``work`` seconds on ``core`` (``HostCore.run``). ``poll``: its server's pollers,
+        which yield to their own server's worker wherever they run, so they weigh on the least busy
+        other core (the lowest id on a tie), where the kernel's wake-up path finds room for them; on
+        a host of one core they weigh on nothing."""
+        return self._start(core, work, extra, poll)
 
-    def _start(self, core: HostCore, work: float, extra: float = 0.0) -> _Job:
+    def _start(self, core: HostCore, work: float, extra: float = 0.0, poll: float = 0.0) -> _Job:
         self._settle()
         if self.visits is not None and not core.jobs:
             self.visits.wake(core.cid, self.env.now)
         job = _Job(work, self.env.event(), core, extra)
+        if poll > 0.0:
+            others = [c for c in self.cores if c is not core]
+            if others:
+                at = min(others, key=lambda c: (c.busy, c.cid)).cid
+                job.poll, job.poll_core = poll, at
+                self.poll[at] += poll
+                self._polls += 1
         core.jobs.append(job)
         self.load += extra
         self._reschedule()
@@ -187,6 +233,10 @@ class HostCores:
     def _leave(self, job: _Job) -> None:
         job.core.jobs.remove(job)
         self.load = max(self.background, self.load - job.extra)  # float residue of the sum
+        if job.poll_core >= 0:
+            self._polls -= 1
+            at = job.poll_core
+            self.poll[at] = max(0.0, self.poll[at] - job.poll) if self._polls else 0.0  # float residue
 
     def _spread(self, busy_now: list[int] | None = None) -> list[float]:
         """Unpinned load on each core: the kernel's load balancer moves runnable processes to the
@@ -206,8 +256,12 @@ class HostCores:
         return [max(0.0, w - b) for b in per_core]
 
     def _extra(self, spread: list[float]) -> list[float]:
-        """Extra busy processes on each core now: the mean ones, or as visits realise them."""
-        return spread if self.visits is None else self.visits.extra(spread)
+        """Extra busy processes on each core now: the mean ones, or as visits realise them, and the
+        pollers weighing on it."""
+        out = spread if self.visits is None else self.visits.extra(spread)
+        if self._polls:
+            out = [x + p for x, p in zip(out, self.poll)]
+        return out
 
     def _settle(self) -> None:
         now = self.env.now

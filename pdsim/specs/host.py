@@ -53,6 +53,23 @@ class HostSpec:
     # ``balance_interval`` (= the domain's CPU count, ms) x ``busy_factor`` (16) (Linux
     # kernel/sched/topology.c ``sd_init``): 32 ms on a 2-CPU host (``busy_balance_ms``).
     visit_ms: float = 0.0
+    # Busy-waiting processes (sim/host_cores.py ``pollers``). ``pollers``: per placed group, how many
+    # of an instance's processes wait for its worker's answer by spinning on ``sched_yield()`` while
+    # it steps: vLLM V1's engine core reads the worker's output from shared memory
+    # (``shm_broadcast.SpinCondition.wait``), spinning for ``poll_window_ms`` after its last read (its
+    # ``busy_loop_s``, 1 s in vLLM 0.32) before it sleeps on a socket; 1 for a vLLM V1 server.
+    # ``autogroup``: the kernel's autogroup scheduling is on (``/proc/sys/kernel/sched_autogroup_enabled``
+    # = 1, Linux's default where built in) and each server runs in a session of its own (as
+    # ``pdsim.replay.local_server`` and ``run_case.py`` start them). A process that yields gives the
+    # core away to every runnable process of its own group, so a poller costs its own server nothing,
+    # and with autogroup off nothing at all; with autogroup on it is a group of its own to every other
+    # server's processes, and the fair scheduler gives it an equal share of their core. Measured on the
+    # 2-core validation host: a CPU-bound process pinned beside a ``sched_yield`` loop ran at 0.87-1.02x
+    # its time alone with autogroup off or in the same session, 2.07x with autogroup on and the loop
+    # in another session (tests/test_host_pollers.py has the figures).
+    pollers: dict[str, float] = field(default_factory=dict)
+    autogroup: bool = False
+    poll_window_ms: float = 1000.0
 
     def __post_init__(self) -> None:
         check(1.0 <= self.cpu_stretch <= 100.0, f"must be in [1, 100] (a stretch factor), got {self.cpu_stretch}",
@@ -85,11 +102,14 @@ class HostSpec:
                             "give the other load as background / unpinned, or leave out the placement "
                             "(--set host.placement={}; the CPU scenarios bundle one)",
                             field="cpu_stretch")
-        for group, n in self.unpinned.items():  # that each is a placed group: check_placement (names alias)
-            check(0.0 <= n <= 64.0, f"must be in [0, 64] (busy processes), got {n}", f"unpinned.{group}")
-            if not self.placement:
-                raise SpecError("only a placed group's processes can be counted (add it to placement)",
-                                field=f"unpinned.{group}")
+        for kind, counts in (("unpinned", self.unpinned), ("pollers", self.pollers)):
+            for group, n in counts.items():  # that each is a placed group: check_placement (names alias)
+                check(0.0 <= n <= 64.0, f"must be in [0, 64] (busy processes), got {n}", f"{kind}.{group}")
+                if not self.placement:
+                    raise SpecError("only a placed group's processes can be counted (add it to placement)",
+                                    field=f"{kind}.{group}")
+        check(0.0 <= self.poll_window_ms <= 3.6e6, f"must be in [0, 3600000] ms, got {self.poll_window_ms}",
+              "poll_window_ms")
 
 
 def group_keys(cluster) -> dict[str, tuple[str, int, int]]:
@@ -124,13 +144,14 @@ def check_placement(host: "HostSpec | None", cluster) -> None:
             raise SpecError(f"names the same group as {named[g]!r}; place each group once",
                             field=f"host.placement.{group}")
         named[g] = group
-    counted: dict[tuple[str, int], str] = {}
-    for group in host.unpinned:
-        if group not in keys or keys[group][:2] not in named:
-            raise SpecError("only a placed group's processes can be counted (add it to placement)",
-                            field=f"host.unpinned.{group}")
-        g = keys[group][:2]
-        if g in counted:
-            raise SpecError(f"names the same group as {counted[g]!r}; count each group once",
-                            field=f"host.unpinned.{group}")
-        counted[g] = group
+    for kind, counts in (("unpinned", host.unpinned), ("pollers", host.pollers)):
+        counted: dict[tuple[str, int], str] = {}
+        for group in counts:
+            if group not in keys or keys[group][:2] not in named:
+                raise SpecError("only a placed group's processes can be counted (add it to placement)",
+                                field=f"host.{kind}.{group}")
+            g = keys[group][:2]
+            if g in counted:
+                raise SpecError(f"names the same group as {counted[g]!r}; count each group once",
+                                field=f"host.{kind}.{group}")
+            counted[g] = group

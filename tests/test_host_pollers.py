@@ -1,0 +1,165 @@
+"""Engine cores that poll: host.pollers / host.autogroup (pdsim/specs/host.py, sim/host_cores.py).
+
+vLLM 0.32's engine core waits for its worker's answer spinning on sched_yield() for 1 s after its
+last read (``vllm/distributed/device_communicators/shm_broadcast.py``, ``SpinCondition.wait``,
+``busy_loop_s=1``). Measured on the 2-core validation host (``calibration/microbench/poller_share.py``,
+2026-11-27): a CPU-bound job beside such a loop on its core took 2.07x / 2.52x its time alone when
+the loop ran in another session with autogroup scheduling on, 0.84-1.02x in its own session, and
+0.87-1.06x with autogroup off. The 1P1D step traces (``validation/cpu-vllm-calibration/zen1/
+step-traces/pd-*/pd_trace.json``) show the same from the engine: P's prefills ran 1.81x / 2.05x
+their price while D was busy and 1.11x / 1.07x while it was idle (light / knee).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pdsim import api
+from pdsim.sim.host_cores import HostCores
+from pdsim.specs.errors import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT / "validation" / "cpu-vllm-calibration" / "zen1" / "step-traces"
+
+
+def _two_jobs(work_a: float, work_b: float, poll: float, cores: int = 2) -> float:
+    """When job A (core 0) ends beside job B (on core 1, or core 0 on a host of one core) whose
+    server's pollers weigh ``poll``."""
+    env = simpy.Environment()
+    hc = HostCores(env, cores, {})
+    a = hc.cores[0].run(work_a)
+    hc.cores[min(1, cores - 1)].run(work_b, 0.0, poll)
+    env.run(a.done)
+    return env.now
+
+
+def test_a_poller_takes_an_equal_share_of_the_other_servers_core():
+    assert _two_jobs(1.0, 10.0, 0.0) == pytest.approx(1.0)
+    assert _two_jobs(1.0, 10.0, 1.0) == pytest.approx(2.0)  # the fair scheduler: half the core each
+    assert _two_jobs(1.0, 10.0, 0.5) == pytest.approx(1.5)  # spinning half the time: a half process
+    # it yields to its own server's worker: on a host of one core it weighs on nothing more
+    assert _two_jobs(1.0, 10.0, 1.0, cores=1) == pytest.approx(2.0)  # the two workers share, no more
+
+
+def test_the_poller_leaves_with_its_step():
+    """B ends at 0.5 s: A ran at half speed until then, then alone."""
+    assert _two_jobs(1.0, 0.5, 1.0) == pytest.approx(1.25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.01, 5.0), st.floats(0.01, 5.0), st.floats(0.0, 2.0), st.floats(0.0, 2.0))
+def test_more_polling_never_speeds_a_step(wa, wb, p1, p2):
+    lo, hi = sorted((p1, p2))
+    assert _two_jobs(wa, wb, lo) <= _two_jobs(wa, wb, hi) + 1e-12
+    assert _two_jobs(wa, wb, lo) >= wa - 1e-12  # never faster than alone
+
+
+def test_poll_weight_follows_the_spin_window():
+    hc = HostCores(simpy.Environment(), 2, {}, poll_window_s=1.0)
+    assert hc.poll_weight(1.0, 0.0, 0.01) == 1.0  # back-to-back decode steps: spinning throughout
+    assert hc.poll_weight(1.0, 0.5, 1.0) == pytest.approx(0.5)  # the window closes halfway
+    assert hc.poll_weight(1.0, 2.0, 0.3) == 0.0  # slept: a prompt after a quiet spell
+    assert hc.poll_weight(0.0, 0.0, 0.3) == 0.0
+
+
+def _pd(sets=()):
+    return api.load_scenario("cpu-vllm-tiny-llama-1p1d", ["workload.num_requests=60", "workload.rate=0.5",
+                                                          *sets])
+
+
+def test_autogroup_off_the_pollers_weigh_nothing():
+    on = api.simulate(_pd()).summary()
+    off = api.simulate(_pd(["host.autogroup=false"])).summary()
+    none = api.simulate(_pd(["host.pollers={}"])).summary()
+    assert off["mean_ttft_ms"] == none["mean_ttft_ms"] and off["mean_itl_ms"] == none["mean_itl_ms"]
+    assert on["mean_ttft_ms"] > 1.1 * off["mean_ttft_ms"]  # P's prefills share their core with D's poller
+
+
+def _record_jobs(monkeypatch):
+    jobs = []
+    start = HostCores._start
+
+    def recorded(self, core, work, extra=0.0, poll=0.0):
+        job = start(self, core, work, extra, poll)
+        jobs.append((core.cid, self.env.now, work, poll, job))
+        return job
+
+    monkeypatch.setattr(HostCores, "_start", recorded)
+    return jobs
+
+
+def _trace(load: str) -> dict:
+    return json.loads((TRACES / f"pd-{load}" / "pd_trace.json").read_text())
+
+
+@pytest.mark.parametrize("load", ["light", "knee"])
+def test_the_spin_window_gives_the_engine_cores_measured_runnable_time(monkeypatch, load):
+    """P's engine core spins only when P's prefills come within a second of each other: the share
+    of P's stepping time its poller is on matches the share its engine core was runnable (CPU +
+    run-queue wait over P's busy time in the recording's trace: 0.20 light, 0.32 knee)."""
+    from pdsim.validate.case import run_case
+
+    t = _trace(load)
+    ec = next(v for k, v in t["host"]["share"]["processes"].items() if k.startswith("P:VLLM::EngineCor"))
+    real = (ec["cpu_s"] + ec["wait_s"]) / (t["worker_busy_share"]["P"] * t["span_s"])
+    jobs = _record_jobs(monkeypatch)
+    run_case(ROOT / "validation" / f"cpu-vllm-zen1-pd-{load}")
+    p = [(w, poll) for cid, _, w, poll, _ in jobs if cid == 0 and w > 0.02]  # P's prefill steps
+    sim = sum(w * poll for w, poll in p) / sum(w for w, _ in p)
+    assert sim == pytest.approx(real, abs=0.08), (sim, real)
+    d = [poll for cid, _, w, poll, _ in jobs if cid == 1 and w > 0]
+    assert np.mean(d) > 0.95  # D's engine core spins through D's back-to-back decode steps
+
+
+def test_p_runs_at_the_traced_speed_beside_d(monkeypatch):
+    """The knee run of zen1: P's prefills over their price, on average and while D was busy (more
+    than half of the step), simulated against the trace (1.71 and 2.05)."""
+    from pdsim.validate.case import run_case
+
+    t = _trace("knee")
+    jobs = _record_jobs(monkeypatch)
+    ends = {}
+    leave = HostCores._leave
+
+    def left(self, job):
+        ends[id(job)] = self.env.now
+        leave(self, job)
+
+    monkeypatch.setattr(HostCores, "_leave", left)
+    run_case(ROOT / "validation" / "cpu-vllm-zen1-pd-knee")
+    d_busy = sorted((t0, ends[id(j)]) for cid, t0, w, _, j in jobs if cid == 1 and id(j) in ends)
+    starts = np.array([a for a, _ in d_busy])
+    stops = np.array([b for _, b in d_busy])
+
+    def busy_share(a, b):
+        lo, hi = np.maximum(starts, a), np.minimum(stops, b)
+        return float(np.clip(hi - lo, 0, None).sum()) / (b - a)
+
+    ratio, beside = [], []
+    for cid, t0, w, _, j in jobs:
+        if cid == 0 and w > 0.02 and id(j) in ends:
+            ratio.append((ends[id(j)] - t0) / w)
+            beside.append(busy_share(t0, ends[id(j)]) > 0.5)
+    ratio, beside = np.array(ratio), np.array(beside)
+    assert ratio.mean() == pytest.approx(t["p_worker_over_price"]["mean"], rel=0.15)
+    assert ratio[beside].mean() == pytest.approx(t["p_worker_over_price_d_busy>0.5"]["mean"], rel=0.15)
+
+
+def test_bad_poller_settings_name_their_field():
+    with pytest.raises(SpecError, match="host.pollers.dec"):
+        api.load_scenario("cpu-vllm-tiny-llama-1p1d", ["host.pollers={dec: 1}"])
+    with pytest.raises(SpecError, match="host.autogroup"):
+        api.load_scenario("cpu-vllm-tiny-llama-1p1d", ["host.autogroup=maybe"])
+    with pytest.raises(SpecError, match="pollers.decode"):
+        api.load_scenario("cpu-vllm-tiny-llama-1p1d", ["host.pollers={decode: -1}"])
+    with pytest.raises(SpecError, match="poll_window_ms"):
+        api.load_scenario("cpu-vllm-tiny-llama-1p1d", ["host.poll_window_ms=-5"])
+    with pytest.raises(SpecError, match="placement"):
+        api.load_scenario("cpu-vllm-tiny-llama", ["host.placement={}", "host.pollers={colocated: 1}"])
+
