@@ -18,7 +18,8 @@ deployment whose servers run in sessions of their own; near 1, false.
     python calibration/microbench/poller_share.py [--core 0] [--repeats 5] [--json out.json]
 
 Measured on the 2-core Zen 1 validation host (2026-11-27): with autogroup on, 1.02x (same
-session) and 2.07x (other session), 0.84x and 2.52x in a second run; with it off 0.87-1.06x; a busy
+session) and 2.07x (other session), 0.84x and 2.52x, 1.04x and 2.94x in two more runs; with it off
+0.87-1.06x (validation/cpu-vllm-calibration/zen1/host-contention/); a busy
 loop 1.69-2.94x either way.
 """
 from __future__ import annotations
