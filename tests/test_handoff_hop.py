@@ -18,8 +18,8 @@ from builders import REPO
 PD = REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"
 # the bundled 1P1D placement (P's worker on core 0, D's on core 1) without the measured unpinned load,
 # so that a lone request meets idle cores
-PLACED = ["host.unpinned={}"]
-NO_HOST = ["host.unpinned={}", "host.cores=0", "host.placement={}"]
+PLACED = ["host.unpinned={}", "host.pollers={}"]  # the hops alone: nothing else busy on the cores
+NO_HOST = ["host.unpinned={}", "host.pollers={}", "host.cores=0", "host.placement={}"]
 
 
 def _front_ends(works: list[float], busy_cores: tuple[int, ...] = ()) -> list[float]:

@@ -17,7 +17,7 @@ from builders import REPO
 
 PD = REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"  # D: 512-token budget, mixed chunks
 PAGE = 128
-PLACED = ["host.unpinned={}", "overheads.router_ms=0"]  # P's worker on core 0, D's on core 1, idle host
+PLACED = ["host.unpinned={}", "host.pollers={}", "overheads.router_ms=0"]  # P's worker on core 0, D's on core 1, idle host
 NO_HOST = PLACED + ["host.cores=0", "host.placement={}"]
 MISS = 15 * PAGE + 1  # L - 1 is 15 whole pages: D's lookup misses, it computes all 1921 tokens
 

@@ -55,7 +55,7 @@ def test_processes_sharing_the_cpu_hosts_cores():
     colo = api.load_scenario(REPO / "workloads/scenarios/cpu-vllm-tiny-llama.yaml")
     # the static share is what a scenario without a placement gets (the bundled one states its own)
     pd = api.load_scenario(REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml",
-                           ["host.unpinned={}", "host.placement={}"])
+                           ["host.unpinned={}", "host.pollers={}", "host.placement={}"])
     assert busy_processes(colo.scenario, 1) == 4  # API server, engine core, worker, client = as measured
     assert busy_processes(pd.scenario, 1) == 8  # two servers of three, the P/D proxy, the client
     assert host_scale(colo) == 1.0

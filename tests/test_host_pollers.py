@@ -163,3 +163,42 @@ def test_bad_poller_settings_name_their_field():
     with pytest.raises(SpecError, match="placement"):
         api.load_scenario("cpu-vllm-tiny-llama", ["host.placement={}", "host.pollers={colocated: 1}"])
 
+
+
+def test_a_recording_under_the_other_autogroup_setting_is_named(tmp_path):
+    """``pdsim replay`` keeps the host's kernel.sched_autogroup_enabled with the run; validating it
+    against a scenario that says otherwise notes it, with the setting to use."""
+    import shutil
+
+    from pdsim.specs.machine import autogroup_mismatch
+    from pdsim.validate.case import run_case
+
+    host = api.load_scenario("cpu-vllm-tiny-llama-1p1d").scenario.host
+    assert autogroup_mismatch(host, 1) is None and autogroup_mismatch(host, None) is None
+    assert "host.autogroup=false" in autogroup_mismatch(host, 0)
+    colo = api.load_scenario("cpu-vllm-tiny-llama").scenario.host
+    assert autogroup_mismatch(colo, 0) is None  # nothing polls there: nothing to say
+    case = tmp_path / "case"
+    shutil.copytree(ROOT / "validation" / "cpu-vllm-zen1-pd-light", case)
+    bench = case / "real" / "bench.json"
+    doc = json.loads(bench.read_text())
+    doc["pdsim_meta"]["sched_autogroup"] = 0
+    bench.write_text(json.dumps(doc))
+    (case / "case.yaml").write_text((case / "case.yaml").read_text().replace("../../", str(ROOT) + "/"))
+    notes = run_case(case).notes
+    assert any("sched_autogroup_enabled=0" in n and "host.autogroup=false" in n for n in notes), notes
+
+
+def test_background_shares_a_core_by_its_weight():
+    """One busy background process of weight w on a 1-core host beside a worker: the worker's step
+    takes (1 + w) x its work (CFS shares a core in proportion to weight)."""
+    for w in (1.0, 0.107, 3.0):
+        sc = api.load_scenario("cpu-vllm-tiny-llama", ["host.placement={colocated: [0]}", "host.cores=1",
+                                                       "host.background=1", f"host.background_weight={w}"])
+        env = simpy.Environment()
+        hc = HostCores.of(env, sc.scenario)
+        job = hc.cores[0].run(1.0)
+        env.run(job.done)
+        assert env.now == pytest.approx(1.0 + w)
+    with pytest.raises(SpecError, match="background_weight"):
+        api.load_scenario("cpu-vllm-tiny-llama", ["host.background_weight=0"])

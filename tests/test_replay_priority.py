@@ -102,6 +102,10 @@ def test_only_the_timed_send_receive_loop_runs_at_fifo(monkeypatch):
         rec = replay(table, ReplayConfig(srv.url, fifo=5), name="t")
     assert seen == {"prepare": before, "run": os.SCHED_FIFO, "hashes": before}
     assert os.sched_getscheduler(0) == before and rec.meta["client_sched"] == "SCHED_FIFO 5"
+    # the host's autogroup setting goes with the recording (host.autogroup)
+    from pdsim.specs.machine import sched_autogroup
+
+    assert rec.meta["sched_autogroup"] == sched_autogroup()
 
 
 def test_without_the_right_the_cli_names_the_flag_before_sending(tmp_path, capsys, monkeypatch):

@@ -30,8 +30,12 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout: pdsim beside it
+from pdsim.specs.machine import sched_autogroup  # noqa: E402
 
 LOOPS = {"yield": "import os\nos.sched_setaffinity(0, {%d})\nwhile True:\n    os.sched_yield()\n",
          "busy": "import os\nos.sched_setaffinity(0, {%d})\nwhile True:\n    pass\n"}
@@ -58,13 +62,6 @@ def beside(kind: str, new_session: bool, core: int, repeats: int) -> list[float]
         p.wait()
 
 
-def autogroup_setting() -> int | None:
-    try:
-        return int(open("/proc/sys/kernel/sched_autogroup_enabled").read())
-    except (OSError, ValueError):
-        return None  # a kernel built without autogroup scheduling
-
-
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--core", type=int, default=0, help="the core to time on (default 0)")
@@ -77,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"--repeats: expected >= 1, got {a.repeats}")
     os.environ["OMP_NUM_THREADS"] = "1"
     alone = float(np.median([job(a.core) for _ in range(a.repeats)]))
-    out = {"autogroup": autogroup_setting(), "core": a.core, "alone_s": alone, "slowdown": {}}
+    out = {"autogroup": sched_autogroup(), "core": a.core, "alone_s": alone, "slowdown": {}}
     for kind in ("yield", "busy"):
         for new in (False, True):
             t = float(np.median(beside(kind, new, a.core, a.repeats)))

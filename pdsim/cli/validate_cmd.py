@@ -163,6 +163,11 @@ def _one(args: argparse.Namespace) -> int:
             raise SpecError(str(err), field="--tolerance") from None
     print(f"{len(al.pairs)} requests aligned ({al.arrivals}); scenario {sc.name}")
     print(f"  {al.prefix_note}")
+    from ..specs.machine import autogroup_mismatch
+
+    ag = autogroup_mismatch(sc.scenario.host, ing.record.meta.get("sched_autogroup"))
+    if ag:
+        print(f"  note: host: {ag}", file=sys.stderr)
     print_rows(rows)
     print("  KS distance: " + ", ".join(f"{k} {v:.3f}" for k, v in extras["ks"].items() if v is not None))
     if args.out:

@@ -271,6 +271,7 @@ def replay(table: RequestTable, cfg: ReplayConfig, *, name: str = "replay", desc
     (prefix_hashes.py; default 16, vLLM's)."""
     import aiohttp
 
+    from ..specs.machine import sched_autogroup
     from ..workload.prefix_hashes import DEFAULT_BLOCK
 
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -287,6 +288,8 @@ def replay(table: RequestTable, cfg: ReplayConfig, *, name: str = "replay", desc
         or table.max_concurrency, "ignore_eos": cfg.ignore_eos, "timeout_s": cfg.timeout_s, "seed": cfg.seed,
         "request_rate": table.meta.get("request_rate"), "table_meta": dict(table.meta),
         "client_sched": f"SCHED_FIFO {cfg.fifo}" if cfg.fifo is not None else "as started",
+        # what a spinning engine core costs another server depends on it (host.autogroup)
+        "sched_autogroup": sched_autogroup(),
     }
     meta.update(info)
     return results_record(table, results, name=name, meta=meta, gpus=gpus, nodes=nodes, wall_s=wall)

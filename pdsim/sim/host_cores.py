@@ -133,7 +133,7 @@ class HostCores:
         keys = group_keys(scenario.cluster)
         pollers = {keys[g][:2]: n for g, n in host.pollers.items() if n} if host.autogroup else {}
         return cls(env, host.cores, {keys[g][:2]: ids for g, ids in host.placement.items()},
-                   {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background,
+                   {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background * host.background_weight,
                    host.visit_ms * 1e-3, getattr(scenario, "seed", 0), pollers, host.poll_window_ms * 1e-3)
 
     def core_of(self, role: str, index: int, k: int) -> HostCore | None:

@@ -44,6 +44,12 @@ class HostSpec:
     # ``background``: busy processes of other work on the host (not the deployment's), unpinned,
     # throughout the run: the other CPU seconds over the span (host_share.py ``other_cpu_s / wall_s``).
     background: float = 0.0
+    # ``background_weight``: the fair scheduler's weight of that other work's processes relative to
+    # the deployment's (1: equal). Each shares a core in proportion to its weight (Linux
+    # ``sched_prio_to_weight``: nice 0 = 1,024, nice -10 = 9,548); with autogroup scheduling on, the
+    # weights of the sessions' autogroups (``/proc/<pid>/autogroup``): other sessions' jobs at the
+    # default beside a deployment whose sessions were set to nice -10 weigh 1,024 / 9,548 = 0.107.
+    background_weight: float = 1.0
     # ``visit_ms``: how the background and unpinned load reach a placed worker's core. 0 (default):
     # spread evenly over time, each core's share of it a constant fractional process (processor
     # sharing at the mean, as before). >= 0.1: as whole processes that visit a core for ``visit_ms`` on
@@ -84,6 +90,9 @@ class HostSpec:
                       f"placement.{group}[{i}]")
         check(0.0 <= self.background <= 4096.0, f"must be in [0, 4096] (busy processes), got {self.background}",
               "background")
+        check(0.0 < self.background_weight <= 100.0,
+              f"must be in (0, 100] (a weight relative to the deployment's processes), got {self.background_weight}",
+              "background_weight")
         if self.background and not self.placement:
             raise SpecError("background load shares the placed workers' cores: give a placement too",
                             field="background")

@@ -141,6 +141,30 @@ def mismatch_line(profile, here: dict[str, Any] | None = None) -> str | None:
             f"its measured constants may not hold here. Re-measure: {how}")
 
 
+def sched_autogroup() -> int | None:
+    """This kernel's ``kernel.sched_autogroup_enabled`` (1 on, 0 off), None where it has no
+    autogroup scheduling (or is not Linux): what ``host.autogroup`` describes."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def autogroup_mismatch(host, recorded: Any) -> str | None:
+    """One line when a recording's ``sched_autogroup`` (``pdsim replay`` keeps it in the run's
+    meta) disagrees with the scenario's ``host.autogroup`` on a host whose engine cores poll;
+    None when they agree, or nothing polls, or the recording did not say."""
+    if host is None or not any(host.pollers.values()) or recorded not in (0, 1):
+        return None
+    if bool(recorded) == host.autogroup:
+        return None
+    return (f"the recording ran with kernel.sched_autogroup_enabled={recorded}, the scenario says host.autogroup: "
+            f"{str(host.autogroup).lower()}: its engine cores' polling is priced as if autogroup were "
+            f"{'on' if host.autogroup else 'off'} (set host.autogroup={'true' if recorded else 'false'}; "
+            "docs/mechanisms/engine-core-polling.md)")
+
+
 def warn_if_elsewhere(scenario, stream=None) -> list[str]:
     """Print (to stderr) one line per measured profile of a resolved scenario that was measured
     on another machine; each profile once per process. Returns the lines printed."""
