@@ -109,13 +109,15 @@ class HostSpec:
             # sharing (background, unpinned): both together would count that load twice
             raise SpecError("a measured stretch and a placement count the same load twice: with a placement "
                             "give the other load as background / unpinned, or leave out the placement "
-                            "(--set host.placement={}; the CPU scenarios bundle one)",
+                            "(--set host.placement={} host.unpinned={} host.pollers={}; the CPU scenarios "
+                            "bundle one)",
                             field="cpu_stretch")
         for kind, counts in (("unpinned", self.unpinned), ("pollers", self.pollers)):
             for group, n in counts.items():  # that each is a placed group: check_placement (names alias)
                 check(0.0 <= n <= 64.0, f"must be in [0, 64] (busy processes), got {n}", f"{kind}.{group}")
                 if not self.placement:
-                    raise SpecError("only a placed group's processes can be counted (add it to placement)",
+                    raise SpecError("only a placed group's processes can be counted (add it to placement, or "
+                                    f"clear host.{kind} with the placement: --set host.{kind}={{}})",
                                     field=f"{kind}.{group}")
         check(0.0 <= self.poll_window_ms <= 3.6e6, f"must be in [0, 3600000] ms, got {self.poll_window_ms}",
               "poll_window_ms")
