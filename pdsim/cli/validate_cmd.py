@@ -163,18 +163,16 @@ def _one(args: argparse.Namespace) -> int:
             raise SpecError(str(err), field="--tolerance") from None
     print(f"{len(al.pairs)} requests aligned ({al.arrivals}); scenario {sc.name}")
     print(f"  {al.prefix_note}")
-    from ..specs.machine import autogroup_mismatch
-
-    ag = autogroup_mismatch(sc.scenario.host, ing.record.meta.get("sched_autogroup"))
-    if ag:
-        print(f"  note: host: {ag}", file=sys.stderr)
+    if al.host_note:
+        print(f"  note: {al.host_note}", file=sys.stderr)
     print_rows(rows)
     print("  KS distance: " + ", ".join(f"{k} {v:.3f}" for k, v in extras["ks"].items() if v is not None))
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         validation_html(al, rows, extras, str(out / "validation.html"), f"pdsim validation: {sc.name}",
-                        [f"real run format: {ing.format}"] + ing.notes + [al.prefix_note])
+                        [f"real run format: {ing.format}"] + ing.notes + [al.prefix_note]
+                        + ([al.host_note] if al.host_note else []))
         import pandas as pd
         pd.DataFrame([r.__dict__ for r in rows]).to_csv(out / "comparison.csv", index=False)
         with warnings.catch_warnings():

@@ -59,13 +59,13 @@ from .host_stalls import Visits
 class _Job:
     __slots__ = ("left", "done", "core", "extra", "poll", "poll_core")
 
-    def __init__(self, work: float, done, core: "HostCore", extra: float, poll: float = 0.0, poll_core: int = -1):
+    def __init__(self, work: float, done, core: "HostCore", extra: float):
         self.left = work  # seconds of work still to do at full speed
         self.done = done  # triggered when ``left`` reaches 0
         self.core = core
         self.extra = extra  # unpinned busy processes it adds to the host while it runs
-        self.poll = poll  # its server's pollers' weight on core ``poll_core`` while it runs (autogroup)
-        self.poll_core = poll_core
+        self.poll = 0.0  # its server's pollers' weight on core ``poll_core`` while it runs (autogroup)
+        self.poll_core = -1  # -1: none
 
 
 class HostCore:

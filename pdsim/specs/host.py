@@ -70,9 +70,10 @@ class HostSpec:
     # core away to every runnable process of its own group, so a poller costs its own server nothing,
     # and with autogroup off nothing at all; with autogroup on it is a group of its own to every other
     # server's processes, and the fair scheduler gives it an equal share of their core. Measured on the
-    # 2-core validation host: a CPU-bound process pinned beside a ``sched_yield`` loop ran at 0.87-1.02x
-    # its time alone with autogroup off or in the same session, 2.07x with autogroup on and the loop
-    # in another session (tests/test_host_pollers.py has the figures).
+    # 2-core validation host (calibration/microbench/poller_share.py, three runs): a CPU-bound process
+    # pinned beside a ``sched_yield`` loop ran at 0.84-1.06x its time alone with autogroup off or in the
+    # same session, 2.07-2.94x with autogroup on and the loop in another session
+    # (validation/cpu-vllm-calibration/zen1/host-contention/).
     pollers: dict[str, float] = field(default_factory=dict)
     autogroup: bool = False
     poll_window_ms: float = 1000.0

@@ -16,6 +16,7 @@ import numpy as np
 from ..metrics.results import Results
 from ..sim.record import RunRecord
 from ..specs.errors import SpecError
+from ..specs.machine import autogroup_mismatch
 from ..workload.table import RequestTable
 
 
@@ -27,6 +28,7 @@ class Aligned:
     arrivals: str  # send_times | closed_loop
     table: RequestTable
     prefix_note: str = ""  # whether the run's prefix structure was carried (validate/prefix.py)
+    host_note: str = ""  # the recording's autogroup setting against the scenario's, when they differ
 
 
 def workload_of(rec: RunRecord, arrivals: str = "auto", max_concurrency: int | None = None
@@ -69,4 +71,5 @@ def simulate_aligned(real: RunRecord, scenario, arrivals: str = "auto",
     table, note = with_prefix(table, real.meta, order, scenario)
     sim = api.simulate(scenario, table=table)
     pairs = np.column_stack([order, np.arange(len(order))])
-    return Aligned(Results(real), sim, pairs, mode, table, note)
+    host = autogroup_mismatch(scenario.scenario.host, real.meta.get("sched_autogroup"))
+    return Aligned(Results(real), sim, pairs, mode, table, note, f"host: {host}" if host else "")

@@ -85,12 +85,8 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
         rows, extras = compare(al.real, al.sim, c["tolerances"], al.pairs)
     except ValueError as err:
         raise SpecError(str(err), source=str(folder / CASE_FILE), field="tolerances") from None
-    notes = [f"real run format: {ing.format}"] + list(ing.notes) + [al.prefix_note]
-    from ..specs.machine import autogroup_mismatch
-
-    ag = autogroup_mismatch(sc.scenario.host, ing.record.meta.get("sched_autogroup"))
-    if ag:
-        notes.append("host: " + ag)
+    notes = [f"real run format: {ing.format}"] + list(ing.notes) + [al.prefix_note] + (
+        [al.host_note] if al.host_note else [])
     if overrides:
         notes.append("scenario overridden: " + ", ".join(overrides))
     if html_path is not None:
