@@ -10,7 +10,8 @@ them apart. So the CPU validation does, in this order, on one machine:
    a fresh profile into ``--profile-dir``; fitted on no recording.
 2. One server with the validation engine's arguments; the scenario's workload replayed at a
    light load and near the knee, the rates set from the fresh profile's priced capacity (0.3x and
-   0.8x), the client pinned off the worker's core. Each run becomes a case folder under ``--cases``
+   0.8x; ``--loads ... overload`` adds 1.3x, where the queue grows for the whole run), the client
+   pinned off the worker's core. Each run becomes a case folder under ``--cases``
    whose ``case.yaml`` names the fresh profile (``set: hardware=...``) and the measured request
    path (``overheads.router_ms``).
 3. ``pdsim validate`` on each new case; a table of errors.
@@ -35,7 +36,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 SCENARIO = "workloads/scenarios/cpu-vllm-tiny-llama.yaml"
-LOADS = {"light": 0.3, "knee": 0.8}  # fractions of the priced capacity
+LOADS = {"light": 0.3, "knee": 0.8, "overload": 1.3}  # fractions of the priced capacity
+DEFAULT_LOADS = ("light", "knee")  # overload on request: its queue grows for the whole run
 
 
 def capacity_rps(profile: Path, sc) -> float:
@@ -63,12 +65,14 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     ap.add_argument("--cases", required=True, help="folder the new case folders go to")
     ap.add_argument("--profile-dir", required=True, help="folder of the re-measurement (rows, profile YAML)")
     ap.add_argument("--prefix", default="cpu-vllm-here", help="case names: PREFIX-light, PREFIX-knee")
-    ap.add_argument("--requests", type=int, nargs=2, default=(40, 60), metavar=("LIGHT", "KNEE"))
+    ap.add_argument("--requests", type=int, nargs="+", default=(40, 60, 80), metavar="N",
+                    help="requests of each load in the order light, knee, overload (default 40 60 80)")
     ap.add_argument("--port", type=int, default=8161)
     ap.add_argument("--skip-remeasure", action="store_true", help="reuse --profile-dir's profile")
     ap.add_argument("--mixed", metavar="CSV", help="also time mixed prefill+decode steps on the same server "
                                                    "(calibration/microbench/cpu_mixed_steps.py) into CSV")
-    ap.add_argument("--loads", nargs="*", default=list(LOADS), help="which loads to record (default all)")
+    ap.add_argument("--loads", nargs="*", default=list(DEFAULT_LOADS), choices=list(LOADS),
+                    help="which loads to record (default light and knee)")
     ap.add_argument("--capacity-rps", type=float, help="the capacity the loads are fractions of (a repeat of an "
                                                          "earlier recording: its capacity; default priced)")
     ap.add_argument("--trace-steps", metavar="FILE", help="record what vLLM's scheduler put in each step and when "
@@ -81,6 +85,10 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     ap.add_argument("--remeasure-args", default="--repeat 5 --batches 1 4 16 --prompts 32 512 --output-tokens 48 "
                                                 "--repeats 3", help="bounds of the re-measurement")
     args = ap.parse_args()
+    if len(args.requests) > len(LOADS) or min(args.requests) < 1:
+        ap.error(f"--requests: expected 1 to {len(LOADS)} counts >= 1 (light, knee, overload), got "
+                 f"{' '.join(map(str, args.requests))}")
+    args.requests = [*args.requests, *(40, 60, 80)[len(args.requests):]]  # loads not given keep their default
     if args.client_fifo is not None:  # named now, not after minutes of start-up
         from pdsim.replay.priority import fifo_refusal
 
