@@ -2,9 +2,9 @@
 compute, uneven routing. Each takes (Results, RunFacts) and returns a Verdict or None; the
 thresholds are named constants with the reason for their value.
 
-The back of the life (decode, KV memory, transfer, offload tiers) is in detectors_back.py;
-``all_detectors()`` lists them all in the order they are tried; shared thresholds and helpers
-are in detect_util.py.
+The back of the life (decode steps, KV memory, the P->D transfer, offload tiers) is in
+detectors_decode_kv.py; ``all_detectors()`` lists them all in the order they are tried; shared
+thresholds and helpers are in detect_util.py.
 """
 from __future__ import annotations
 
@@ -299,7 +299,7 @@ def healthy_or_misses(res, f: RunFacts) -> Verdict:
 
 def all_detectors() -> tuple:
     """Every detector, in the order they are tried."""
-    from .detectors_back import decode_bound, kv_capacity_bound, offload_bound, transfer_bound
+    from .detectors_decode_kv import decode_bound, kv_capacity_bound, offload_bound, transfer_bound
     from .detectors_faults import failures
 
     return (failures, overload, prefill_bound, decode_bound, kv_capacity_bound, transfer_bound, router_imbalance,

@@ -9,7 +9,7 @@ recomputes a spec-derived constant.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from ..costs import build_step_cost
@@ -160,7 +160,11 @@ def group_plans(resolved: ResolvedScenario, transport) -> list[GroupPlan]:
         hw = resolved.hardware_of(role, gi)
         calibrated = resolve_cost_kind(sc.cost_model, hw) == "calibrated"
         mem = group_memory(hw, model, g, role)
-        plan = GroupPlan(role, gi, g, hw, model, mem, step_cost(resolved, hw, g, role), mem.kv_tokens, calibrated)
+        extra = transport.step_seq_us(role)  # the connector's per-request work in each step
+        step_hw = hw if not extra else replace(hw, efficiency=replace(
+            hw.efficiency, seq_overhead_us=hw.efficiency.seq_overhead_us + extra))
+        plan = GroupPlan(role, gi, g, hw, model, mem, step_cost(resolved, step_hw, g, role), mem.kv_tokens,
+                         calibrated)
         if role == "decode":
             plan.kv_tokens = transport.decode_kv_tokens(mem.kv_tokens, plan)
         plans.append(plan)

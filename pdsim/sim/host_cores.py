@@ -40,7 +40,8 @@ vLLM's engine core waits for its worker's answer spinning on ``sched_yield()``, 
 own scheduling group, so it costs its own server's worker nothing; under autogroup scheduling each
 server's session is a group of its own, and the fair scheduler gives the spinning group an equal
 share of whichever core it sits on. A step of an instance with pollers therefore adds their
-weight (the share of the step they spin, ``poll_weight``) as a busy process on the least busy
+weight (the share of the step they spin, ``poll_weight``, times the share of that spinning they
+spend away from their own worker's core, ``host.poll_away``) as a busy process on the least busy
 other core while it runs; with autogroup off, or on a host of one core, they weigh nothing.
 
 Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
@@ -131,7 +132,13 @@ class HostCores:
         if host is None or not host.placement:
             return None
         keys = group_keys(scenario.cluster)
-        pollers = {keys[g][:2]: n for g, n in host.pollers.items() if n} if host.autogroup else {}
+        # a poller weighs on another server's core only for the share of its spinning it spends there
+        away = {keys[g][:2]: f for g, f in host.poll_away.items()}  # by group, whatever name it used
+        pollers = {}
+        if host.autogroup:
+            for g, n in host.pollers.items():
+                if w := n * away.get(keys[g][:2], 1.0):
+                    pollers[keys[g][:2]] = w
         return cls(env, host.cores, {keys[g][:2]: ids for g, ids in host.placement.items()},
                    {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background * host.background_weight,
                    host.visit_ms * 1e-3, getattr(scenario, "seed", 0), pollers, host.poll_window_ms * 1e-3)

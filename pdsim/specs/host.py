@@ -74,9 +74,18 @@ class HostSpec:
     # pinned beside a ``sched_yield`` loop ran at 0.84-1.06x its time alone with autogroup off or in the
     # same session, 2.07-2.94x with autogroup on and the loop in another session
     # (validation/cpu-vllm-calibration/zen1/host-contention/).
+    # ``poll_away``: per placed group, the share of its pollers' spinning they spend on another
+    # server's core (1, the default: all of it); the rest they spin beside their own worker, where a
+    # yielding process costs nothing. Where a spinning process sits is the kernel's choice (a waking
+    # task goes to an idle or its previous core, the load balancer leaves cache-hot tasks where they
+    # are): what a recording observed, never fitted. The ten traced 1P1D recordings (each engine
+    # core's CPU sampled every 0.2 s, /proc/PID/stat field 39) put D's engine core on P's core
+    # 68-84% of the time (median 0.71) and P's on D's 31-70% (median 0.40). A group without pollers
+    # (unplaced, or a host without autogroup) has nothing to place: its share is then unused.
     pollers: dict[str, float] = field(default_factory=dict)
     autogroup: bool = False
     poll_window_ms: float = 1000.0
+    poll_away: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check(1.0 <= self.cpu_stretch <= 100.0, f"must be in [1, 100] (a stretch factor), got {self.cpu_stretch}",
@@ -122,6 +131,9 @@ class HostSpec:
                                     field=f"{kind}.{group}")
         check(0.0 <= self.poll_window_ms <= 3.6e6, f"must be in [0, 3600000] ms, got {self.poll_window_ms}",
               "poll_window_ms")
+        for group, f in self.poll_away.items():
+            check(0.0 <= f <= 1.0, f"must be in [0, 1] (a share of the pollers' spinning time), got {f}",
+                  f"poll_away.{group}")
 
 
 def group_keys(cluster) -> dict[str, tuple[str, int, int]]:
@@ -167,3 +179,7 @@ def check_placement(host: "HostSpec | None", cluster) -> None:
                 raise SpecError(f"names the same group as {counted[g]!r}; count each group once",
                                 field=f"host.{kind}.{group}")
             counted[g] = group
+    for group in host.poll_away:  # a misspelt group would place nothing (an unplaced one has no pollers)
+        if group not in keys:
+            raise SpecError(f"no group {group!r}; expected one of {', '.join(sorted(keys))}",
+                            field=f"host.poll_away.{group}")

@@ -150,6 +150,12 @@ class Transport(Plugin):
         """Tokens left for D's KV pool once the transport took its share of HBM."""
         return kv_tokens
 
+    def step_seq_us(self, role: str) -> float:
+        """Host work (us) the connector adds to each step of a ``role`` instance per request in
+        the step (its per-step bookkeeping in the engine): added to the group's
+        ``efficiency.seq_overhead_us`` (sim/build.py). 0: none."""
+        return 0.0
+
     # run time
     def routed(self, req, p, d) -> None:
         raise NotImplementedError

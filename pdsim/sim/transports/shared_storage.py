@@ -24,7 +24,10 @@ In the real engine both file operations run inside the workers' forwards (``save
 Parameters (``transfer: {backend: shared_storage, params: {...}}``): the file system's write and
 read bandwidth (GB/s) and per-file overhead (us). Defaults: measured on this project's machines
 by calibration/microbench/shared_storage.py (calibration/data/shared_storage.csv: local disk
-through the page cache, Python file I/O as safetensors does; 2026-11-23).
+through the page cache, Python file I/O as safetensors does; 2026-11-23). ``step_seq_us``: the
+connector's own work in every step of P and D, per request in the step (us; its per-step
+bookkeeping and per-layer hooks), priced as extra ``seq_overhead_us`` of both groups; measured
+by timing decode steps on servers with and without it (Params).
 """
 from __future__ import annotations
 
@@ -89,6 +92,15 @@ class SharedStorage(Transport):
         write_gbps: float = 5.86  # measured (calibration/data/shared_storage.csv)
         read_gbps: float = 38.7  # measured: page-cache reads
         file_overhead_us: float = 12.0  # measured: open + write + close of one file
+        # ExampleConnector's per-step work in each engine (kv_both: P and D), per request in the
+        # step: decode steps at batch 1 and 4 on servers with and without it, interleaved twice
+        # (validation/cpu-vllm-calibration/zen1/host-contention/connector_overhead.json, 2026-11-27,
+        # Zen 1 host): +0.36 / +0.39 ms at batch 1, +1.44 / +1.15 ms at batch 4, i.e. 0.29-0.39 ms a
+        # request; the median of the four, 0.36 ms
+        step_seq_us: float = 360.0
+
+    def step_seq_us(self, role: str) -> float:
+        return self.params.step_seq_us if role in ("prefill", "decode") else 0.0
 
     def bind(self, ctx) -> None:
         super().bind(ctx)
