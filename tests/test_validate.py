@@ -185,3 +185,11 @@ def test_the_quiet_host_recordings_stay_within_their_gates(name):
     gated = {row.metric: row.error for row in r.rows if row.tolerance is not None}
     assert set(gated) == {"mean_ttft_ms", "p90_ttft_ms", "mean_itl_ms", "p90_itl_ms"}
     assert r.passed, gated
+
+
+def test_a_folder_for_the_page_is_named_before_any_case_runs(tmp_path, capsys):
+    """``--docs`` is the page's file: a folder there is refused at once (exit 2, the flag named),
+    not after every case was simulated as an internal failure."""
+    assert main(["validate", "--all", str(ROOT / "validation"), "--docs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--docs" in err and "validation.md" in err and "internal failure" not in err

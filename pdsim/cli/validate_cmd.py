@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 PAST_TOLERANCE = 3
 
@@ -65,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
         if args.real or args.scenario:
             raise SpecError("--all takes the cases folder only (each case names its real run and scenario)",
                             field="--all")
+        if Path(args.docs).is_dir():  # found before every case is simulated, not after
+            raise SpecError(f"expected the page's file path (e.g. {Path(args.docs) / 'validation.md'}), got a folder",
+                            field="--docs")
         from ..validate.suite import profile_preamble, run_all
 
         results = run_all(args.all, args.docs, overrides=args.set, preamble=profile_preamble(args.set))
