@@ -208,14 +208,14 @@ def test_background_shares_a_core_by_its_weight():
 def test_pollers_that_spin_beside_their_own_worker_weigh_nothing():
     """``host.poll_away``: a poller costs another server only for the share of its spinning it
     spends on that server's core. Never away is the same as weighing nothing (autogroup off);
-    the measured shares (D's engine core on P's core 0.71, P's on D's 0.40: the ten traced 1P1D
+    the measured shares (D's engine core on P's core 0.735, P's on D's 0.52: the traced 1P1D
     recordings' placement samples) put TTFT between that and always away."""
     def ttft(*sets):
         return api.simulate(_pd(list(sets))).summary()["mean_ttft_ms"]
 
     never = ttft("host.poll_away={prefill: 0, decode: 0}")
     assert never == ttft("host.autogroup=false")
-    measured = ttft("host.poll_away={prefill: 0.4, decode: 0.71}")
+    measured = ttft("host.poll_away={prefill: 0.52, decode: 0.735}")
     always = ttft("host.poll_away={prefill: 1, decode: 1}")
     assert never < measured < always
 

@@ -80,7 +80,8 @@ class HostSpec:
     # task goes to an idle or its previous core, the load balancer leaves cache-hot tasks where they
     # are): what a recording observed, never fitted. The ten traced 1P1D recordings (each engine
     # core's CPU sampled every 0.2 s, /proc/PID/stat field 39) put D's engine core on P's core
-    # 68-84% of the time (median 0.71) and P's on D's 31-70% (median 0.40). A group without pollers
+    # 68-84% of the time and P's on D's 31-70% (medians of the eight before the two zen1b ones
+    # that check them: 0.735 and 0.52). A group without pollers
     # (unplaced, or a host without autogroup) has nothing to place: its share is then unused.
     pollers: dict[str, float] = field(default_factory=dict)
     autogroup: bool = False
