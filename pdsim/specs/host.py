@@ -81,8 +81,8 @@ class HostSpec:
     # are): what a recording observed, never fitted. The ten traced 1P1D recordings (each engine
     # core's CPU sampled every 0.2 s, /proc/PID/stat field 39) put D's engine core on P's core
     # 68-84% of the time and P's on D's 31-70% (medians of the eight before the two zen1b ones
-    # that check them: 0.735 and 0.52). A group without pollers
-    # (unplaced, or a host without autogroup) has nothing to place: its share is then unused.
+    # that check them: 0.735 and 0.52). A group without pollers (unplaced, or a host without
+    # autogroup) has nothing to place: its share is then unused.
     pollers: dict[str, float] = field(default_factory=dict)
     autogroup: bool = False
     poll_window_ms: float = 1000.0

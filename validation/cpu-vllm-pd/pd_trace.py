@@ -120,6 +120,10 @@ def analyse(trace: Path, load: str, hardware: str) -> dict:
     d_dec_price = np.array([_price(d_cost, s) * 1e3 for s in d_dec])
     d_p_busy = np.array([_overlap(s["t_scheduled"], s["t_model_done"], p_iv) /
                          max(s["t_model_done"] - s["t_scheduled"], 1e-9) for s in d_dec])
+    # D's cycle: a decode step's schedule to the next one's, for steps back to back (< 50 ms apart)
+    nxt = {id(a): b for a, b in zip(d_steps, d_steps[1:])}
+    d_cyc = [(nxt[id(s)]["t_schedule"] - s["t_schedule"]) * 1e3 / d_dec_price[k] for k, s in enumerate(d_dec)
+             if id(s) in nxt and nxt[id(s)]["t_schedule"] - s["t_end"] <= 0.05]
     p_work = float(sum(c["t1"] - c["t0"] for c in p_calls))
     d_work = float(sum(c["t1"] - c["t0"] for c in d_calls))
     wall = span[1] - span[0]
@@ -136,6 +140,7 @@ def analyse(trace: Path, load: str, hardware: str) -> dict:
         "d_decode_step_ms": _q(d_dec_ms), "d_decode_over_price": _q(d_dec_ms / d_dec_price) if len(d_dec) else {},
         "d_decode_over_price_p_busy>0.5": _q((d_dec_ms / d_dec_price)[d_p_busy > 0.5]) if len(d_dec) else {},
         "d_decode_over_price_p_idle<0.1": _q((d_dec_ms / d_dec_price)[d_p_busy < 0.1]) if len(d_dec) else {},
+        "d_cycle_over_price": _q(d_cyc),
         "worker_busy_share": {"P": round(p_work / wall, 3), "D": round(d_work / wall, 3)},
         "host": {"share": host["share"], "placement": host["placement"]},
     }

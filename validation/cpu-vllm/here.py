@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 SCENARIO = "workloads/scenarios/cpu-vllm-tiny-llama.yaml"
 LOADS = {"light": 0.3, "knee": 0.8, "overload": 1.3}  # fractions of the priced capacity
 DEFAULT_LOADS = ("light", "knee")  # overload on request: its queue grows for the whole run
+DEFAULT_REQUESTS = (40, 60, 80)  # requests of each load, in the order of LOADS
 
 
 def capacity_rps(profile: Path, sc) -> float:
@@ -65,7 +66,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     ap.add_argument("--cases", required=True, help="folder the new case folders go to")
     ap.add_argument("--profile-dir", required=True, help="folder of the re-measurement (rows, profile YAML)")
     ap.add_argument("--prefix", default="cpu-vllm-here", help="case names: PREFIX-light, PREFIX-knee")
-    ap.add_argument("--requests", type=int, nargs="+", default=(40, 60, 80), metavar="N",
+    ap.add_argument("--requests", type=int, nargs="+", default=DEFAULT_REQUESTS, metavar="N",
                     help="requests of each load in the order light, knee, overload (default 40 60 80)")
     ap.add_argument("--port", type=int, default=8161)
     ap.add_argument("--skip-remeasure", action="store_true", help="reuse --profile-dir's profile")
@@ -88,7 +89,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     if len(args.requests) > len(LOADS) or min(args.requests) < 1:
         ap.error(f"--requests: expected 1 to {len(LOADS)} counts >= 1 (light, knee, overload), got "
                  f"{' '.join(map(str, args.requests))}")
-    args.requests = [*args.requests, *(40, 60, 80)[len(args.requests):]]  # loads not given keep their default
+    args.requests = [*args.requests, *DEFAULT_REQUESTS[len(args.requests):]]  # loads not given keep their default
     if args.client_fifo is not None:  # named now, not after minutes of start-up
         from pdsim.replay.priority import fifo_refusal
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...costs.shared_storage import loaded_tokens, read_s, saved_tokens, write_s
+from ...specs._convert import check
 from .base import TRANSPORTS, Transport
 
 
@@ -98,6 +99,12 @@ class SharedStorage(Transport):
         # Zen 1 host): +0.36 / +0.39 ms at batch 1, +1.44 / +1.15 ms at batch 4, i.e. 0.29-0.39 ms a
         # request; the median of the four, 0.36 ms
         step_seq_us: float = 360.0
+
+        def __post_init__(self) -> None:
+            for name in ("write_gbps", "read_gbps"):
+                check(getattr(self, name) > 0, f"must be > 0 GB/s, got {getattr(self, name)}", name)
+            for name in ("file_overhead_us", "step_seq_us"):
+                check(getattr(self, name) >= 0, f"must be >= 0 us, got {getattr(self, name)}", name)
 
     def step_seq_us(self, role: str) -> float:
         return self.params.step_seq_us if role in ("prefill", "decode") else 0.0
