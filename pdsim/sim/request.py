@@ -11,6 +11,10 @@ request ran on, so every ITL is recovered from that instance's step log.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .kv.prefix_cache import Hold
 
 NAN = math.nan
 
@@ -69,7 +73,7 @@ class Request:
         self.decoded = 0
         self.p_pages = 0
         self.d_pages = 0
-        self.cache_keys: list = []
+        self.cache_keys: list | Hold = []  # [] until it references cached blocks: then its prefix_cache.Hold
         self.shared_pages = 0
         self.p_runs = self.d_runs = 0
         self.prefill_ready = False

@@ -32,7 +32,7 @@ class DecodeBatch:
         self.running: dict[int, object] = {}  # rid -> request, in admission order (newest last)
         self.heap: list[tuple[int, int, object]] = []  # (finish step, rid, request)
         self.n = 0  # requests decoding
-        self.sum_ctx = 0  # their context tokens
+        self.sum_ctx: int | float = 0  # their context tokens (a float under speculative decoding)
         self.rem_out = 0  # decode steps still owed to them (admission reserve)
         self.bucket = [0] * page_size
         self.step = 0  # decode steps run so far

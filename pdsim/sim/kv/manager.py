@@ -11,10 +11,11 @@ growth (the caller passes it as ``headroom_pages``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Hashable, Sequence
 
 from .pool import KVPool, pages_for
 from .prefix_cache import PrefixCache
+from .tiers import Tier
 
 
 @dataclass
@@ -50,7 +51,7 @@ class KVManager:
         cache = self.cache
         m = 0
         pinned = 0  # pages of the matched blocks that are evictable now (a hit makes them not)
-        found = ()
+        found: Sequence[tuple[Hashable, Tier]] = ()  # blocks found below HBM (tiers.lookup's list)
         keys = req.hash_ids
         use_cache = cache is not None and keys is not None and len(keys) and not recompute
         if use_cache:

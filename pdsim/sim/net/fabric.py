@@ -158,7 +158,7 @@ class Fabric:
         """The flows on ``link`` changed (or its capacity): its cap sum and whether caps clash."""
         # a left fold from 0, as ``send``'s running sum adds a joining flow's cap: ``sum`` of floats
         # compensates rounding from Python 3.12 on, which would give another last bit
-        load = self._load[link] = reduce(add, map(_cap_of, self._on[link]), 0)
+        load = self._load[link] = reduce(add, map(_cap_of, self._on[link]), 0.0)
         if load <= self.capacity[link] * _ROOM:
             self._over.discard(link)
         else:
