@@ -96,7 +96,10 @@ async def server_info(session, base: str, follow_redirects: bool = False) -> dic
 ENGINE_COUNTERS = ("vllm:iteration_tokens_total_count", "vllm:iteration_tokens_total_sum",
                    "vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:num_preemptions_total",
                    "vllm:request_prefill_time_seconds_sum", "vllm:request_decode_time_seconds_sum",
-                   "vllm:request_queue_time_seconds_sum")
+                   "vllm:request_queue_time_seconds_sum",
+                   # prompt tokens looked up in / found in the prefix cache (pdsim validate's cache note
+                   # derives the computed ones from the step counters, which every vLLM V1 serves)
+                   "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 
 
 async def engine_counters(session, base: str) -> dict[str, float]:

@@ -85,8 +85,11 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
         rows, extras = compare(al.real, al.sim, c["tolerances"], al.pairs)
     except ValueError as err:
         raise SpecError(str(err), source=str(folder / CASE_FILE), field="tolerances") from None
+    from .engine_counts import cache_note
+
+    cache = cache_note(ing.record.meta, al.sim.requests, int(al.real.requests["finished"].sum()))
     notes = [f"real run format: {ing.format}"] + list(ing.notes) + [al.prefix_note] + (
-        [al.host_note] if al.host_note else [])
+        [cache] if cache else []) + ([al.host_note] if al.host_note else [])
     if overrides:
         notes.append("scenario overridden: " + ", ".join(overrides))
     if html_path is not None:
