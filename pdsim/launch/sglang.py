@@ -78,6 +78,7 @@ KNOBS: dict[str, str | None] = {
     "engine.new_token_ratio_decay_steps": "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS",
     "engine.min_kv_reserve_tokens": None,
     "engine.disable_radix_cache": "--disable-radix-cache",
+    "engine.prefix_share": None,
     "engine.max_retractions_per_request": None,
     "engine.schedule_policy": "--schedule-policy (fcfs, lpm, dfs-weight, lof); priority: --enable-priority-scheduling "
                               "(--schedule-low-priority-values-first for priority-low-first)",
@@ -100,6 +101,7 @@ KNOBS: dict[str, str | None] = {
 }
 WHY_NOT = {
     "engine.min_kv_reserve_tokens": "pdsim's memory check only",
+    "engine.prefix_share": "SGLang lends a chunked prompt's KV blocks to other prompts after each chunk's step (cache_unfinished_req: after_step); no switch changes it",
     "engine.max_retractions_per_request": "pdsim's guard against retraction livelock; SGLang retracts without a limit",
     "router.params": "the router's balance thresholds count requests, not tokens: set --balance-abs-threshold / "
                      "--balance-rel-threshold by hand",
@@ -407,6 +409,8 @@ def _unmapped_changes(sc) -> list[tuple[str, str]]:
         for k in ("min_kv_reserve_tokens", "max_retractions_per_request"):
             if changed(g.engine, k):
                 out.append((f"cluster.{role}[{gi}].engine.{k}", WHY_NOT[f"engine.{k}"]))
+        if g.engine.prefix_share != "after_step":  # the engine's own behaviour, not the scenario's
+            out.append((f"cluster.{role}[{gi}].engine.prefix_share", WHY_NOT["engine.prefix_share"]))
     for k in ("batched", "setup_ms", "per_page_us", "nic_gbit", "kv_buffer_fraction", "host_pool_gib", "params"):
         if changed(sc.transfer, k):
             out.append((f"transfer.{k}", WHY_NOT[f"transfer.{k}"]))

@@ -75,6 +75,7 @@ KNOBS: dict[str, str | None] = {
     "engine.new_token_ratio_decay_steps": None,
     "engine.min_kv_reserve_tokens": None,
     "engine.disable_radix_cache": "--no-enable-prefix-caching",
+    "engine.prefix_share": None,
     "engine.max_retractions_per_request": None,
     "engine.schedule_policy": "--scheduling-policy fcfs; priority-low-first: --scheduling-policy priority",
     "engine.schedule_params": None,
@@ -96,6 +97,7 @@ WHY_NOT = {
     "engine.min_new_token_ratio": "vLLM V1 admits without a reserve for future tokens",
     "engine.new_token_ratio_decay_steps": "vLLM V1 admits without a reserve for future tokens",
     "engine.min_kv_reserve_tokens": "pdsim's memory check only",
+    "engine.prefix_share": "vLLM V1 lends a chunked prompt's KV blocks to other prompts when it schedules the step computing them (at_schedule); no switch changes it",
     "engine.max_retractions_per_request": "pdsim's guard against retraction livelock",
     "router.params": "the example proxy takes no parameters",
     "transfer.batched": "a Mooncake option",
@@ -327,6 +329,8 @@ def _unmapped_changes(sc) -> list[tuple[str, str]]:
                   "min_kv_reserve_tokens", "max_retractions_per_request"):
             if changed(g.engine, k):
                 out.append((f"cluster.{role}[{gi}].engine.{k}", WHY_NOT[f"engine.{k}"]))
+        if g.engine.prefix_share != "at_schedule":  # the engine's own behaviour, not the scenario's
+            out.append((f"cluster.{role}[{gi}].engine.prefix_share", WHY_NOT["engine.prefix_share"]))
     for k in ("batched", "setup_ms", "per_page_us", "nic_gbit", "params"):
         if changed(sc.transfer, k):
             out.append((f"transfer.{k}", WHY_NOT[f"transfer.{k}"]))

@@ -47,6 +47,11 @@ class EngineSpec:
     new_token_ratio_decay_steps: int = 600
     min_kv_reserve_tokens: int = 4096  # the memory check's minimum KV pool per instance
     disable_radix_cache: bool = False  # prefix caching of prompt blocks (prefill/colocated)
+    # when a prompt still being prefilled in chunks lends its full blocks to other prompts:
+    # after_step (SGLang: the chunk's blocks enter the radix tree before the next prefill batch
+    # forms, cache_unfinished_req) or at_schedule (vLLM V1: allocate_slots caches the blocks a step
+    # will compute when it schedules it, so a prompt later in the same step already reads them)
+    prefix_share: Literal["after_step", "at_schedule"] = "after_step"
     max_retractions_per_request: int = 32  # pdsim: drop a request retracted more often (KV thrashing)
     schedule_policy: str = "fcfs"  # prefill queue order: fcfs, lpm, dfs-weight, lof, spf, priority or a plug-in
     schedule_params: dict[str, Any] = field(default_factory=dict)  # the batch scheduler's typed parameters

@@ -268,6 +268,20 @@ class Admission:
         req.pf_admitted = True
         return True
 
+    def _share_prefix(self, req: Request, tokens: int) -> None:
+        """Lend the full blocks of ``req``'s first ``tokens`` prompt tokens to other prompts while
+        it is still prefilled in chunks (engine.prefix_share): a prompt sharing its prefix that
+        arrives meanwhile hits them instead of computing them again. A recomputed context lends
+        nothing (as at its end: _prefill_complete)."""
+        if req.hash_ids is None or req.rid in self.recompute_ctx:
+            return
+        moved = self.kv.adopt_blocks(req, self.env.now, tokens)
+        if moved:
+            if self.role == "prefill":
+                req.p_pages -= moved
+            else:
+                req.d_pages -= moved
+
     def _remote_loaded(self, epoch: int) -> None:
         """A load from remote storage arrived; when the last one is in, the engine steps on."""
         if epoch != self.epoch:
@@ -295,6 +309,7 @@ class Admission:
         cache = self.cache
         rank_max = 0
         plen_of = self.recompute_ctx.get  # _prompt_len, inlined: every prompt of every step
+        share = self.share_at_schedule and self.share_chunks  # vLLM V1: blocks cached when scheduled
         for q in self.pq:
             if not q:
                 continue  # an idle DP rank adds nothing (most of a wide instance's ranks, most steps)
@@ -319,6 +334,8 @@ class Admission:
                 if chunk <= 0:
                     continue
                 batch.append((req, chunk, req.retries))
+                if share:
+                    self._share_prefix(req, req.prefilled + chunk)
                 attn += chunk * (req.prefilled + chunk / 2.0)
                 tokens += chunk
                 budget -= chunk

@@ -316,6 +316,7 @@ class Stepping:
     def _after_prefill(self, batch) -> None:
         now = self.env.now
         plen_of = self.recompute_ctx.get  # _prompt_len, inlined
+        share = self.share_chunks and not self.share_at_schedule  # SGLang: a chunk's blocks after its step
         for req, chunk, attempt in batch:
             if attempt != req.retries or req.done:
                 continue  # given up while the step ran (a failure elsewhere): already taken off
@@ -326,6 +327,8 @@ class Stepping:
                 q.remove(req) if q[0] is not req else q.popleft()
                 self.pq_count -= 1
                 self._prefill_complete(req, now)
+            elif share:
+                self._share_prefix(req, req.prefilled)
 
     def _prefill_complete(self, req: Request, now: float) -> None:
         if self.d_prefills and handoff_recompute.complete(self, req, now):

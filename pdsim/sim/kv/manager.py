@@ -96,12 +96,14 @@ class KVManager:
                     return PromptGrant(private, cached, load_s, loaded, remote)
         return PromptGrant(private, cached, load_s, loaded)
 
-    def adopt_blocks(self, req, now: float) -> int:
-        """After prefill, the prompt's full blocks join the prefix cache (shared from now on).
-        Returns the pages that stopped being the request's own."""
+    def adopt_blocks(self, req, now: float, tokens: int | None = None) -> int:
+        """The prompt's full blocks join the prefix cache (shared from now on): all of them after
+        its prefill, or those within its first ``tokens`` tokens while it is still prefilled in
+        chunks (engine.prefix_share). Returns the pages that stopped being the request's own."""
         cache = self.cache
         keys = req.hash_ids
-        n_full = min(len(keys), req.input_len // cache.block_tokens)
+        n_full = min(len(keys), (req.input_len if tokens is None else min(tokens, req.input_len))
+                     // cache.block_tokens)
         held = req.cache_keys or None  # its prefix_cache.Hold (always true), else None
         have = held.blocks() if held is not None else 0
         if have >= n_full:
