@@ -106,3 +106,15 @@ def test_handoff_trace_refuses_a_missing_trace_in_one_line(tmp_path):
                        capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 2, p.stderr[-300:]
     assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+def test_what_p_loses_beside_d_follows_ds_step_count():
+    """zen1b knee (2026-11-27): P's prefills lose ~6 ms per D step beside them, and that fits P's
+    step times better than a share of D's compute (docs: validation/README.md, zen1c section)."""
+    zen1b = REPO / "validation/cpu-vllm-calibration/zen1b"
+    fit = _module().analyse(zen1b / "step-traces/pd-knee", "knee", str(zen1b / "cpu-epyc-2c.yaml"))["p_time_lost_to_d"]
+    assert fit["n"] == 116
+    assert 5.0 < fit["per_d_step_ms"] < 7.5
+    assert fit["r2_d_steps"] > fit["r2_d_busy"] + 0.05
+    few = _module().p_loss_fit([])
+    assert few == {"n": 0}  # too few steps to fit: said, not a division by zero

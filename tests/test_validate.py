@@ -159,7 +159,8 @@ def test_one_case_folder_validates_as_its_case_yaml_says(tmp_path, capsys):
                                   "cpu-vllm-fifo4-multiturn-light", "cpu-vllm-fifo4-multiturn-knee",
                                   "cpu-vllm-zen1-light", "cpu-vllm-zen1-knee", "cpu-vllm-zen1-multiturn-light",
                                   "cpu-vllm-zen1-pd-light", "cpu-vllm-zen1-pd-knee", "cpu-vllm-today-pd-knee",
-                                  "cpu-vllm-fifo3-pd-light", "cpu-vllm-zen1b-knee", "cpu-vllm-zen1b-pd-overload"])
+                                  "cpu-vllm-fifo3-pd-light", "cpu-vllm-zen1b-knee", "cpu-vllm-zen1b-pd-overload",
+                                  "cpu-vllm-zen1c-knee"])
 def test_the_quiet_host_recordings_stay_within_their_gates(name):
     """The recordings of 2026-11-27 on a quiet host (validation/README.md, 'The same steps on a quiet
     host'), compared with the profile re-measured just before them and fitted on no recording, pass
@@ -179,7 +180,8 @@ def test_the_quiet_host_recordings_stay_within_their_gates(name):
     traced placement, from recordings other than the zen1b ones) and the connector's work priced,
     zen1-pd-knee, fifo3-pd-light and zen1b-pd-overload pass too. zen1b-knee and zen1b-pd-overload
     were recorded on the zen1 host six hours later, with the profile re-measured right after them
-    ('The same host six hours later')."""
+    ('The same host six hours later'); zen1c-knee (the same requests a third time) in the evening
+    ('The same host in the evening')."""
     from pdsim.validate.case import run_case
 
     r = run_case(ROOT / "validation" / name)

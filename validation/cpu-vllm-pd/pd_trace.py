@@ -51,6 +51,38 @@ def _worker_in(step: dict, calls: list[dict]) -> float:
     return sum(c["t1"] - c["t0"] for c in calls if step["t_scheduled"] <= c["t0"] <= step["t_model_done"])
 
 
+def _steps_within(t0: float, t1: float, spans: np.ndarray) -> float:
+    """How many of the steps ``spans`` (n x 2: schedule start, end) ran within [t0, t1], each
+    counted by the share of it inside."""
+    if not len(spans):
+        return 0.0
+    inside = np.clip(np.minimum(spans[:, 1], t1) - np.maximum(spans[:, 0], t0), 0.0, None)
+    return float((inside / np.maximum(spans[:, 1] - spans[:, 0], 1e-9)).sum())
+
+
+def p_loss_fit(rows: list[dict]) -> dict:
+    """What P's prefills lost beside D (worker time over price), fitted two ways by least squares
+    through the origin over P's prefill steps: per D step that ran beside it (ms), and per second
+    D's worker computed beside it; with each fit's R^2 on the steps' worker times. The first fits
+    better in eleven of the thirteen traced recordings (2026-11-27: R^2 0.68-0.98 against
+    0.64-0.97, 2.2-8.9 ms per D step; validation/README.md): what P loses follows D's step count
+    (its per-step host work) more than D's compute."""
+    if len(rows) < 3:
+        return {"n": len(rows)}
+    w = np.array([r["worker_ms"] for r in rows]) * 1e-3
+    y = w - np.array([r["price_ms"] for r in rows]) * 1e-3
+    out = {"n": len(rows)}
+    for name, r2, unit, x in (("per_d_step_ms", "r2_d_steps", 1e3, np.array([r["d_steps"] for r in rows])),
+                              ("per_d_busy_s", "r2_d_busy", 1.0, np.array([r["d_busy_s"] for r in rows]))):
+        xx = float(x @ x)
+        c = float(x @ y) / xx if xx > 0 else 0.0
+        resid = y - c * x
+        tot = float(((w - w.mean()) ** 2).sum())
+        out[name] = round(c * unit, 3)
+        out[r2] = round(1.0 - float(resid @ resid) / tot, 3) if tot else None
+    return out
+
+
 def _price(cost, step: dict) -> float:
     chunks = step["prefill_chunks"]
     attn = sum(c["tokens"] * (c["computed"] + c["tokens"] / 2.0) for c in chunks)
@@ -85,6 +117,8 @@ def analyse(trace: Path, load: str, hardware: str) -> dict:
     d_iv = np.array([[c["t0"], c["t1"]] for c in d_calls]) if d_calls else np.zeros((0, 2))
     p_iv = np.array([[c["t0"], c["t1"]] for c in p_calls]) if p_calls else np.zeros((0, 2))
 
+    d_run = [s for s in d_steps if s["decodes"] or s["prefill_tokens"]]
+    d_span = np.array([[s["t_schedule"], s["t_end"]] for s in d_run]) if d_run else np.zeros((0, 2))
     rows = []
     for s in p_steps:
         if not s["prefill_tokens"]:
@@ -92,9 +126,11 @@ def analyse(trace: Path, load: str, hardware: str) -> dict:
         w = _worker_in(s, p_calls)
         price = _price(p_cost, s)
         w0, w1 = s["t_scheduled"], s["t_model_done"]
+        d_busy_s = _overlap(w0, w1, d_iv)
         rows.append({"tokens": s["prefill_tokens"], "prompts": len(s["prefill_chunks"]),
                      "step_ms": (s["t_end"] - s["t_schedule"]) * 1e3, "worker_ms": w * 1e3, "price_ms": price * 1e3,
-                     "d_busy": _overlap(w0, w1, d_iv) / max(w1 - w0, 1e-9), "t_end": s["t_end"],
+                     "d_busy": d_busy_s / max(w1 - w0, 1e-9), "d_busy_s": d_busy_s,
+                     "d_steps": _steps_within(w0, w1, d_span), "t_end": s["t_end"],
                      "prompt_lens": [c["prompt"] for c in s["prefill_chunks"]]})
     ratio = np.array([r["worker_ms"] / r["price_ms"] for r in rows])
     step_ratio = np.array([r["step_ms"] / r["price_ms"] for r in rows])
@@ -141,6 +177,7 @@ def analyse(trace: Path, load: str, hardware: str) -> dict:
         "d_decode_over_price_p_busy>0.5": _q((d_dec_ms / d_dec_price)[d_p_busy > 0.5]) if len(d_dec) else {},
         "d_decode_over_price_p_idle<0.1": _q((d_dec_ms / d_dec_price)[d_p_busy < 0.1]) if len(d_dec) else {},
         "d_cycle_over_price": _q(d_cyc),
+        "p_time_lost_to_d": p_loss_fit(rows),
         "worker_busy_share": {"P": round(p_work / wall, 3), "D": round(d_work / wall, 3)},
         "host": {"share": host["share"], "placement": host["placement"]},
     }
