@@ -85,9 +85,10 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
         rows, extras = compare(al.real, al.sim, c["tolerances"], al.pairs)
     except ValueError as err:
         raise SpecError(str(err), source=str(folder / CASE_FILE), field="tolerances") from None
-    from .engine_counts import cache_note
+    from .engine_counts import cache_note, one_engine
 
-    cache = cache_note(ing.record.meta, al.sim.requests, int(al.real.requests["finished"].sum()))
+    cache = cache_note(ing.record.meta, al.sim.requests, int(al.real.requests["finished"].sum()),
+                       one_engine(sc.scenario.cluster))
     notes = [f"real run format: {ing.format}"] + list(ing.notes) + [al.prefix_note] + (
         [cache] if cache else []) + ([al.host_note] if al.host_note else [])
     if overrides:

@@ -51,15 +51,28 @@ def simulated_prompt_tokens(requests) -> float:
     return float(computed)
 
 
-def cache_note(real_meta: dict, sim_requests, real_requests: int) -> str:
+def one_engine(cluster) -> bool:
+    """Whether one engine served every token (one colocated instance): only then are the counters
+    read at the run's endpoint the whole run's. Behind a P/D proxy they are one server's (the proxy
+    forwards /metrics to D, which computes only the tails it recomputes), behind a router one
+    replica's."""
+    return not cluster.prefill and not cluster.decode and sum(g.count for g in cluster.colocated) == 1
+
+
+def cache_note(real_meta: dict, sim_requests, real_requests: int, whole_run: bool = True) -> str:
     """One line for the validation notes: the engine's computed prompt tokens against pdsim's,
-    with what a difference past ``TOLERANCE`` means; "" when the run carries no counters."""
-    engine = engine_prompt_tokens(real_meta.get("engine_counters"), real_requests)
+    with what a difference past ``TOLERANCE`` means; "" when the run carries no counters or they
+    are not the whole run's (``whole_run``: ``one_engine`` of the simulated deployment)."""
+    engine = engine_prompt_tokens(real_meta.get("engine_counters"), real_requests) if whole_run else None
     if engine is None:
         return ""
     sim = simulated_prompt_tokens(sim_requests)
     prompt = float(real_meta.get("engine_counters", {}).get("prompt_tokens_total") or 0.0)
-    share = (lambda x: f" ({1.0 - x / prompt:.0%} of the prompt tokens from cache)") if prompt > 0 else (lambda x: "")
+    def share(x: float) -> str:  # a count at or past the prompts' (a full hit's last token) is no cache
+        if prompt <= 0:
+            return ""
+        return f" ({1.0 - x / prompt:.0%} of the prompt tokens from cache)" if x < prompt else " (none from cache)"
+
     line = (f"prompt tokens computed: engine {engine:,.0f}{share(engine)} by its counters, pdsim {sim:,.0f}"
             f"{share(sim)}")
     if engine > 0 and (sim - engine) / engine > TOLERANCE:
