@@ -301,7 +301,6 @@ class Builder:
             kv.load_policy = off.load_policy
         kv.cache = inst.cache = PrefixCache(inst.pool, block, block // inst.page, stack,
                                             off.write_through if off is not None else False)
-        inst.share_chunks = True  # a prompt prefilled in chunks lends its blocks meanwhile (decode: excluded above)
 
     def _tier_stack(self, inst: Instance, plan: GroupPlan, off, block: int) -> TierStack:
         """Tiers sized and paced for this instance: host DRAM and local SSD per node (share of a

@@ -68,6 +68,7 @@ def cache_note(real_meta: dict, sim_requests, real_requests: int, whole_run: boo
         return ""
     sim = simulated_prompt_tokens(sim_requests)
     prompt = float(real_meta.get("engine_counters", {}).get("prompt_tokens_total") or 0.0)
+
     def share(x: float) -> str:  # a count at or past the prompts' (a full hit's last token) is no cache
         if prompt <= 0:
             return ""

@@ -268,11 +268,11 @@ class Admission:
         req.pf_admitted = True
         return True
 
-    def _share_prefix(self, req: Request, tokens: int) -> None:
-        """Lend the full blocks of ``req``'s first ``tokens`` prompt tokens to other prompts while
-        it is still prefilled in chunks (engine.prefix_share): a prompt sharing its prefix that
-        arrives meanwhile hits them instead of computing them again. A recomputed context lends
-        nothing (as at its end: _prefill_complete)."""
+    def _share_prefix(self, req: Request, tokens: int | None = None) -> None:
+        """Lend the full blocks of ``req``'s first ``tokens`` prompt tokens (None: all, its prefill
+        done) to other prompts: while it is still prefilled in chunks (engine.prefix_share) a
+        prompt sharing its prefix that arrives meanwhile hits them instead of computing them
+        again. A recomputed context lends nothing. Needs the prefix cache."""
         if req.hash_ids is None or req.rid in self.recompute_ctx:
             return
         moved = self.kv.adopt_blocks(req, self.env.now, tokens)
@@ -309,7 +309,7 @@ class Admission:
         cache = self.cache
         rank_max = 0
         plen_of = self.recompute_ctx.get  # _prompt_len, inlined: every prompt of every step
-        share = self.share_at_schedule and self.share_chunks  # vLLM V1: blocks cached when scheduled
+        share = self.share_at_schedule and cache is not None  # vLLM V1: blocks cached when scheduled
         for q in self.pq:
             if not q:
                 continue  # an idle DP rank adds nothing (most of a wide instance's ranks, most steps)

@@ -67,9 +67,8 @@ class Instance(Admission, Stepping, Failover):
         self.max_running = mrr if mrr is not None else 1 << 60
         self.mixed = eng.enable_mixed_chunk
         # a chunked prompt's blocks lend themselves to other prompts when the step computing them is
-        # scheduled (vLLM V1), else after it (SGLang); never on a D recomputing a hand-off's tail
+        # scheduled (vLLM V1), else after it (SGLang); only where a prefix cache is (never on a D)
         self.share_at_schedule = eng.prefix_share == "at_schedule"
-        self.share_chunks = False  # set where the prefix cache is attached (build.py)
         self.max_retractions = eng.max_retractions_per_request
         # prefill side
         self.pq: list[deque[Request]] = [deque() for _ in range(self.dp)]

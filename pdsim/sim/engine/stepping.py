@@ -316,7 +316,7 @@ class Stepping:
     def _after_prefill(self, batch) -> None:
         now = self.env.now
         plen_of = self.recompute_ctx.get  # _prompt_len, inlined
-        share = self.share_chunks and not self.share_at_schedule  # SGLang: a chunk's blocks after its step
+        share = self.cache is not None and not self.share_at_schedule  # SGLang: a chunk's blocks after its step
         for req, chunk, attempt in batch:
             if attempt != req.retries or req.done:
                 continue  # given up while the step ran (a failure elsewhere): already taken off
@@ -334,12 +334,8 @@ class Stepping:
         if self.d_prefills and handoff_recompute.complete(self, req, now):
             return  # a hand-off D computed in chunks (handoff_recompute.py)
         recompute = self.recompute_ctx.pop(req.rid, None)
-        if self.cache is not None and recompute is None and req.hash_ids is not None:
-            moved = self.kv.adopt_blocks(req, now)
-            if self.role == "prefill":
-                req.p_pages -= moved
-            else:
-                req.d_pages -= moved
+        if self.cache is not None and recompute is None:
+            self._share_prefix(req)
         if self.role == "prefill":
             req.prefill_end = now
             self.holding[req.rid] = req  # until its KV has left
