@@ -38,6 +38,10 @@ def register(sub) -> None:
     v.add_argument("--out", metavar="DIR", help="write validation.html, comparison.csv and both runs' summaries here")
     v.add_argument("--all", metavar="CASES", help="validate every case folder under CASES and write --docs")
     v.add_argument("--docs", default="docs/validation.md", help="page written by --all (default docs/validation.md)")
+    v.add_argument("--step-speed", type=float, default=0.0, metavar="PCT",
+                   help="also simulate the run with every engine step PCT %% faster and slower than priced, and "
+                        "show each metric's range and elasticity (how fragile the comparison is near a knee; the "
+                        "validation page uses 5: the host's own drift); default 0: not")
     v.set_defaults(fn=run)
 
 
@@ -59,8 +63,23 @@ def _tolerances(items: list[str] | None) -> dict[str, float] | None:
     return out
 
 
+def _step_frac(pct: float) -> float:
+    """``--step-speed`` as a fraction (0: off); a value past the probe's range is refused by name."""
+    from ..specs.errors import SpecError
+    from ..validate.step_speed import check_frac
+
+    if pct == 0:
+        return 0.0
+    try:
+        return check_frac(pct / 100.0)
+    except ValueError as err:
+        raise SpecError(str(err), field="--step-speed") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from ..specs.errors import SpecError
+
+    args.step_frac = _step_frac(args.step_speed)
 
     if args.all:
         if args.real or args.scenario:
@@ -71,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
                             field="--docs")
         from ..validate.suite import profile_preamble, run_all
 
-        results = run_all(args.all, args.docs, overrides=args.set, preamble=profile_preamble(args.set))
+        results = run_all(args.all, args.docs, overrides=args.set, preamble=profile_preamble(args.set),
+                          step_speed=args.step_frac)
         for r in results:
             bad = [row for row in r.rows if row.verdict == "FAIL"]
             print(f"  {r.name:<34} {'pass' if r.passed else 'FAIL'}  " +
@@ -112,11 +132,11 @@ def _case(args: argparse.Namespace) -> int:
         html = Path(args.out) / "validation.html"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        r = run_case(args.real, html, overrides=args.set)
+        r = run_case(args.real, html, overrides=args.set, step_speed=args.step_frac)
     print(f"{r.name}: {r.requests} requests aligned ({r.arrivals}); profile {r.profile}")
     for n in r.notes:
         print(f"  note: {n}", file=sys.stderr)
-    print_rows(r.rows)
+    print_rows(r.rows, args.step_frac)
     if html is not None:
         print(f"  wrote {html}")
     bad = [row for row in r.rows if row.verdict == "FAIL"]
@@ -126,16 +146,20 @@ def _case(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_rows(rows) -> None:
-    """The metric table: real value with the real run's own 90 % sampling interval, simulated,
-    error, verdict (a failure inside that interval marked 'in spread')."""
-    from ..validate.report import fmt, interval
+def print_rows(rows, step_speed: float = 0.0) -> None:
+    """The metric table: real value with the real run's own 90 % sampling interval, simulated
+    (and, with ``step_speed``, simulated with every step that much faster and slower), error,
+    verdict (a failure inside that interval marked 'in spread', one the step band reaches
+    'within ±x% step speed')."""
+    from ..validate.report import fmt, interval, marks, step_band
 
-    print(f"  {'metric':<24}{'real':>12}  {'real 90% interval':<26}{'simulated':>12}{'error':>10}  verdict")
+    band = f"{'every step ∓' + format(step_speed, '.0%'):<36}" if step_speed else ""
+    print(f"  {'metric':<24}{'real':>12}  {'real 90% interval':<26}{'simulated':>12}  {band}{'error':>10}  verdict")
     for r in rows:
-        print(f"  {r.metric:<24}{fmt(r.real):>12}  {interval(r):<26}{fmt(r.simulated):>12}{fmt(r.error, True):>10}  "
-              f"{r.verdict}" + (f" (±{r.tolerance:.0%})" if r.tolerance is not None else "")
-              + (", in spread" if r.verdict == "FAIL" and r.in_spread else ""))
+        cell = f"{step_band(r, step_speed):<36}" if step_speed else ""
+        print(f"  {r.metric:<24}{fmt(r.real):>12}  {interval(r):<26}{fmt(r.simulated):>12}  {cell}"
+              f"{fmt(r.error, True):>10}  {r.verdict}" + (f" (±{r.tolerance:.0%})" if r.tolerance is not None else "")
+              + marks(r, step_speed))
 
 
 def _one(args: argparse.Namespace) -> int:
@@ -165,18 +189,22 @@ def _one(args: argparse.Namespace) -> int:
             rows, extras = compare(al.real, al.sim, _tolerances(args.tolerance), al.pairs)
         except ValueError as err:
             raise SpecError(str(err), field="--tolerance") from None
+        if args.step_frac:
+            from ..validate.step_speed import with_step_band
+
+            rows = with_step_band(rows, ing.record, sc, args.step_frac, args.arrivals, args.max_concurrency)
     print(f"{len(al.pairs)} requests aligned ({al.arrivals}); scenario {sc.name}")
     print(f"  {al.prefix_note}")
     if al.host_note:
         print(f"  note: {al.host_note}", file=sys.stderr)
-    print_rows(rows)
+    print_rows(rows, args.step_frac)
     print("  KS distance: " + ", ".join(f"{k} {v:.3f}" for k, v in extras["ks"].items() if v is not None))
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         validation_html(al, rows, extras, str(out / "validation.html"), f"pdsim validation: {sc.name}",
                         [f"real run format: {ing.format}"] + ing.notes + [al.prefix_note]
-                        + ([al.host_note] if al.host_note else []))
+                        + ([al.host_note] if al.host_note else []), step_speed=args.step_frac)
         import pandas as pd
         pd.DataFrame([r.__dict__ for r in rows]).to_csv(out / "comparison.csv", index=False)
         with warnings.catch_warnings():

@@ -16,7 +16,7 @@ from ..costs import build_step_cost
 from ..costs.measured import host_copy_bps
 from ..costs.offload import tier_link_scale
 from ..costs.pipeline import PipelineRound, PipelineStepCost
-from ..costs.host_load import stretched
+from ..costs.host_load import StretchedStepCost, stretched
 from ..costs.registry import resolve_cost_kind
 from ..costs.speculative import SpeculativeStepCost, mtp_draft_model
 from ..costs.transfer import TransferPricer, flow_cap, instance_nic_capacity, kv_bytes_moved
@@ -130,7 +130,14 @@ class PairPlan:
 
 def step_cost(resolved: ResolvedScenario, hw: HardwareProfile, g: GroupSpec, role: str):
     """The step-cost model of one group (shared by its instances): the cost model of its own
-    hardware, wrapped for pipeline parallelism or speculative decoding when the group uses them."""
+    hardware, wrapped for pipeline parallelism or speculative decoding when the group uses them,
+    every price times ``resolved.price_scale`` when that is not 1 (a sensitivity probe)."""
+    cost = _group_step_cost(resolved, hw, g, role)
+    s = resolved.price_scale
+    return cost if s == 1.0 else StretchedStepCost(cost, s)
+
+
+def _group_step_cost(resolved: ResolvedScenario, hw: HardwareProfile, g: GroupSpec, role: str):
     sc = resolved.scenario
     model = resolved.model
     feats = {"expert_load": sc.workload.expert_load}

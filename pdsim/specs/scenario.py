@@ -333,6 +333,9 @@ class ResolvedScenario:
     plugins: dict[str, Any] = field(default_factory=dict)  # kind -> PluginRef, resolved at load (pdsim/plugins.py)
     trust: Any = None  # the specs.trust.Trust the scenario was loaded under
     group_hardware: dict[tuple[str, int], HardwareProfile] = field(default_factory=dict)  # groups with their own
+    # every engine step's price times this (1: as priced). Not a scenario field: a sensitivity probe
+    # (pdsim validate --step-speed: how far a metric moves when every step is a few % off its price)
+    price_scale: float = 1.0
 
     def hardware_of(self, role: str, index: int) -> HardwareProfile:
         """The profile group ``index`` of ``role`` runs on."""

@@ -34,6 +34,7 @@ class CaseResult:
     arrivals: str
     source: dict = field(default_factory=dict)
     profile: str = ""  # the hardware profile simulated: the scenario's, or a `hardware=` override
+    step_speed: float = 0.0  # the step-speed band the rows were drawn at (step_speed.py), 0: none
 
     @property
     def passed(self) -> bool:
@@ -61,10 +62,11 @@ def load_case(folder: Path) -> dict:
 
 
 def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: str | bool = "cdn",
-             overrides: list[str] | None = None) -> CaseResult:
+             overrides: list[str] | None = None, step_speed: float = 0.0) -> CaseResult:
     """Validate one case folder; write its HTML report to ``html_path`` when given. ``overrides``
     (``FIELD=VALUE``, as ``--set``) apply after the case's own ``set`` (e.g. a re-measured profile:
-    ``hardware=PATH``)."""
+    ``hardware=PATH``). ``step_speed`` (a fraction, 0.05 = 5%): also simulate the run with every
+    step that much faster and slower (step_speed.py); 0: not."""
     from .. import api
     from ..ingest import read_run
     from .align import simulate_aligned
@@ -85,6 +87,10 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
         rows, extras = compare(al.real, al.sim, c["tolerances"], al.pairs)
     except ValueError as err:
         raise SpecError(str(err), source=str(folder / CASE_FILE), field="tolerances") from None
+    if step_speed:
+        from .step_speed import with_step_band
+
+        rows = with_step_band(rows, ing.record, sc, step_speed, c.get("arrivals", "auto"), c.get("max_concurrency"))
     from .engine_counts import cache_note, one_engine
 
     cache = cache_note(ing.record.meta, al.sim.requests, int(al.real.requests["finished"].sum()),
@@ -94,12 +100,13 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
     if overrides:
         notes.append("scenario overridden: " + ", ".join(overrides))
     if html_path is not None:
-        validation_html(al, rows, extras, str(html_path), f"pdsim validation: {c['name']}", notes, plotlyjs)
+        validation_html(al, rows, extras, str(html_path), f"pdsim validation: {c['name']}", notes, plotlyjs,
+                        step_speed)
     hw_set = [o.split("=", 1)[1] for o in list(c.get("set") or []) + list(overrides or []) if o.startswith("hardware=")]
     profile = hw_set[-1] if hw_set else sc.hardware.name
     notes.append(f"hardware profile: {profile}")
     return CaseResult(c["name"], c.get("description", ""), rows, extras, notes, len(al.pairs), al.arrivals,
-                      c.get("source") or {}, profile)
+                      c.get("source") or {}, profile, step_speed)
 
 
 def find_cases(root: str | Path) -> list[Path]:

@@ -40,12 +40,34 @@ class Row:
     # the real run's own 90 % sampling interval of the metric (spread.py); None where not drawn
     real_low: float | None = None
     real_high: float | None = None
+    # the simulated value with every engine step a few % faster / slower than priced
+    # (step_speed.py); None where not simulated
+    step_fast: float | None = None
+    step_slow: float | None = None
 
     @property
     def in_spread(self) -> bool:
         """The simulated value lies inside the real run's own sampling interval: the run cannot
         tell it from the real value."""
         return within(self.simulated, None if self.real_low is None else (self.real_low, self.real_high))
+
+    @property
+    def in_step_band(self) -> bool:
+        """A failing metric that would pass were every step as many % faster or slower as the band
+        was drawn at: the tolerance window around the real value meets the simulated range."""
+        if self.step_fast is None or self.step_slow is None or self.real is None or self.tolerance is None:
+            return False
+        lo, hi = sorted((self.step_fast, self.step_slow))
+        r, t = self.real, self.tolerance
+        return lo <= r * (1 + t) and hi >= r * (1 - t)
+
+    def step_elasticity(self, frac: float) -> float | None:
+        """Relative change of the simulated metric per relative change of every step's price
+        (1: proportional; 5: a 1% price error moves the metric 5%), from the band drawn at
+        ±``frac``; None where not drawn."""
+        if self.step_fast is None or self.step_slow is None or not self.simulated or frac <= 0:
+            return None
+        return (self.step_slow - self.step_fast) / (2.0 * frac * self.simulated)
 
     @property
     def spread(self) -> float | None:

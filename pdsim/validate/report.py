@@ -28,6 +28,26 @@ def interval(row: Row, relative: bool = True) -> str:
     return f"{fmt(row.real_low)}-{fmt(row.real_high)}" + (f" (±{rel:.0%})" if rel is not None and relative else "")
 
 
+def step_band(row: Row, frac: float) -> str:
+    """The simulated value with every step ``frac`` faster and slower (step_speed.py), as
+    'fast-slow (elasticity e)'; '-' where not drawn."""
+    if row.step_fast is None or row.step_slow is None:
+        return "-"
+    e = row.step_elasticity(frac)
+    return f"{fmt(row.step_fast)}-{fmt(row.step_slow)}" + (f" (elasticity {e:.1f})" if e is not None and
+                                                           np.isfinite(e) else "")
+
+
+def marks(row: Row, frac: float) -> str:
+    """A failing row's marks: inside the real run's sampling interval, within the step-speed band."""
+    if row.verdict != "FAIL":
+        return ""
+    out = ["in spread"] if row.in_spread else []
+    if row.in_step_band:
+        out.append(f"within ±{frac:.0%} step speed")
+    return "".join(f", {m}" for m in out)
+
+
 def scatter_figure(al: Aligned) -> go.Figure:
     """Per request, simulated vs real TTFT and E2E (ms); the diagonal is perfect agreement."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT per request (ms)", "E2E latency per request (ms)"))
@@ -47,22 +67,25 @@ def scatter_figure(al: Aligned) -> go.Figure:
     return fig
 
 
-def rows_table_html(rows: list[Row]) -> str:
+def rows_table_html(rows: list[Row], step_speed: float = 0.0) -> str:
+    steps = f"<th>simulated, every step ∓{step_speed:.0%}</th>" if step_speed else ""
     out = ["<table><tr><th>metric</th><th>real</th><th>real's 90% sampling interval</th><th>simulated</th>"
-           "<th>error</th><th>tolerance</th><th>verdict</th></tr>"]
+           f"{steps}<th>error</th><th>tolerance</th><th>verdict</th></tr>"]
     for r in rows:
         tol = f"±{r.tolerance:.0%}" if r.tolerance is not None else ""
         band = interval(r, relative=False)
-        mark = " (in spread)" if r.verdict == "FAIL" and r.in_spread else ""
+        mark = marks(r, step_speed)
+        cell = f"<td>{step_band(r, step_speed)}</td>" if step_speed else ""
         out.append(f"<tr><td>{html.escape(r.metric)}</td><td>{fmt(r.real)}</td><td>{band}</td>"
-                   f"<td>{fmt(r.simulated)}</td><td>{fmt(r.error, True)}</td><td>{tol}</td>"
-                   f"<td style='color:{COLORS[r.verdict]};font-weight:bold'>{r.verdict}{mark}</td></tr>")
+                   f"<td>{fmt(r.simulated)}</td>{cell}<td>{fmt(r.error, True)}</td><td>{tol}</td>"
+                   f"<td style='color:{COLORS[r.verdict]};font-weight:bold'>{r.verdict}"
+                   f"{' (' + mark[2:] + ')' if mark else ''}</td></tr>")
     out.append("</table>")
     return "".join(out)
 
 
 def validation_html(al: Aligned, rows: list[Row], extras: dict, path: str, title: str, notes: list[str],
-                    plotlyjs: str | bool = True) -> None:
+                    plotlyjs: str | bool = True, step_speed: float = 0.0) -> None:
     """Write an HTML page: plotly.js inlined (``plotlyjs=True``, viewable offline) or loaded from
     its CDN (``"cdn"``: the validation page's figures stay small in the repository)."""
     cdf = latency_cdf_figure({"real": al.real, "simulated": al.sim})
@@ -85,6 +108,6 @@ def validation_html(al: Aligned, rows: list[Row], extras: dict, path: str, title
            f"<ul>{lis}</ul>"
            f"<p>Error = (simulated - real) / real. KS distance of the distributions: {html.escape(ks)}.</p>"
            f"<p>Per request: {html.escape(pr or 'n/a')}.</p>"
-           f"{rows_table_html(rows)}" + "".join(parts) + "</body></html>")
+           f"{rows_table_html(rows, step_speed)}" + "".join(parts) + "</body></html>")
     with open(path, "w") as f:
         f.write(doc)

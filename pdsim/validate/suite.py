@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 
 from .case import CaseResult, find_cases, run_case
-from .report import fmt, interval
+from .report import fmt, interval, marks, step_band
 
 # rows shown on the page per case (the HTML report of each case has all of them)
 PAGE_METRICS = ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "median_itl_ms",
@@ -29,6 +29,17 @@ Beside each real value, the real run's own 90 % sampling interval: a bootstrap o
 of the same kind, host and engine unchanged. A failing metric whose simulated value lies inside
 it (marked "in spread") is one the run is too short to tell from sampling; it still counts as
 failing. The host's drift between two server lifetimes comes on top (the repeated cases below).
+{steps}"""
+
+STEPS = """
+With `--step-speed`, each run is simulated twice more with every engine step's price {pct} lower
+and {pct} higher (`pdsim/validate/step_speed.py`: the engine's own speed drifted by that much within
+and between recordings on the CPU host): the column "simulated, every step ∓{pct}" gives the two
+values and the metric's elasticity (its relative change per relative change of the step price; near
+a knee it is several times 1). A failing metric whose tolerance window that range reaches is marked
+"within ±{pct} step speed": it would pass were the host that much faster or slower than when its
+profile was measured. It still counts as failing, and the end that would pass may differ from metric
+to metric.
 """
 
 
@@ -47,23 +58,26 @@ def _case_md(r: CaseResult, report: str) -> list[str]:
     lines += [f"- {r.requests} requests, arrivals: {r.arrivals}; KS: {ks or 'n/a'}; per-request median |error|: "
               f"{per or 'n/a'}", f"- report: [{Path(report).name}]({report})"]
     lines += [f"- note: {n}" for n in r.notes]
-    lines += ["", "| case | metric | real | real's 90% interval | simulated | error | verdict |",
-              "|---|---|---:|---:|---:|---:|---|"]
+    f = r.step_speed
+    head = f" simulated, every step ∓{f:.0%} |" if f else ""
+    lines += ["", f"| case | metric | real | real's 90% interval | simulated |{head} error | verdict |",
+              "|---|---|---:|---:|---:|" + ("---:|" if f else "") + "---:|---|"]
     by = {row.metric: row for row in r.rows}
     rows = [by[m] for m in PAGE_METRICS] + [row for row in r.rows
                                             if row.tolerance is not None and row.metric not in PAGE_METRICS]
     for row in rows:
         tol = f" (±{row.tolerance:.0%})" if row.tolerance is not None else ""
-        mark = ", in spread" if row.verdict == "FAIL" and row.in_spread else ""
-        lines.append(f"| {r.name} | {row.metric} | {fmt(row.real)} | {interval(row)} | {fmt(row.simulated)} | "
-                     f"{fmt(row.error, True)} | {row.verdict}{tol}{mark} |")
+        band = f" {step_band(row, f)} |" if f else ""
+        lines.append(f"| {r.name} | {row.metric} | {fmt(row.real)} | {interval(row)} | {fmt(row.simulated)} |{band} "
+                     f"{fmt(row.error, True)} | {row.verdict}{tol}{marks(row, f)} |")
     return lines + [""]
 
 
 def failing_cell(r: CaseResult) -> str:
     """A case's failing gated metrics with their errors, each marked when inside the real run's own
-    sampling interval."""
-    return ", ".join(f"{row.metric} {fmt(row.error, True)}" + (" (in spread)" if row.in_spread else "")
+    sampling interval or within the step-speed band."""
+    return ", ".join(f"{row.metric} {fmt(row.error, True)}" + (f" ({marks(row, r.step_speed)[2:]})"
+                                                               if marks(row, r.step_speed) else "")
                      for row in r.rows if row.verdict == "FAIL") or "-"
 
 
@@ -75,7 +89,33 @@ def tally(results: list[CaseResult]) -> str:
     return (f"**{sum(r.passed for r in results)} of {len(results)} cases pass; {len(bad)} of {len(gated)} gated "
             f"metrics fail, {sum(row.in_spread for row in bad)} of them with the simulated value inside the real "
             f"run's own 90% sampling interval (in spread). {coarse} of the {len(gated)} have an interval wider than "
-            f"their tolerance: those runs are too short to check that metric to it.**")
+            f"their tolerance: those runs are too short to check that metric to it."
+            + _step_tally(results, bad) + "**")
+
+
+def _step_tally(results: list[CaseResult], bad) -> str:
+    """The tally's sentence on the step-speed band; '' when it was not drawn."""
+    f = max((r.step_speed for r in results), default=0.0)
+    if not f:
+        return ""
+    near = sum(row.in_step_band for row in bad)
+    failing = [r for r in results if not r.passed]
+    cases = sum(1 for r in failing if all(row.in_step_band for row in r.rows if row.verdict == "FAIL"))
+    whole = sum(1 for r in failing if _passes_at(r, "step_fast") or _passes_at(r, "step_slow"))
+    return (f" {near} of the {len(bad)} failing metrics would pass were every step {f:.0%} faster or slower "
+            f"(within ±{f:.0%} step speed); in {cases} failing cases every failing metric would, and {whole} "
+            f"failing cases pass whole with every step {f:.0%} faster or every step {f:.0%} slower.")
+
+
+def _passes_at(r: CaseResult, end: str) -> bool:
+    """Every gated metric of ``r`` within its tolerance at one end of the step-speed band."""
+    for row in r.rows:
+        if row.tolerance is None:
+            continue
+        v = getattr(row, end)
+        if v is None or not row.real or not abs(v - row.real) <= row.tolerance * abs(row.real):  # NaN: not
+            return False
+    return True
 
 
 def _short(profile: str) -> str:
@@ -106,11 +146,12 @@ def profile_preamble(overrides: list[str] | None) -> str:
 
 
 def run_all(root: str | Path, docs: str | Path = "docs/validation.md", figures: str | Path | None = None,
-            overrides: list[str] | None = None, preamble: str = "") -> list[CaseResult]:
+            overrides: list[str] | None = None, preamble: str = "", step_speed: float = 0.0) -> list[CaseResult]:
     """Validate every case under ``root``; write ``docs`` and one HTML report per case into
     ``figures`` (default: a folder named like ``docs`` without its suffix). ``overrides``
     (``FIELD=VALUE``) apply to every case's scenario (a re-measured profile: ``hardware=PATH``);
-    ``preamble``: Markdown put above the cases' table (what was re-measured, and when)."""
+    ``preamble``: Markdown put above the cases' table (what was re-measured, and when).
+    ``step_speed``: draw each case's step-speed band at that fraction (step_speed.py); 0: not."""
     docs = Path(docs)
     figures = Path(figures) if figures is not None else docs.with_suffix("")
     figures.mkdir(parents=True, exist_ok=True)
@@ -120,7 +161,7 @@ def run_all(root: str | Path, docs: str | Path = "docs/validation.md", figures: 
         html_path = figures / f"{folder.name}.html"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # real runs have no per-phase timestamps
-            r = run_case(folder, html_path, overrides=overrides)
+            r = run_case(folder, html_path, overrides=overrides, step_speed=step_speed)
         results.append(r)
         rel = os.path.relpath(html_path, docs.parent)
         body += _case_md(r, rel)
@@ -130,8 +171,10 @@ def run_all(root: str | Path, docs: str | Path = "docs/validation.md", figures: 
                        f"{failing_cell(r)} |")
     about = Path(root) / "README.md"  # the cases' own account (harness, what limits the accuracy), kept by hand
     extra = ("\n" + about.read_text().strip() + "\n\n") if about.is_file() else "\n"
-    command = "pdsim validate --all " + str(root) + "".join(f" --set {o}" for o in overrides or [])
-    head = HEADER.format(date=dt.date.today().isoformat(), command=command)
+    command = ("pdsim validate --all " + str(root) + "".join(f" --set {o}" for o in overrides or [])
+               + (f" --step-speed {step_speed * 100:g}" if step_speed else ""))
+    steps = STEPS.format(pct=f"{step_speed:.0%}") if step_speed else ""
+    head = HEADER.format(date=dt.date.today().isoformat(), command=command, steps=steps)
     if preamble.strip():
         head += f"\n{preamble.strip()}\n"
     text = (head + "\n" + tally(results) + "\n\n" + "\n".join(summary) + "\n" + extra
