@@ -148,15 +148,18 @@ def _case(args: argparse.Namespace) -> int:
 
 def print_rows(rows, step_speed: float = 0.0) -> None:
     """The metric table: real value with the real run's own 90 % sampling interval, simulated
-    (and, with ``step_speed``, simulated with every step that much faster and slower), error,
-    verdict (a failure inside that interval marked 'in spread', one the step band reaches
-    'within ±x% step speed')."""
-    from ..validate.report import fmt, interval, marks, step_band
+    (and, with ``step_speed``, simulated with every step that much faster and slower; where the
+    case has one, with the profile re-measured after its recording), error, verdict (a failure
+    inside that interval marked 'in spread', one the step band reaches 'within ±x% step speed',
+    one between the two profiles' simulations 'between the profiles before and after')."""
+    from ..validate.report import after_cell, fmt, interval, marks, step_band
 
-    band = f"{'every step ∓' + format(step_speed, '.0%'):<36}" if step_speed else ""
+    after = any(r.after is not None for r in rows)  # the case's profile re-measured after its recording
+    band = (f"{'every step ∓' + format(step_speed, '.0%'):<36}" if step_speed else "") + (
+        f"{'profile after':<20}" if after else "")
     print(f"  {'metric':<24}{'real':>12}  {'real 90% interval':<26}{'simulated':>12}  {band}{'error':>10}  verdict")
     for r in rows:
-        cell = f"{step_band(r, step_speed):<36}" if step_speed else ""
+        cell = (f"{step_band(r, step_speed):<36}" if step_speed else "") + (f"{after_cell(r):<20}" if after else "")
         print(f"  {r.metric:<24}{fmt(r.real):>12}  {interval(r):<26}{fmt(r.simulated):>12}  {cell}"
               f"{fmt(r.error, True):>10}  {r.verdict}" + (f" (±{r.tolerance:.0%})" if r.tolerance is not None else "")
               + marks(r, step_speed))

@@ -8,19 +8,25 @@
     scenario: scenario.yaml              # relative path, or a bundled scenario key
     arrivals: auto                       # auto | send_times | closed_loop
     tolerances: {mean_ttft_ms: 0.2, ...} # gated metrics -> relative tolerance
+    set: [hardware=PATH, ...]            # overrides of the scenario (FIELD=VALUE, as --set)
+    after: [hardware=PATH, ...]          # overrides on top of ``set`` describing the host as re-measured
+                                         # just after the recording: simulated beside, never the verdict
+    host: zen1                           # the machine it was recorded on (a label): cases of one host
+                                         # with the same requests are repeats (repeats.py)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..specs._convert import read_yaml
 from ..specs.errors import SpecError
-from .compare import DEFAULT_TOLERANCES, Row, compare
+from .compare import DEFAULT_TOLERANCES, Row, compare, number
 
 CASE_FILE = "case.yaml"
 KEYS = {"name", "description", "source", "real", "format", "scenario", "arrivals", "tolerances", "max_concurrency",
-        "set"}
+        "set", "after", "host"}
 
 
 @dataclass
@@ -35,6 +41,8 @@ class CaseResult:
     source: dict = field(default_factory=dict)
     profile: str = ""  # the hardware profile simulated: the scenario's, or a `hardware=` override
     step_speed: float = 0.0  # the step-speed band the rows were drawn at (step_speed.py), 0: none
+    requests_of: Any = None  # its requests (repeats.Requests): which other cases are repeats of it
+    repeats: list[str] = field(default_factory=list)  # names of the cases recorded with the same requests
 
     @property
     def passed(self) -> bool:
@@ -57,6 +65,13 @@ def load_case(folder: Path) -> dict:
         raise SpecError("expected a mapping of metric -> relative tolerance > 0 (e.g. mean_ttft_ms: 0.2)",
                         source=str(f), field="tolerances")
     data["tolerances"] = {str(k): float(v) for k, v in tol.items()}
+    if not isinstance(data.get("host", ""), str):
+        raise SpecError("expected a label naming the machine the run was recorded on (e.g. zen1)", source=str(f),
+                        field="host")
+    for key in ("set", "after"):
+        v = data.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(o, str) and "=" in o for o in v)):
+            raise SpecError("expected a list of FIELD=VALUE overrides (e.g. - hardware=PATH)", source=str(f), field=key)
     data.setdefault("name", folder.name)
     return data
 
@@ -91,12 +106,25 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
         from .step_speed import with_step_band
 
         rows = with_step_band(rows, ing.record, sc, step_speed, c.get("arrivals", "auto"), c.get("max_concurrency"))
+    after_note = ""
+    if c.get("after"):
+        if any(o.startswith("hardware=") for o in overrides or []):
+            after_note = "the profile re-measured after the recording not simulated: --set gives every case's profile"
+        else:
+            from dataclasses import replace
+
+            sc_after = api.load_scenario(sc_path, list(c.get("set") or []) + list(c["after"]) + list(overrides or []))
+            s_after = simulate_aligned(ing.record, sc_after, c.get("arrivals", "auto"), c.get("max_concurrency")).sim
+            after = s_after.summary()
+            rows = [replace(r, after=number(after.get(r.metric))) for r in rows]
+            after_note = ("also simulated with the host as re-measured just after the recording (case.yaml after: "
+                          + ", ".join(c["after"]) + "); the verdicts are the profile's measured before it")
     from .engine_counts import cache_note, one_engine
 
     cache = cache_note(ing.record.meta, al.sim.requests, int(al.real.requests["finished"].sum()),
                        one_engine(sc.scenario.cluster))
     notes = [f"real run format: {ing.format}"] + list(ing.notes) + [al.prefix_note] + (
-        [cache] if cache else []) + ([al.host_note] if al.host_note else [])
+        [cache] if cache else []) + ([al.host_note] if al.host_note else []) + ([after_note] if after_note else [])
     if overrides:
         notes.append("scenario overridden: " + ", ".join(overrides))
     if html_path is not None:
@@ -105,8 +133,10 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
     hw_set = [o.split("=", 1)[1] for o in list(c.get("set") or []) + list(overrides or []) if o.startswith("hardware=")]
     profile = hw_set[-1] if hw_set else sc.hardware.name
     notes.append(f"hardware profile: {profile}")
+    from .repeats import Requests
+
     return CaseResult(c["name"], c.get("description", ""), rows, extras, notes, len(al.pairs), al.arrivals,
-                      c.get("source") or {}, profile, step_speed)
+                      c.get("source") or {}, profile, step_speed, Requests.of(al.table, al.arrivals, c.get("host", "")))
 
 
 def find_cases(root: str | Path) -> list[Path]:

@@ -44,6 +44,13 @@ class Row:
     # (step_speed.py); None where not simulated
     step_fast: float | None = None
     step_slow: float | None = None
+    # the simulated value with the profile re-measured just after the recording (case.yaml
+    # ``after``; the verdict is the profile's measured before it); None where the case has none
+    after: float | None = None
+    # the range of the real values over the recordings of the same requests (repeats.py), this one's
+    # included; None where the case has no repeat
+    repeat_low: float | None = None
+    repeat_high: float | None = None
 
     @property
     def in_spread(self) -> bool:
@@ -61,6 +68,21 @@ class Row:
         r, t = self.real, self.tolerance
         return lo <= r * (1 + t) and hi >= r * (1 - t)
 
+    @property
+    def bracketed(self) -> bool:
+        """The real value lies between the simulated ones with the profiles measured just before and
+        just after the recording: the host's own drift across the recording spans the error."""
+        if self.after is None or self.simulated is None or self.real is None:
+            return False
+        lo, hi = sorted((self.simulated, self.after))
+        return lo <= self.real <= hi
+
+    @property
+    def in_repeats(self) -> bool:
+        """The simulated value lies within the range the engine itself gave on repeats of the same
+        requests (repeats.py)."""
+        return within(self.simulated, None if self.repeat_low is None else (self.repeat_low, self.repeat_high))
+
     def step_elasticity(self, frac: float) -> float | None:
         """Relative change of the simulated metric per relative change of every step's price
         (1: proportional; 5: a 1% price error moves the metric 5%), from the band drawn at
@@ -76,6 +98,14 @@ class Row:
         if self.real_low is None or not self.real:
             return None
         return (self.real_high - self.real_low) / 2 / abs(self.real)
+
+
+def number(v) -> float | None:
+    """A summary's value as a float; None where it has none."""
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None
 
 
 def ks_distance(a: np.ndarray, b: np.ndarray) -> float | None:

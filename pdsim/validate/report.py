@@ -38,13 +38,32 @@ def step_band(row: Row, frac: float) -> str:
                                                            np.isfinite(e) else "")
 
 
+def after_cell(row: Row) -> str:
+    """The simulated value with the profile re-measured after the recording, and its error."""
+    if row.after is None:
+        return "-"
+    e = (row.after - row.real) / row.real if row.real else None
+    return f"{fmt(row.after)} ({fmt(e, True)})"
+
+
+def repeats_cell(row: Row) -> str:
+    """The range of the real values over the recordings of the same requests; '-' where none."""
+    return "-" if row.repeat_low is None else f"{fmt(row.repeat_low)}-{fmt(row.repeat_high)}"
+
+
 def marks(row: Row, frac: float) -> str:
-    """A failing row's marks: inside the real run's sampling interval, within the step-speed band."""
+    """A failing row's marks: inside the real run's sampling interval, within the step-speed band,
+    between the profiles measured before and after the recording, within the range of the real
+    values of the recordings of the same requests."""
     if row.verdict != "FAIL":
         return ""
     out = ["in spread"] if row.in_spread else []
     if row.in_step_band:
         out.append(f"within ±{frac:.0%} step speed")
+    if row.bracketed:
+        out.append("between the profiles before and after")
+    if row.in_repeats:
+        out.append("within the engine's repeats")
     return "".join(f", {m}" for m in out)
 
 
@@ -69,6 +88,9 @@ def scatter_figure(al: Aligned) -> go.Figure:
 
 def rows_table_html(rows: list[Row], step_speed: float = 0.0) -> str:
     steps = f"<th>simulated, every step ∓{step_speed:.0%}</th>" if step_speed else ""
+    after = any(r.after is not None for r in rows)
+    if after:
+        steps += "<th>simulated, profile re-measured after</th>"
     out = ["<table><tr><th>metric</th><th>real</th><th>real's 90% sampling interval</th><th>simulated</th>"
            f"{steps}<th>error</th><th>tolerance</th><th>verdict</th></tr>"]
     for r in rows:
@@ -76,6 +98,8 @@ def rows_table_html(rows: list[Row], step_speed: float = 0.0) -> str:
         band = interval(r, relative=False)
         mark = marks(r, step_speed)
         cell = f"<td>{step_band(r, step_speed)}</td>" if step_speed else ""
+        if after:
+            cell += f"<td>{after_cell(r)}</td>"
         out.append(f"<tr><td>{html.escape(r.metric)}</td><td>{fmt(r.real)}</td><td>{band}</td>"
                    f"<td>{fmt(r.simulated)}</td>{cell}<td>{fmt(r.error, True)}</td><td>{tol}</td>"
                    f"<td style='color:{COLORS[r.verdict]};font-weight:bold'>{r.verdict}"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .compare import Row
+from .compare import Row, number
 
 #: the widest band the probe takes: past it the question is no longer a drift of the host
 MAX_FRAC = 0.5
@@ -49,12 +49,7 @@ def with_step_band(rows: list[Row], real_record, scenario, frac: float, arrivals
         sc = dataclasses.replace(scenario, price_scale=scenario.price_scale * scale)
         ends.append(simulate_aligned(real_record, sc, arrivals, max_concurrency).sim.summary())
     fast, slow = ends
-    return [dataclasses.replace(r, step_fast=_num(fast.get(r.metric)), step_slow=_num(slow.get(r.metric)))
+    return [dataclasses.replace(r, step_fast=number(fast.get(r.metric)),
+                                step_slow=number(slow.get(r.metric)))
             for r in rows]
 
-
-def _num(v) -> float | None:
-    try:
-        return None if v is None else float(v)
-    except (TypeError, ValueError):
-        return None

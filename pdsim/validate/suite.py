@@ -7,7 +7,8 @@ import warnings
 from pathlib import Path
 
 from .case import CaseResult, find_cases, run_case
-from .report import fmt, interval, marks, step_band
+from .report import after_cell, fmt, interval, marks, repeats_cell, step_band
+from .repeats import with_repeats
 
 # rows shown on the page per case (the HTML report of each case has all of them)
 PAGE_METRICS = ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "median_itl_ms",
@@ -58,16 +59,23 @@ def _case_md(r: CaseResult, report: str) -> list[str]:
     lines += [f"- {r.requests} requests, arrivals: {r.arrivals}; KS: {ks or 'n/a'}; per-request median |error|: "
               f"{per or 'n/a'}", f"- report: [{Path(report).name}]({report})"]
     lines += [f"- note: {n}" for n in r.notes]
+    if r.repeats:
+        lines.append("- the same requests were also recorded as " + ", ".join(r.repeats)
+                     + ": the column 'real on repeats' is the range of the real values over them and this run")
     f = r.step_speed
-    head = f" simulated, every step ∓{f:.0%} |" if f else ""
+    after = any(row.after is not None for row in r.rows)
+    rep = bool(r.repeats)
+    head = ((" real on repeats |" if rep else "") + (f" simulated, every step ∓{f:.0%} |" if f else "")
+            + (" simulated, profile re-measured after |" if after else ""))
     lines += ["", f"| case | metric | real | real's 90% interval | simulated |{head} error | verdict |",
-              "|---|---|---:|---:|---:|" + ("---:|" if f else "") + "---:|---|"]
+              "|---|---|---:|---:|---:|" + "---:|" * (rep + bool(f) + after) + "---:|---|"]
     by = {row.metric: row for row in r.rows}
     rows = [by[m] for m in PAGE_METRICS] + [row for row in r.rows
                                             if row.tolerance is not None and row.metric not in PAGE_METRICS]
     for row in rows:
         tol = f" (±{row.tolerance:.0%})" if row.tolerance is not None else ""
-        band = f" {step_band(row, f)} |" if f else ""
+        band = ((f" {repeats_cell(row)} |" if rep else "") + (f" {step_band(row, f)} |" if f else "")
+                + (f" {after_cell(row)} |" if after else ""))
         lines.append(f"| {r.name} | {row.metric} | {fmt(row.real)} | {interval(row)} | {fmt(row.simulated)} |{band} "
                      f"{fmt(row.error, True)} | {row.verdict}{tol}{marks(row, f)} |")
     return lines + [""]
@@ -96,15 +104,26 @@ def tally(results: list[CaseResult]) -> str:
 def _step_tally(results: list[CaseResult], bad) -> str:
     """The tally's sentence on the step-speed band; '' when it was not drawn."""
     f = max((r.step_speed for r in results), default=0.0)
+    bracket = ""
+    rep = [r for r in results if r.repeats]
+    if rep:
+        inside = sum(row.in_repeats for row in bad)
+        bracket += (f" {len(rep)} cases are recordings of requests another case also recorded: {inside} failing "
+                    f"metrics have their simulated value within the range the engine itself gave on those repeats.")
+    if any(row.after is not None for r in results for row in r.rows):
+        between = sum(row.bracketed for row in bad)
+        n = sum(1 for r in results if any(row.after is not None for row in r.rows))
+        bracket += (f" {n} cases were also simulated with the profile re-measured just after their recording: "
+                    f"{between} failing metrics lie between the two simulations.")
     if not f:
-        return ""
+        return bracket
     near = sum(row.in_step_band for row in bad)
     failing = [r for r in results if not r.passed]
     cases = sum(1 for r in failing if all(row.in_step_band for row in r.rows if row.verdict == "FAIL"))
     whole = sum(1 for r in failing if _passes_at(r, "step_fast") or _passes_at(r, "step_slow"))
     return (f" {near} of the {len(bad)} failing metrics would pass were every step {f:.0%} faster or slower "
             f"(within ±{f:.0%} step speed); in {cases} failing cases every failing metric would, and {whole} "
-            f"failing cases pass whole with every step {f:.0%} faster or every step {f:.0%} slower.")
+            f"failing cases pass whole with every step {f:.0%} faster or every step {f:.0%} slower." + bracket)
 
 
 def _passes_at(r: CaseResult, end: str) -> bool:
@@ -155,7 +174,7 @@ def run_all(root: str | Path, docs: str | Path = "docs/validation.md", figures: 
     docs = Path(docs)
     figures = Path(figures) if figures is not None else docs.with_suffix("")
     figures.mkdir(parents=True, exist_ok=True)
-    results = []
+    results, reports = [], []
     body = []
     for folder in find_cases(root):
         html_path = figures / f"{folder.name}.html"
@@ -163,7 +182,9 @@ def run_all(root: str | Path, docs: str | Path = "docs/validation.md", figures: 
             warnings.simplefilter("ignore", RuntimeWarning)  # real runs have no per-phase timestamps
             r = run_case(folder, html_path, overrides=overrides, step_speed=step_speed)
         results.append(r)
-        rel = os.path.relpath(html_path, docs.parent)
+        reports.append(os.path.relpath(html_path, docs.parent))
+    results = with_repeats(results)  # the rows of recordings of the same requests gain their range
+    for r, rel in zip(results, reports):
         body += _case_md(r, rel)
     summary = ["| case | verdict | requests | profile | gated metrics failing |", "|---|---|---:|---|---|"]
     for r in results:
