@@ -82,11 +82,13 @@ def _case_md(r: CaseResult, report: str) -> list[str]:
 
 
 def failing_cell(r: CaseResult) -> str:
-    """A case's failing gated metrics with their errors, each marked when inside the real run's own
-    sampling interval or within the step-speed band."""
-    return ", ".join(f"{row.metric} {fmt(row.error, True)}" + (f" ({marks(row, r.step_speed)[2:]})"
-                                                               if marks(row, r.step_speed) else "")
-                     for row in r.rows if row.verdict == "FAIL") or "-"
+    """A case's failing gated metrics with their errors, each with its marks (report.marks)."""
+    cells = []
+    for row in r.rows:
+        if row.verdict == "FAIL":
+            m = marks(row, r.step_speed)
+            cells.append(f"{row.metric} {fmt(row.error, True)}" + (f" ({m[2:]})" if m else ""))
+    return ", ".join(cells) or "-"
 
 
 def tally(results: list[CaseResult]) -> str:
@@ -98,11 +100,12 @@ def tally(results: list[CaseResult]) -> str:
             f"metrics fail, {sum(row.in_spread for row in bad)} of them with the simulated value inside the real "
             f"run's own 90% sampling interval (in spread). {coarse} of the {len(gated)} have an interval wider than "
             f"their tolerance: those runs are too short to check that metric to it."
-            + _step_tally(results, bad) + "**")
+            + _drift_tally(results, bad) + "**")
 
 
-def _step_tally(results: list[CaseResult], bad) -> str:
-    """The tally's sentence on the step-speed band; '' when it was not drawn."""
+def _drift_tally(results: list[CaseResult], bad) -> str:
+    """The tally's sentences on the host's drift: the engine's repeats, the profiles before and after,
+    the step-speed band; '' where the page has none of them."""
     f = max((r.step_speed for r in results), default=0.0)
     bracket = ""
     rep = [r for r in results if r.repeats]
