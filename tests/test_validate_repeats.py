@@ -68,3 +68,15 @@ def test_a_host_that_is_not_a_label_is_named(tmp_path, capsys):
     assert main(["validate", str(dst)]) == 2
     err = capsys.readouterr().err
     assert "host" in err and "label" in err and "internal failure" not in err
+
+
+def test_the_same_requests_through_another_engine_setting_are_not_a_repeat():
+    """hf-cb-h200-chunk512 sends the knee's 46 requests at the same times with the step's token
+    budget cut from 2048 to 512: a what-if, not the engine's run-to-run spread. The knee's repeat
+    on the second machine start is one."""
+    res = [run_case(ROOT / "validation" / f"hf-cb-h200-{c}") for c in ("knee", "knee-repeat", "chunk512")]
+    assert groups([r.requests_of for r in res]) == [[0, 1]]
+    table = RequestTable(np.asarray([0.0, 1.0]), np.asarray([5, 6]), np.asarray([1, 1]))
+    a = Requests.of(table, "send_times", "h", ("s.yaml", ()))
+    b = Requests.of(table, "send_times", "h", ("s.yaml", ("cluster.colocated.0.engine.chunked_prefill_size=512",)))
+    assert a.same(Requests.of(table, "send_times", "h", ("s.yaml", ()))) and not a.same(b)

@@ -9,12 +9,14 @@ drives it in-process with timed arrivals, as ``pdsim replay`` drives a server ov
 
 - the model is the Llama-3.1-8B shape with random bf16 weights (the step's work does not
   depend on the weights; EOS is off, so every request decodes exactly its output length);
-- ``saturate``: a burst of requests all at once gives the engine's own capacity in req/s;
-- then Poisson runs at fractions of that capacity (light, knee, overload);
+- ``burst``: requests all sent at once give the engine's own capacity in req/s (or
+  ``--capacity`` gives it); then Poisson runs at fractions of it (``--loads``); a repeated
+  fraction, or ``--replay FILE``, sends the same requests again; ``--chunk-variant N`` replays the
+  second load's requests with a token budget of N (the what-if);
 - every run writes a bench_serving-format JSON (``input_lens``, ``output_lens``, ``ttfts``,
   ``itls``, ``start_times``: what ``pdsim validate`` reads) and a step trace (one row per
   engine step: its start and end, decodes, prefill tokens, context read), the engine's own
-  view of its steps, for ``pdsim``'s step prices.
+  view of its steps, which ``pdsim calibrate from-steps`` fits the host work to.
 
 The TTFT here is measured from the call that hands the request to the engine to the host
 seeing the first token: there is no HTTP server, tokenizer or stream between them.
@@ -101,7 +103,8 @@ class StepTrace:
                 pre = [f for f in batch if f.query_length > 1]
                 trace._open = [t0, 0.0, len(dec), len(pre), sum(f.query_length for f in pre),
                                sum(f.state.position_offset for f in dec),
-                               sum(f.state.position_offset for f in pre)]
+                               sum(f.state.position_offset for f in pre),
+                               sum(f.query_length * (f.state.position_offset + f.query_length / 2) for f in pre)]
             return out
 
         def update_batch(proc):
@@ -114,8 +117,10 @@ class StepTrace:
         FIFOScheduler.schedule_batch = schedule_batch
         api.ContinuousBatchProcessor.update_batch = update_batch
 
-    COLUMNS = ["start_s", "end_s", "decodes", "prefills", "prefill_tokens",
-               "decode_context", "prefill_context"]
+    # pdsim/calibrate/from_steps.py reads these (prefill_attn: sum over chunks of tokens x
+    # (computed + tokens / 2); the traces of 2026-11-28 predate it)
+    COLUMNS = ["start_s", "end_s", "decodes", "prefills", "prefill_tokens", "decode_context",
+               "prefill_context", "prefill_attn"]
 
 
 def run_load(model, engine: Engine, reqs: dict, vocab: int, seed: int, trace: StepTrace,
@@ -236,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", choices=sorted(SHAPES), default="llama-3.1-8b")
     ap.add_argument("--out", type=Path, required=True, help="folder for the run files")
-    ap.add_argument("--loads", default="0.3,0.8,1.3", help="fractions of the burst capacity")
+    ap.add_argument("--loads", default="0.3,0.8,1.3", help="fractions of the capacity ('' for none)")
     ap.add_argument("--burst", type=int, default=128, help="requests in the capacity burst")
     ap.add_argument("--seconds", type=float, default=60.0, help="arrival window of each Poisson run")
     ap.add_argument("--max-requests", type=int, default=400)
@@ -244,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-blocks", type=int, default=Engine.num_blocks)
     ap.add_argument("--chunk-variant", type=int, default=0,
                     help="also replay the second load's requests with this token budget (0: no)")
+    ap.add_argument("--warmup", type=int, default=8, help="requests sent at once before the runs")
+    ap.add_argument("--replay", action="append", default=[],
+                    help="a run file this script wrote: its requests again (a repeat), first")
+    ap.add_argument("--capacity", type=float, default=0.0,
+                    help="req/s the loads are fractions of (0: measure it with the burst)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout-s", type=float, default=300.0)
     args = ap.parse_args(argv)
@@ -284,13 +294,20 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(row), flush=True)
         return bench
 
-    one("warmup", None, 8)
-    burst = one("burst", None, args.burst)
-    capacity = burst["completed"] / burst["duration"]
+    one("warmup", None, args.warmup)
+    for path in args.replay:  # a recorded run's requests again, at their send times
+        old = json.loads(Path(path).read_text())
+        reqs = old["pdsim_meta"]["requests"]
+        one(f"{Path(path).stem}-repeat", old["request_rate"], len(reqs["send_s"]), reqs)
+    if args.capacity:
+        capacity = args.capacity
+    else:
+        burst = one("burst", None, args.burst)
+        capacity = burst["completed"] / burst["duration"]
     summary["capacity_rps"] = capacity
     names: list[str] = []
     replays: list[tuple[float, dict]] = []
-    for frac in (float(x) for x in args.loads.split(",")):
+    for frac in (float(x) for x in args.loads.split(",") if x):
         rate = frac * capacity
         n = int(min(args.max_requests, max(30, rate * args.seconds)))
         name = f"load{frac:g}"

@@ -20,8 +20,8 @@ Only deployment-level constants are fitted, never the kernels (those come from m
 
 Cross-validated: with ``--holdout RUN`` the fit never sees those runs and the report shows their
 error as predicted; without, every run is predicted by a fit on the others (leave one run out)
-and the constants written are the fit on all runs. A weak prior (PRIOR_WEIGHT on the change in
-units of each constant's scale) keeps a constant the runs do not constrain at its measured value
+and the constants written are the fit on all runs. A weak prior (PRIOR_WEIGHT on the change of
+log(1 + value / scale), the fit's search coordinate) keeps a constant the runs do not constrain at its measured value
 instead of letting it drift.
 
 The output is a hardware profile overlay (specs/overlay.py: ``base:`` + the fitted efficiency
@@ -31,7 +31,6 @@ the overlay's header lists with the command to use it.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import math
 import warnings
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from ..specs.errors import SpecError
 METRICS = ("mean_ttft_ms", "p90_ttft_ms", "mean_itl_ms", "p90_itl_ms")
 # a run without token times (server request logs): its end-to-end latency instead
 E2E = ("mean_e2e_latency_ms", "p90_e2e_latency_ms")
-PRIOR_WEIGHT = 0.05  # residual per scale-unit of change: 1/20 of a 100% metric error
+PRIOR_WEIGHT = 0.05  # residual per unit of log(1 + value/scale): 1/20 of a 100% metric error
 
 
 @dataclass(frozen=True)
@@ -215,25 +214,37 @@ class Fit:
     status: str
 
 
+def to_search(values: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """A constant v (>= 0) as the search coordinate z = log(1 + v / scale): a step of one moves
+    it by its own scale near zero and by a factor e far above it, so an engine whose host work
+    is 30x the profile's prior is one prior-weighted step of log(30) away, not 30 of them."""
+    return np.log1p(values / scales)
+
+
+def from_search(z: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    return scales * np.expm1(z)
+
+
 def fit(sc, runs: list[Run], names: list[str], start: dict[str, float], max_evals: int = 40) -> Fit:
     """Least-squares constants over ``runs`` (see the module doc), starting from ``start``."""
     from scipy.optimize import least_squares
 
-    scales = np.array([max(abs(start[n]), PARAMS[n].scale) for n in names])
-    z0 = np.array([start[n] for n in names]) / scales
+    scales = np.array([PARAMS[n].scale for n in names])
+    z0 = to_search(np.array([start[n] for n in names]), scales)
     calls = [0]
 
     def resid(z):
         calls[0] += 1
-        vals = {n: float(v) for n, v in zip(names, z * scales)}
+        vals = {n: float(v) for n, v in zip(names, from_search(z, scales))}
         s = with_values(sc, vals)
         r = [log_errors(simulate_metrics(s, run), run.real) for run in runs]
         return np.concatenate(r + [PRIOR_WEIGHT * (z - z0)])
 
-    # diff_step 5% of a scale unit: a step the discrete-event results answer smoothly to
+    # diff_step 5% of a search unit: a step the discrete-event results answer smoothly to
     r = least_squares(resid, z0, bounds=(0.0, np.inf), method="trf", diff_step=0.05, x_scale=1.0,
                       max_nfev=max_evals, xtol=1e-3, ftol=1e-4)
-    return Fit({n: float(v) for n, v in zip(names, r.x * scales)}, float(r.cost), calls[0], r.message)
+    return Fit({n: float(v) for n, v in zip(names, from_search(r.x, scales))}, float(r.cost), calls[0],
+               r.message)
 
 
 @dataclass
@@ -325,46 +336,37 @@ def table_text(res: Result) -> str:
     for role in dict.fromkeys(r.role for r in res.rows):
         lines.append(f"  mean |error| over {role} rows: before {res.mean_abs(role, 'before'):.1%}, "
                      f"after {res.mean_abs(role, 'after'):.1%}")
-    lines.append("  constants (before -> fitted):")
-    for n in res.params:
+    return "\n".join(lines + constants_lines(res.params, res.before, res.after))
+
+
+def constants_lines(params: list[str], before: dict[str, float], after: dict[str, float]) -> list[str]:
+    """The fitted constants, before -> after, with their units and meaning (a table's last lines)."""
+    lines = ["  constants (before -> fitted):"]
+    for n in params:
         p = PARAMS[n]
-        lines.append(f"    {n:<30}{res.before[n]:>10.4g} -> {res.after[n]:<10.4g} {p.unit:<3} ({p.what})")
-    return "\n".join(lines)
+        lines.append(f"    {n:<30}{before[n]:>10.4g} -> {after[n]:<10.4g} {p.unit:<3} ({p.what})")
+    return lines
 
 
 def overlay_text(res: Result, sc, hardware_ref: str, runs: list[str], out: Path) -> tuple[str, list[str]]:
     """(the overlay YAML, the --set overrides of the scenario-level constants)."""
-    import yaml
+    from .fitted_overlay import overlay_yaml
 
     held = res.mean_abs("held-out", "after") if res.method == "holdout" else res.mean_abs("cross-validated", "after")
     held_b = res.mean_abs("held-out", "before") if res.method == "holdout" else res.mean_abs("cross-validated",
                                                                                            "before")
     check = (f"{res.method}: mean |error| of the runs' latency metrics on runs the fit did not see {held:.1%} "
              f"(before {held_b:.1%})" if math.isfinite(held) else "in-sample only (one run, nothing held out)")
-    date = dt.date.today().isoformat()
     fitted_on = ", ".join(run_name(r) for r in runs)
-    eff = {n.split(".", 1)[1]: round(res.after[n], 4) for n in res.params if PARAMS[n].where == "hardware"}
+    eff = {n.split(".", 1)[1]: res.after[n] for n in res.params if PARAMS[n].where == "hardware"}
     sets = [f"{n}={res.after[n]:.4g}" for n in res.params if PARAMS[n].where == "scenario"]
-    import os
-
-    from ..specs.catalog import hardware_dir, resolve
-
-    found = resolve(hardware_ref, hardware_dir(), "hardware profile", sc.base_dir, sc.source, "hardware")
-    bundled = found.resolve() == (hardware_dir() / f"{hardware_ref}.yaml").resolve()
-    # a bundled key stays a key; a profile file is named relative to the overlay's folder
-    base = hardware_ref if bundled else os.path.relpath(found.resolve(), out.resolve().parent)
-    doc = {"base": base, "name": f"{sc.hardware.name}-fitted",
-           "description": f"{sc.hardware.name} with deployment constants refitted from real runs ({date})"}
-    if eff:
-        doc["efficiency"] = eff
-        doc["sources"] = {f"efficiency.{k}": f"fitted: pdsim calibrate from-runs ({date}) on {fitted_on}; {check}"
-                          for k in eff}
     use = " ".join(["--set hardware=" + str(out)] + [f"--set {s}" for s in sets])
-    head = ["# Profile overlay written by `pdsim calibrate from-runs` (pdsim/calibrate/from_runs.py).",
-            f"# Fitted on: {fitted_on}" + (f"; held out: {', '.join(res.heldout)}" if res.heldout else ""),
-            f"# Check: {check}",
-            f"# Use: pdsim run SCENARIO {use}"]
+    head = ["Profile overlay written by `pdsim calibrate from-runs` (pdsim/calibrate/from_runs.py).",
+            f"Fitted on: {fitted_on}" + (f"; held out: {', '.join(res.heldout)}" if res.heldout else ""),
+            f"Check: {check}",
+            f"Use: pdsim run SCENARIO {use}"]
     if sets:
-        head.append("# The scenario-level constants are not part of a hardware profile: pass them with --set "
+        head.append("The scenario-level constants are not part of a hardware profile: pass them with --set "
                     "(or a validation case's set:)")
-    return "\n".join(head) + "\n" + yaml.safe_dump(doc, sort_keys=False, width=110), sets
+    source = f"pdsim calibrate from-runs ({{date}}) on {fitted_on}; {check}"
+    return overlay_yaml(sc, hardware_ref, out, eff, source, head, held if math.isfinite(held) else None), sets

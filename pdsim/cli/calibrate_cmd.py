@@ -1,5 +1,5 @@
-"""``pdsim calibrate fit|report|from-runs``: refit cost-model constants; measured vs predicted;
-deployment constants from a user's own real runs."""
+"""``pdsim calibrate fit|report|from-runs|from-steps``: refit cost-model constants; measured vs
+predicted; deployment constants from a user's own real runs or from an engine's step trace."""
 from __future__ import annotations
 
 import argparse
@@ -12,12 +12,16 @@ def register(sub) -> None:
                         description="fit: refit kernel constants from calibration/data and write profiles; report: "
                                     "errors per row; from-runs RUN... --scenario S: refit the deployment-level "
                                     "constants (host/step overheads, request path, transfer fixed cost) to real "
-                                    "runs, cross-validated, and write a profile overlay")
-    ca.add_argument("action", choices=["fit", "report", "from-runs"],
-                    help="fit: refit and write profiles; report: errors per row; from-runs: fit to real runs")
+                                    "runs, cross-validated, and write a profile overlay; from-steps TRACE... "
+                                    "--scenario S: fit the engine's host work per step, sequence and context "
+                                    "token to its own step trace")
+    ca.add_argument("action", choices=["fit", "report", "from-runs", "from-steps"],
+                    help="fit: refit and write profiles; report: errors per row; from-runs: fit to real runs; "
+                         "from-steps: fit to an engine's step trace")
     ca.add_argument("runs", nargs="*", metavar="RUN",
                     help="from-runs: real runs (anything `pdsim validate` reads: pdsim replay output, bench_serving/"
-                         "vLLM result JSON, AIPerf, genai-bench, server request logs)")
+                         "vLLM result JSON, AIPerf, genai-bench, server request logs); from-steps: step traces "
+                         "(JSON columns/rows, pdsim/calibrate/from_steps.py)")
     ca.add_argument("--system", action="append", metavar="KEY", help="hardware profile key (repeatable); default all")
     ca.add_argument("--dry-run", action="store_true", help="fit without writing hardware_profiles/")
     ca.add_argument("--html", metavar="FILE", help="report: write the measured-vs-predicted figure here")
@@ -44,7 +48,7 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..specs.errors import SpecError
 
-    if args.action != "from-runs" and args.runs:
+    if args.action not in ("from-runs", "from-steps") and args.runs:
         raise SpecError(f"{args.action} takes no real runs (from-runs does)", field="RUN")
     if args.action == "fit":
         from ..calibrate.fit import fit_all
@@ -56,7 +60,34 @@ def run(args: argparse.Namespace) -> int:
 
         print(report(args.html, tuple(args.section)) if args.section else report(args.html))  # default: every section
         return 0
+    if args.action == "from-steps":
+        return _from_steps(args)
     return _from_runs(args)
+
+
+def _from_steps(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .. import api
+    from ..calibrate.from_steps import from_steps, overlay_text, table_text
+    from ..specs.errors import SpecError
+    from ..specs.machine import warn_if_elsewhere
+
+    if not args.runs or not args.scenario:
+        raise SpecError("give step traces and --scenario (pdsim calibrate from-steps TRACE... --scenario S)",
+                        field="TRACE")
+    sc = api.load_scenario(args.scenario, args.set or [])
+    warn_if_elsewhere(sc)
+    data, _ = api.load_scenario_data(args.scenario, args.set or [])
+    res = from_steps(sc, list(args.runs), args.holdout, args.param)
+    print(f"pdsim calibrate from-steps: {len(args.runs)} trace(s), scenario {sc.name}")
+    print(table_text(res))
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(overlay_text(res, sc, str(data["hardware"]), out))
+        print(f"wrote {out}: use it with --set hardware={out}")
+    return 0
 
 
 def _from_runs(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from ..specs.errors import SpecError
 from ..specs.features import ExpertLoadSpec
 from ..specs.hardware import HardwareProfile
 from ..specs.memory import dense_tp, kv_dtype
@@ -125,6 +126,12 @@ class RooflineStepCost:
                                   expert_parallel=group.ep > 1, seed=spec.seed, drift=spec.decode_batch_drift)
             self.distinct = DistinctTable(expert_load_model)
         self.tbo = eng.enable_two_batch_overlap
+        # transformers' paged|sdpa: one dense attention over the packed batch with a mask
+        # (costs/attention_backends.py), priced as every query against every key read
+        self.packed_attention = eng.attention_backend == "sdpa_packed"
+        if self.packed_attention and self.tbo:
+            raise SpecError("sdpa_packed (transformers' continuous batching) has no two-batch overlap",
+                            field="engine.attention_backend")
         # decode TBO hides communication behind the attention core (tbo.py), so the step is not
         # linear in decode_ctx: the world prices each step (no memo by shape) and step_coeffs
         # holds the core at its least work

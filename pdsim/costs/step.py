@@ -15,7 +15,12 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   kernels around them (norm, quantisation, RoPE, residual: elementwise.py); TP all-reduce
   (attention TP > 1) of M x hidden BF16;
 - attention core: linear in the work (prefill pairs plus ``row_pairs`` per prefill token, decode
-  context tokens x query tokens);
+  context tokens x query tokens); under ``attention_backend: sdpa_packed`` (transformers'
+  paged|sdpa: one ``scaled_dot_product_attention`` call over the packed batch with a 4-D mask,
+  transformers/integrations/sdpa_paged.py) every query token of the step meets every key the step
+  reads, so the work is (prefill tokens + decodes) x (decode context + decodes + the chunks'
+  computed and new tokens), at the prefill kernel's rate: still linear in ``prefill_attn`` and
+  ``decode_ctx``, with coefficients that grow with the step's tokens;
 - dense MLP: GEMM(M) over the dense weights / attention TP (data-parallel dense layers under DP
   attention, SGLang's large-EP setup) + its all-reduce;
 - MoE (with its small kernels: gating, activation, permutation, elementwise.py): routed experts on the busiest GPU (imbalance x mean assignments, moe_load.py), each
@@ -94,6 +99,7 @@ def make_coeffs(c):
     overhead, seq_overhead, ctx_overhead = c.step_overhead, c.seq_overhead, c.ctx_overhead
     lm_on = c.lm_head_on
     tbo = c.tbo
+    packed = c.packed_attention
     core_share = attention_core_share(c.model) if tbo else 0.0  # decode TBO's attention-core stage
     sm_share = c.sm_share_normal
     h2 = c.hidden * 2.0
@@ -205,15 +211,22 @@ def make_coeffs(c):
         # batch (DeepseekV2Model.forward: TBO starts at first_k_dense_replace)
         per_layer = (n_moe * split + n_dense) if tbo else L
         # attention core: linear in the work; kernel latencies once per micro-batch
-        c_attn = L * pf_c if prefill else 0.0
-        core = 0.0
-        if prefill:  # kernel latencies, and each query row's work beyond its pairs (compute.py)
-            core = per_layer * pf_lat + L * pf_c * pf_rows * prefill_tokens / D
-        c_ctx = 0.0
-        if decode_batch:
-            fl = dec_fl * q
-            c_ctx = L * (dec_kv if dec_kv > fl else fl) + ctx_overhead
-            core += per_layer * dec_lat
+        if packed:  # one masked dense attention over the packed batch: every query x every key
+            # read (module doc); kv = decode_ctx + the decodes' new tokens + the chunks' keys,
+            # sum(computed + tokens) = seqs x prefill_attn / tokens + tokens / 2 (equal chunks)
+            c_attn = L * pf_c * n_tok * prefill_seqs / prefill_tokens / D if prefill else 0.0
+            c_ctx = L * pf_c * n_tok / D + ctx_overhead if decode_batch else 0.0
+            core = per_layer * pf_lat + L * pf_c * n_tok * (decode_batch * q + prefill_tokens / 2.0) / (D * D)
+        else:
+            c_attn = L * pf_c if prefill else 0.0
+            core = 0.0
+            if prefill:  # kernel latencies, and each query row's work beyond its pairs (compute.py)
+                core = per_layer * pf_lat + L * pf_c * pf_rows * prefill_tokens / D
+            c_ctx = 0.0
+            if decode_batch:
+                fl = dec_fl * q
+                c_ctx = L * (dec_kv if dec_kv > fl else fl) + ctx_overhead
+                core += per_layer * dec_lat
         if tbo:
             proj = mlp = moe = comm = 0.0
             if n_dense:

@@ -219,7 +219,10 @@ def _server_flags(p: Placement, resolved, disaggregated: bool, rel: Release,
     elif changed(e, "deepep_mode"):
         unmapped.append(("engine.deepep_mode", "ep is 1: no DeepEP all-to-all to configure"))
     f, env, unmapped = _moe_runner(p, resolved, rel, f, env, unmapped)
-    if e.attention_backend != "auto":  # the attention kernels the step was priced with
+    if e.attention_backend == "sdpa_packed":
+        unmapped.append(("engine.attention_backend", "sdpa_packed is transformers' continuous batching "
+                                                     "(paged|sdpa); SGLang has no such kernel"))
+    elif e.attention_backend != "auto":  # the attention kernels the step was priced with
         f += ["--attention-backend", e.attention_backend]
     if e.enable_two_batch_overlap:
         f.append("--enable-two-batch-overlap")

@@ -2,14 +2,16 @@
 costs/attention_backends.py.
 
 FlashMLA is an MLA decode kernel (deepseek-ai/FlashMLA); FA3 and FlashMLA are Hopper (SM90)
-kernels; FlashInfer and Triton run on every CUDA GPU pdsim profiles; a CPU profile runs the
-engine's CPU attention (``auto`` only).
+kernels; FlashInfer and Triton run on every CUDA GPU pdsim profiles; ``sdpa_packed`` is
+transformers' continuous batching with ``paged|sdpa`` (PyTorch's scaled_dot_product_attention
+over the packed batch with a mask; GQA models); a CPU profile runs the engine's CPU attention
+(``auto`` only).
 """
 from __future__ import annotations
 
 from .errors import SpecError
 
-BACKENDS = ("auto", "flashmla", "flashinfer", "fa3", "triton")
+BACKENDS = ("auto", "flashmla", "flashinfer", "fa3", "triton", "sdpa_packed")
 HOPPER_ONLY = ("fa3", "flashmla")
 
 
@@ -27,6 +29,9 @@ def check_backend(backend: str, mla: bool, arch: str, where: str = "engine.atten
     if backend == "flashmla" and not mla:
         raise SpecError("flashmla is an MLA decode kernel and this model's attention is not MLA "
                         "(use fa3, flashinfer or triton)", source=source, field=where)
+    if backend == "sdpa_packed" and mla:
+        raise SpecError("sdpa_packed is transformers' paged|sdpa attention for GQA/MHA models and this "
+                        "model's attention is MLA", source=source, field=where)
     if backend in HOPPER_ONLY and arch != "hopper":
         raise SpecError(f"{backend} runs on Hopper (SM90) GPUs only and this GPU is {arch} "
                         "(use flashinfer or triton)", source=source, field=where)

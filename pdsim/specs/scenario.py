@@ -60,7 +60,7 @@ class EngineSpec:
     moe_a2a_backend: Literal["deepep", "none"] = "deepep"  # EP token exchange: DeepEP all-to-all, or none (all-reduce)
     # attention kernels (costs/attention_backends.py): auto = the engine's default for the GPU
     # (FA3 on Hopper, FlashInfer elsewhere); flashmla for MLA models' decode
-    attention_backend: Literal["auto", "flashmla", "flashinfer", "fa3", "triton"] = "auto"
+    attention_backend: Literal["auto", "flashmla", "flashinfer", "fa3", "triton", "sdpa_packed"] = "auto"
 
     def __post_init__(self) -> None:
         check(self.chunked_prefill_size == -1 or self.chunked_prefill_size >= 1,

@@ -135,8 +135,11 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
     notes.append(f"hardware profile: {profile}")
     from .repeats import Requests
 
+    deployment = (str(Path(sc_path).resolve()) if Path(sc_path).is_file() else str(sc_path),
+                  tuple(sorted(o for o in c.get("set") or [] if o.startswith("cluster."))))
     return CaseResult(c["name"], c.get("description", ""), rows, extras, notes, len(al.pairs), al.arrivals,
-                      c.get("source") or {}, profile, step_speed, Requests.of(al.table, al.arrivals, c.get("host", "")))
+                      c.get("source") or {}, profile, step_speed,
+                      Requests.of(al.table, al.arrivals, c.get("host", ""), deployment))
 
 
 def find_cases(root: str | Path) -> list[Path]:

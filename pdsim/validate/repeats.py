@@ -12,7 +12,11 @@ Two cases are repeats when their case.yaml names the same ``host`` (the machine 
 on: a label; a case without one is nobody's repeat, since hosts of the same CPU name differ 2x in
 speed here), they took their arrivals the same way and have the same requests: the same number,
 the same prompt and output lengths (as multisets: two sends a few ms apart may swap), and send
-times within ``TOL_S`` of each other, request by request in time order.
+times within ``TOL_S`` of each other, request by request in time order, served by the same
+deployment: the same scenario with the same ``cluster.`` overrides (a case that changes the engine,
+as the what-if ``hf-cb-h200-chunk512`` cuts the token budget for the knee's requests, is another
+experiment, not a repeat; overrides of the host's measured constants, ``hardware=`` or
+``overheads.router_ms=``, are the host's and do not count).
 """
 from __future__ import annotations
 
@@ -31,18 +35,21 @@ class Requests:
 
     host: str
     arrivals: str
+    deployment: tuple  # the scenario and its cluster.* overrides
     input_len: np.ndarray  # sorted
     output_len: np.ndarray  # sorted
     send_s: np.ndarray  # sorted, from the first
 
     @classmethod
-    def of(cls, table, arrivals: str, host: str = "") -> "Requests":
+    def of(cls, table, arrivals: str, host: str = "", deployment: tuple = ()) -> "Requests":
         t = np.sort(np.asarray(table.arrival_s, float))
-        return cls(host, arrivals, np.sort(np.asarray(table.input_len)), np.sort(np.asarray(table.output_len)),
-                   t - (t[0] if len(t) else 0.0))
+        return cls(host, arrivals, deployment, np.sort(np.asarray(table.input_len)),
+                   np.sort(np.asarray(table.output_len)), t - (t[0] if len(t) else 0.0))
 
     def same(self, other: "Requests") -> bool:
         if not self.host or self.host != other.host:
+            return False
+        if self.deployment != other.deployment:
             return False
         if self.arrivals != other.arrivals or len(self.send_s) != len(other.send_s):
             return False

@@ -1,0 +1,222 @@
+"""``pdsim calibrate from-steps``: an engine's host work per step, fitted to its own step trace.
+
+A step trace is the engine's own log of its steps: when each started and ended and what it
+carried (decodes and their context, prefill chunks and their tokens). pdsim prices a step as
+the GPU work of what it carries plus host work (costs/step.py):
+
+    step = price_gpu(step) + step_overhead_us + seq_overhead_us x sequences + ctx_overhead_ns x context
+
+linear in the three host constants. So each constant's column is the price of every traced step
+with that constant at one unit, less its price with all three at zero (the same step-cost code
+the simulator steps with, so the columns count sequences and context exactly as it does), and the
+constants are the non-negative least squares of (real step time - GPU price) on those columns,
+each step weighted by 1 / its real time (relative errors: a 60 ms step and a 600 ms step count
+alike). No simulation: the trace says what each step carried and how long it took, so the fit
+separates per-step from per-sequence work even where the end-to-end latencies of a few loads
+cannot (from_runs.py). The kernels are never refitted (``pdsim calibrate fit`` does that).
+
+Trace format (JSON): ``{"columns": [...], "rows": [[...], ...]}`` with the columns ``start_s``,
+``end_s`` (seconds), ``decodes``, ``prefills`` (prefill chunks), ``prefill_tokens``,
+``decode_context`` (the decodes' context tokens, summed), ``prefill_context`` (tokens computed
+before each chunk, summed) and optionally ``prefill_attn`` (sum over chunks of tokens x (computed
++ tokens / 2): where absent, chunks of one step are taken as equal).
+calibration/microbench/gpu_hf_serving.py writes it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..specs.errors import SpecError
+from .from_runs import PARAMS, constants_lines
+
+HOST = ("efficiency.step_overhead_us", "efficiency.seq_overhead_us", "efficiency.ctx_overhead_ns")
+COLUMNS = ("start_s", "end_s", "decodes", "prefills", "prefill_tokens", "decode_context", "prefill_context")
+BATCH_BINS = ((1, 3), (4, 15), (16, 31), (32, 63), (64, 10**9))
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One engine's steps: took (s) and what each carried."""
+
+    name: str
+    path: str
+    took: np.ndarray
+    decodes: np.ndarray
+    prefills: np.ndarray
+    prefill_tokens: np.ndarray
+    prefill_attn: np.ndarray
+    decode_context: np.ndarray
+
+
+def read_trace(path: str) -> Trace:
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, ValueError) as err:
+        raise SpecError(f"cannot read a step trace: {err}", source=str(p)) from None
+    cols, rows = (doc.get("columns"), doc.get("rows")) if isinstance(doc, dict) else (None, None)
+    if not isinstance(cols, list) or not isinstance(rows, list):
+        raise SpecError("expected a JSON object with 'columns' (names) and 'rows' (lists of numbers)", source=str(p))
+    missing = [c for c in COLUMNS if c not in cols]
+    if missing:
+        raise SpecError(f"missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}", source=str(p),
+                        field="columns")
+    try:
+        a = np.asarray(rows, dtype=float)
+    except ValueError:
+        raise SpecError("every row must be a list of numbers, one per column", source=str(p), field="rows") from None
+    if a.ndim != 2 or a.shape[1] != len(cols) or not len(a):
+        raise SpecError(f"expected rows of {len(cols)} numbers, got shape {a.shape}", source=str(p), field="rows")
+    bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
+    if len(bad):
+        raise SpecError(f"row {bad[0]} is not finite", source=str(p), field="rows")
+    c = {name: a[:, i] for i, name in enumerate(cols)}
+    took = c["end_s"] - c["start_s"]
+    if (took <= 0).any():
+        raise SpecError(f"row {int(np.flatnonzero(took <= 0)[0])}: end_s must be after start_s", source=str(p),
+                        field="rows")
+    if (a[:, [cols.index(k) for k in COLUMNS[2:]]] < 0).any():
+        raise SpecError("decodes, prefills, tokens and contexts must be >= 0", source=str(p), field="rows")
+    pt, n = c["prefill_tokens"], np.maximum(c["prefills"], 1.0)
+    attn = c["prefill_attn"] if "prefill_attn" in c else pt * (c["prefill_context"] / n + pt / n / 2.0)
+    return Trace(p.stem, str(p), took, c["decodes"], c["prefills"], pt, attn, c["decode_context"])
+
+
+def step_cost_of(sc, values: dict[str, float]):
+    """The step cost of the scenario's colocated engine with these host constants."""
+    from ..metrics.step_physics import step_cost
+
+    if not sc.scenario.cluster.colocated:
+        raise SpecError("from-steps prices a colocated engine's steps; the scenario has no colocated group",
+                        field="cluster")
+    hw = sc.hardware_of("colocated", 0)
+    eff = {k.split(".", 1)[1]: v for k, v in values.items()}
+    return step_cost(sc, "colocated", 0, dataclasses.replace(hw, efficiency=dataclasses.replace(hw.efficiency, **eff)))
+
+
+def prices(cost, t: Trace) -> np.ndarray:
+    """Every traced step's price (seconds) by ``cost``."""
+    return np.array([cost.step_time(int(pt), float(pa), int(ch), int(d), float(ctx)) for pt, pa, ch, d, ctx in
+                     zip(t.prefill_tokens, t.prefill_attn, t.prefills, t.decodes, t.decode_context)], float)
+
+
+def design(sc, t: Trace, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the price with every fitted constant at zero, one column per constant: d price / d constant)."""
+    zero = {n: 0.0 for n in names}
+    p0 = prices(step_cost_of(sc, zero), t)
+    cols = [prices(step_cost_of(sc, {**zero, n: 1.0}), t) - p0 for n in names]
+    return p0, np.column_stack(cols)
+
+
+def fit_steps(sc, traces: list[Trace], names: list[str]) -> dict[str, float]:
+    """Non-negative least squares of the host constants on the traces' steps (module doc)."""
+    from scipy.optimize import nnls
+
+    ys, xs = [], []
+    for t in traces:
+        p0, x = design(sc, t, names)
+        w = 1.0 / t.took
+        ys.append((t.took - p0) * w)
+        xs.append(x * w[:, None])
+    x = np.vstack(xs)
+    scale = np.maximum(np.abs(x).max(axis=0), 1e-30)  # columns of like size: nnls is not scale-free
+    theta, _ = nnls(x / scale, np.concatenate(ys))
+    return {n: float(v) for n, v in zip(names, theta / scale)}
+
+
+@dataclass
+class Row:
+    trace: str
+    role: str  # fit | held-out
+    kind: str  # "decode 1-3" ... | "with prefill" | "all"
+    steps: int
+    real_ms: float  # median real step time
+    before: float  # median real / price, the profile as it is
+    after: float  # median real / price, the fitted constants
+
+
+@dataclass
+class StepsResult:
+    params: list[str]
+    before: dict[str, float]
+    after: dict[str, float]
+    rows: list[Row]
+    fitted_on: list[str]
+    heldout: list[str]
+
+
+def _kinds(t: Trace) -> list[tuple[str, np.ndarray]]:
+    pure = t.prefills == 0
+    out = [("all", np.ones(len(t.took), bool))]
+    out += [(f"decode {lo}-{hi}" if hi < 10**9 else f"decode {lo}+", pure & (t.decodes >= lo) & (t.decodes <= hi))
+            for lo, hi in BATCH_BINS]
+    out.append(("with prefill", ~pure))
+    return [(k, m) for k, m in out if m.any()]
+
+
+def from_steps(sc, paths: list[str], holdout: list[str] | None = None, names: list[str] | None = None) -> StepsResult:
+    """Fit the host constants ``names`` (default the three of HOST) of the scenario's colocated
+    engine to the step traces ``paths``, less ``holdout``; report every trace's real/price."""
+    if not paths:
+        raise SpecError("give at least one step trace", field="TRACE")
+    holdout = list(holdout or [])
+    paths = list(paths) + [h for h in holdout if h not in paths]
+    names = [n if n in PARAMS else f"efficiency.{n}" for n in (names or HOST)]
+    unknown = [n for n in names if n not in HOST]
+    if unknown:
+        raise SpecError(f"unknown constant {unknown[0]!r}; from-steps fits {', '.join(HOST)}", field="--param")
+    traces = [read_trace(p) for p in paths]
+    train = [t for t in traces if t.path not in holdout]
+    if not train:
+        raise SpecError("every trace is held out: nothing to fit on", field="--holdout")
+    if not sc.scenario.cluster.colocated:
+        step_cost_of(sc, {})  # the one-line error: a colocated engine is what a step trace prices
+    eff = sc.hardware_of("colocated", 0).efficiency
+    before = {n: float(getattr(eff, n.split(".", 1)[1])) for n in names}
+    after = fit_steps(sc, train, names)
+    cost_b, cost_a = step_cost_of(sc, before), step_cost_of(sc, after)
+    rows = []
+    for t in traces:
+        rb, ra = t.took / prices(cost_b, t), t.took / prices(cost_a, t)
+        role = "held-out" if t.path in holdout else "fit"
+        for kind, m in _kinds(t):
+            rows.append(Row(t.name, role, kind, int(m.sum()), float(np.median(t.took[m])) * 1e3,
+                            float(np.median(rb[m])), float(np.median(ra[m]))))
+    return StepsResult(names, before, after, rows, [t.path for t in train], [t.path for t in traces
+                                                                             if t.path in holdout])
+
+
+def table_text(res: StepsResult) -> str:
+    lines = [f"  {'trace':<26}{'role':<10}{'steps':<14}{'n':>6}{'real ms':>9}{'before':>8}{'after':>8}",
+             "  (median real step time over its price; 1.00 = priced right)"]
+    for r in res.rows:
+        lines.append(f"  {r.trace[-26:]:<26}{r.role:<10}{r.kind:<14}{r.steps:>6}{r.real_ms:>9.1f}{r.before:>8.2f}"
+                     f"{r.after:>8.2f}")
+    for role in dict.fromkeys(r.role for r in res.rows):
+        alls = [r for r in res.rows if r.role == role and r.kind == "all"]
+        lines.append(f"  {role} traces, mean over traces of |1 - median real/price|: before "
+                     f"{np.mean([abs(1 - r.before) for r in alls]):.1%}, after {np.mean([abs(1 - r.after) for r in alls]):.1%}")
+    return "\n".join(lines + constants_lines(res.params, res.before, res.after))
+
+
+def overlay_text(res: StepsResult, sc, hardware_ref: str, out: Path) -> str:
+    from .fitted_overlay import overlay_yaml
+
+    held = [r for r in res.rows if r.role == "held-out" and r.kind == "all"]
+    check = (f"held-out traces' mean |1 - median real/price| {np.mean([abs(1 - r.after) for r in held]):.1%} "
+             f"(before {np.mean([abs(1 - r.before) for r in held]):.1%})" if held else "no trace held out")
+    fitted_on = ", ".join(Path(p).name for p in res.fitted_on)
+    head = ["Profile overlay written by `pdsim calibrate from-steps` (pdsim/calibrate/from_steps.py).",
+            f"Fitted on the step traces: {fitted_on}"
+            + (f"; held out: {', '.join(Path(p).name for p in res.heldout)}" if res.heldout else ""),
+            f"Check: {check}", f"Use: pdsim run SCENARIO --set hardware={out}"]
+    eff = {n.split(".", 1)[1]: v for n, v in res.after.items() if math.isfinite(v)}
+    err = float(np.mean([abs(1 - r.after) for r in held])) if held else None
+    return overlay_yaml(sc, hardware_ref, out, eff, f"pdsim calibrate from-steps ({{date}}) on {fitted_on}; {check}",
+                        head, err)
