@@ -105,6 +105,7 @@ def test_the_cli_writes_an_overlay_that_scenarios_load(tmp_path, capsys):
     ({"columns": COLS, "rows": [[1, 1, 1, 0, 0, 10, 0]]}, "row 0: end_s must be after start_s"),
     ({"columns": COLS, "rows": [[0, 1, -1, 0, 0, 10, 0]]}, "must be >= 0"),
     ({"columns": COLS, "rows": [[0, 1, 1]]}, "expected rows of 7 numbers"),
+    ({"columns": COLS, "rows": [[0, 1, 1, 0, 0, 10, 0], [1, 2, 0, 0, 0, 0, 0]]}, "row 1 carries no work"),
     ([1, 2], "expected a JSON object"),
 ])
 def test_bad_traces_name_the_file_and_what_was_expected(tmp_path, doc, says):

@@ -83,6 +83,10 @@ def read_trace(path: str) -> Trace:
                         field="rows")
     if (a[:, [cols.index(k) for k in COLUMNS[2:]]] < 0).any():
         raise SpecError("decodes, prefills, tokens and contexts must be >= 0", source=str(p), field="rows")
+    empty = np.flatnonzero((c["decodes"] == 0) & (c["prefill_tokens"] == 0))
+    if len(empty):
+        raise SpecError(f"row {int(empty[0])} carries no work (no decodes, no prefill tokens): a step trace "
+                        "has one row per step the engine ran", source=str(p), field="rows")
     pt, n = c["prefill_tokens"], np.maximum(c["prefills"], 1.0)
     attn = c["prefill_attn"] if "prefill_attn" in c else pt * (c["prefill_context"] / n + pt / n / 2.0)
     return Trace(p.stem, str(p), took, c["decodes"], c["prefills"], pt, attn, c["decode_context"])
