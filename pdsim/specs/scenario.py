@@ -59,7 +59,8 @@ class EngineSpec:
     moe_runner: Literal["deepgemm", "deepgemm_swapab", "triton"] = "deepgemm"  # routed-expert GEMM kernel (costs/calibrated.py)
     moe_a2a_backend: Literal["deepep", "none"] = "deepep"  # EP token exchange: DeepEP all-to-all, or none (all-reduce)
     # attention kernels (costs/attention_backends.py): auto = the engine's default for the GPU
-    # (FA3 on Hopper, FlashInfer elsewhere); flashmla for MLA models' decode
+    # (FA3 on Hopper, FlashInfer elsewhere); flashmla for MLA models' decode; sdpa_packed for
+    # transformers' continuous batching (paged|sdpa: one masked attention over the packed batch)
     attention_backend: Literal["auto", "flashmla", "flashinfer", "fa3", "triton", "sdpa_packed"] = "auto"
 
     def __post_init__(self) -> None:
