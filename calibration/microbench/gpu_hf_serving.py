@@ -29,8 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import platform
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -38,6 +37,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # pdsim from this checkout
 
 # Llama-3.1-8B's config.json (meta-llama/Llama-3.1-8B) and a tiny shape for CPU tests.
 SHAPES = {
@@ -162,7 +163,7 @@ def run_load(model, engine: Engine, reqs: dict, vocab: int, seed: int, trace: St
         if manager.add_request(prompts[i], request_id=f"r{i}", max_new_tokens=reqs["output_len"][i],
                                record_timestamps=True, eos_token_id=-1) is None:
             raise RuntimeError(f"the engine refused request {i}: its generation thread stopped")
-    finished = done.wait(timeout=timeout_s)
+    done.wait(timeout=timeout_s)  # what has not finished by then is reported as not finished
     manager.stop(block=True)
     model.destroy_cached_continuous_batching_manager()
     tokens, errors = [], []
@@ -173,8 +174,7 @@ def run_load(model, engine: Engine, reqs: dict, vocab: int, seed: int, trace: St
         errors.append("" if out is not None and out.error is None
                       else (out.error if out is not None else "not finished"))
     steps = [[r[0] - t0, r[1] - t0, *r[2:]] for r in trace.rows]
-    return {"t0": t0, "send": [s - t0 for s in sent], "tokens": tokens, "errors": errors,
-            "finished": finished, "steps": steps}
+    return {"send": [s - t0 for s in sent], "tokens": tokens, "errors": errors, "steps": steps}
 
 
 def bench_json(reqs: dict, got: dict, meta: dict) -> dict:
@@ -208,32 +208,16 @@ def bench_json(reqs: dict, got: dict, meta: dict) -> dict:
                            "not_completed": [i for i in range(len(got["errors"])) if i not in set(ok)]}}
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def provenance(device: str) -> dict:
+    """pdsim's machine fingerprint (specs/machine.py: CPU model and flags, cores, GPU and driver,
+    library versions) and what torch says of the GPU."""
     import torch
-    import transformers
-    info = {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "host_cpu": _cpu_model(),
-            "host_cores": os.cpu_count()}
+
+    from pdsim.specs.machine import fingerprint  # stdlib only: the GPU machine has no simpy
+    info = fingerprint(("torch", "transformers"))
     if device == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(0)
         info["gpu_mib"] = torch.cuda.get_device_properties(0).total_memory // 2**20
         info["cuda"] = torch.version.cuda
-        try:
-            import subprocess
-            info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                            capture_output=True, text=True, timeout=20).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            info["driver"] = "unknown"
     return info
 
 

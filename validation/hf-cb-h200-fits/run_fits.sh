@@ -12,20 +12,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 HERE=validation/hf-cb-h200-fits
-S="workloads/scenarios/hf-cb-h200-llama8b.yaml --set hardware=h200"  # from the bare profile
+S=(--scenario workloads/scenarios/hf-cb-h200-llama8b.yaml --set hardware=h200)  # from the bare profile
 R=calibration/sessions/h200-2026-11-28
 P="--param step_overhead_us --param seq_overhead_us --param ctx_overhead_ns"
 t() { echo "$R/$1.steps.json"; }
 h() { for x in "$@"; do echo "--holdout $(t "$x")"; done; }
 # shellcheck disable=SC2046
 python -m pdsim calibrate from-steps $(t run1/load0.8) $(h run1/load0.3 run1/burst run1/chunk512 run2/load0.8-repeat run2/load1.3) \
-  --scenario $S --out $HERE/steps-knee.yaml > $HERE/steps-knee.txt
+  "${S[@]}" --out $HERE/steps-knee.yaml > $HERE/steps-knee.txt
 # shellcheck disable=SC2046
 python -m pdsim calibrate from-steps $(t run1/load0.3) $(t run1/burst) $(h run1/load0.8 run1/chunk512 run2/load0.8-repeat run2/load1.3) \
-  --scenario $S --out $HERE/steps-light-burst.yaml > $HERE/steps-light-burst.txt
+  "${S[@]}" --out $HERE/steps-light-burst.yaml > $HERE/steps-light-burst.txt
 python -m pdsim calibrate from-runs $R/run1/load0.3.json $R/run1/burst.json \
   --holdout $R/run1/load0.8.json --holdout $R/run2/load0.8-repeat.json --holdout $R/run2/load1.3.json \
-  --scenario $S --arrivals send_times $P --out $HERE/runs-light-burst.yaml > $HERE/runs-light-burst.txt
+  "${S[@]}" --arrivals send_times $P --out $HERE/runs-light-burst.yaml > $HERE/runs-light-burst.txt
 python -m pdsim calibrate from-runs $R/run1/load0.8.json $R/run2/load0.8-repeat.json $R/run2/load1.3.json \
   --holdout $R/run1/load0.3.json --holdout $R/run1/burst.json \
-  --scenario $S --arrivals send_times $P --out $HERE/runs-mid-loads.yaml > $HERE/runs-mid-loads.txt
+  "${S[@]}" --arrivals send_times $P --out $HERE/runs-mid-loads.yaml > $HERE/runs-mid-loads.txt
