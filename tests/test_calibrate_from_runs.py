@@ -195,4 +195,4 @@ def test_a_host_bound_engine_30x_its_profiles_prior_is_found(tmp_path):
     res = from_runs(sc, [str(light), str(knee)], holdout=[str(knee)], names=["step_overhead_us"])
     assert res.before["efficiency.step_overhead_us"] == 2000.0
     assert res.after["efficiency.step_overhead_us"] == pytest.approx(60000.0, rel=0.05)
-    assert res.mean_abs("held-out", "after") < 0.05 < res.mean_abs("held-out", "before")
+    assert res.mean_abs("held-out", "after") < 0.1 < 0.5 < res.mean_abs("held-out", "before")

@@ -29,14 +29,15 @@ def _rows(case: str, overrides: list[str] | None = None) -> dict[str, tuple[floa
     return {r.metric: (r.real, r.simulated) for r in res.rows if r.metric in GATED}
 
 
-def test_host_work_fitted_on_other_runs_step_traces_predicts_light_knee_and_burst():
-    """Each case's host constants come from `pdsim calibrate from-steps` on other runs' step traces
-    (validation/hf-cb-h200-fits): the knee from the light and burst traces, the light load and
-    the burst from the knee's. On the machine they were recorded on, every gated metric is within
-    +-20% but the burst's p90 ITL (+25%: its steps that mix a prefill chunk into 60 decodes run
-    at 0.80 of their packed-attention price)."""
-    for case, allowed_to_fail in (("hf-cb-h200-knee", set()), ("hf-cb-h200-light", set()),
-                                  ("hf-cb-h200-burst", {"p90_itl_ms"})):
+def test_host_work_and_attention_fitted_on_other_runs_step_traces_predict_every_case():
+    """Each case's host constants and packed-attention rate come from `pdsim calibrate from-steps`
+    on other runs' step traces (validation/hf-cb-h200-fits): the knee from the light and burst
+    traces, every other case from the knee's. Every gated metric is within +-20% but the repeat's
+    p90 ITL (-24%): the repeat ran on the machine lent at the second start, whose steps took
+    19-22% longer than the first's for the same requests (the test below)."""
+    cases = (("hf-cb-h200-knee", set()), ("hf-cb-h200-light", set()), ("hf-cb-h200-burst", set()),
+             ("hf-cb-h200-overload", set()), ("hf-cb-h200-chunk512", set()), ("hf-cb-h200-knee-repeat", {"p90_itl_ms"}))
+    for case, allowed_to_fail in cases:
         for m, (real, sim) in _rows(case).items():
             assert (abs(sim / real - 1) < 0.20) != (m in allowed_to_fail), (case, m, real, sim)
 
@@ -51,10 +52,10 @@ def test_the_smaller_token_budget_moves_ttft_and_itl_the_way_the_engine_did():
     """The what-if users run pdsim for (--chunked-prefill-size): the knee's requests with a
     512-token step budget instead of 2048, the host work fitted on the 2048 run's step trace (a
     user's current deployment) and the 512 run never seen. The engine: mean TTFT 1.90x (183 ->
-    349 ms), p90 2.10x, ITL 0.96x mean and 0.91x p90. pdsim: 1.94x, 2.34x, 1.00x, 1.08x: the
-    TTFT's rise to within 2% (mean) and 12% (p90); the p90 ITL moves the wrong way (+8% against
-    -9%): with 512-token chunks the engine's mixed steps run under their packed-attention price
-    (chunk512 trace: 0.87 of it), so pdsim's ITL tail is too slow there."""
+    349 ms), p90 2.10x, ITL 0.96x mean and 0.91x p90. pdsim: 1.95x, 2.41x, 1.00x, 1.03x: the
+    TTFT's rise to within 3% (mean) and 15% (p90); the p90 ITL moves the wrong way (+3% against
+    -9%): with 512-token chunks the engine's mixed steps run under their price (chunk512 trace:
+    0.91 of it), so pdsim's ITL tail is too slow there."""
     knee_fit = ["hardware=../../validation/hf-cb-h200-fits/steps-knee.yaml"]
     knee, small = _rows("hf-cb-h200-knee", knee_fit), _rows("hf-cb-h200-chunk512")
     for m, tol in (("mean_ttft_ms", 0.05), ("p90_ttft_ms", 0.15), ("mean_itl_ms", 0.05), ("p90_itl_ms", 0.20)):

@@ -8,12 +8,13 @@ from pathlib import Path
 
 
 def overlay_yaml(sc, hardware_ref: str, out: Path, eff: dict[str, float], source: str, head: list[str],
-                 uncertainty: float | None = None) -> str:
+                 uncertainty: float | None = None, calibration: dict[str, float] | None = None) -> str:
     """The overlay's text: ``head`` as comment lines, then the YAML. ``eff`` maps efficiency
-    field -> fitted value; ``source`` says how each was fitted (the date is added);
-    ``uncertainty`` (relative, the fit's error where it did not look) replaces the base
-    profile's for each fitted constant, so ``pdsim sensitivity`` perturbs a fitted constant by
-    its own error, not by the prior's it replaced."""
+    field -> fitted value, ``calibration`` a fitted kernel's "MODEL.FIELD" -> value; ``source``
+    says how each was fitted (the date is added); ``uncertainty`` (relative, the fit's error where
+    it did not look) replaces the base profile's for each fitted constant (a kernel model's
+    ``rel_uncertainty``), so ``pdsim sensitivity`` perturbs a fitted constant by its own error, not
+    by the prior's it replaced."""
     import yaml
 
     from ..specs.catalog import hardware_dir, resolve
@@ -30,4 +31,13 @@ def overlay_yaml(sc, hardware_ref: str, out: Path, eff: dict[str, float], source
         doc["sources"] = {f"efficiency.{k}": f"fitted: {source.replace('{date}', date)}" for k in eff}
         if uncertainty is not None and uncertainty == uncertainty:  # not NaN: something was held out
             doc["uncertainty"] = {f"efficiency.{k}": round(max(uncertainty, 0.01), 4) for k in eff}
+    if calibration:
+        cal: dict[str, dict[str, float]] = {}
+        for key, v in calibration.items():
+            model, name = key.split(".")
+            cal.setdefault(model, {})[name] = round(v, 4)
+            if uncertainty is not None and uncertainty == uncertainty:
+                cal[model]["rel_uncertainty"] = round(max(uncertainty, 0.01), 4)
+            doc.setdefault("sources", {})[f"calibration.{key}"] = f"fitted: {source.replace('{date}', date)}"
+        doc["calibration"] = cal
     return "\n".join(f"# {h}" for h in head) + "\n" + yaml.safe_dump(doc, sort_keys=False, width=110)

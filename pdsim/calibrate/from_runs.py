@@ -339,11 +339,13 @@ def table_text(res: Result) -> str:
     return "\n".join(lines + constants_lines(res.params, res.before, res.after))
 
 
-def constants_lines(params: list[str], before: dict[str, float], after: dict[str, float]) -> list[str]:
-    """The fitted constants, before -> after, with their units and meaning (a table's last lines)."""
+def constants_lines(params: list[str], before: dict[str, float], after: dict[str, float],
+                    known: dict[str, Param] = PARAMS) -> list[str]:
+    """The fitted constants, before -> after, with their units and meaning (``known``: the
+    fittable constants by path; a table's last lines)."""
     lines = ["  constants (before -> fitted):"]
     for n in params:
-        p = PARAMS[n]
+        p = known[n]
         lines.append(f"    {n:<30}{before[n]:>10.4g} -> {after[n]:<10.4g} {p.unit:<3} ({p.what})")
     return lines
 

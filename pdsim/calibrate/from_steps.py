@@ -13,7 +13,18 @@ constants are the non-negative least squares of (real step time - GPU price) on 
 each step weighted by 1 / its real time (relative errors: a 60 ms step and a 600 ms step count
 alike). No simulation: the trace says what each step carried and how long it took, so the fit
 separates per-step from per-sequence work even where the end-to-end latencies of a few loads
-cannot (from_runs.py). The kernels are never refitted (``pdsim calibrate fit`` does that).
+cannot (from_runs.py).
+
+One kernel constant can join them: ``--param attention``, the prefill attention kernel's fraction
+of peak FLOP/s as the profile prices it (``calibration.attention_prefill.eff`` where the calibrated
+cost model reads the profile's fitted kernel, else ``efficiency.attention``). The attention core's
+seconds are work / (peak x that fraction), so the step price is linear in 1 / fraction wherever
+nothing else reads it (under ``sdpa_packed``, transformers' one dense attention over the packed
+batch; not beside a decode kernel's roofline max of HBM and FLOP time): its column is the
+attention seconds at the profile's value (the price at half of it less the price at it), and the
+fitted multiple s of that column gives fraction = profile's / s. The linearity is checked on every
+traced step; where it does not hold the fit is refused, naming the step. The other kernels are
+never refitted here (``pdsim calibrate fit``).
 
 Trace format (JSON): ``{"columns": [...], "rows": [[...], ...]}`` with the columns ``start_s``,
 ``end_s`` (seconds), ``decodes``, ``prefills`` (prefill chunks), ``prefill_tokens``,
@@ -33,9 +44,13 @@ from pathlib import Path
 import numpy as np
 
 from ..specs.errors import SpecError
-from .from_runs import PARAMS, constants_lines
+from .from_runs import PARAMS, Param, constants_lines
 
 HOST = ("efficiency.step_overhead_us", "efficiency.seq_overhead_us", "efficiency.ctx_overhead_ns")
+ATTENTION = "attention"  # --param attention: the prefill attention kernel's rate (module doc)
+_ATTN_WHAT = "prefill attention kernel's fraction of peak FLOP/s"
+ATTENTION_PATHS = ("efficiency.attention", "calibration.attention_prefill.eff")
+KNOWN = {**PARAMS, **{path: Param(path, "hardware", 0.1, "", _ATTN_WHAT) for path in ATTENTION_PATHS}}
 COLUMNS = ("start_s", "end_s", "decodes", "prefills", "prefill_tokens", "decode_context", "prefill_context")
 BATCH_BINS = ((1, 3), (4, 15), (16, 31), (32, 63), (64, 10**9))
 
@@ -93,15 +108,40 @@ def read_trace(path: str) -> Trace:
 
 
 def step_cost_of(sc, values: dict[str, float]):
-    """The step cost of the scenario's colocated engine with these host constants."""
+    """The step cost of the scenario's colocated engine with these constants (``efficiency.*`` and
+    ``calibration.MODEL.FIELD`` paths)."""
     from ..metrics.step_physics import step_cost
 
     if not sc.scenario.cluster.colocated:
         raise SpecError("from-steps prices a colocated engine's steps; the scenario has no colocated group",
                         field="cluster")
     hw = sc.hardware_of("colocated", 0)
-    eff = {k.split(".", 1)[1]: v for k, v in values.items()}
-    return step_cost(sc, "colocated", 0, dataclasses.replace(hw, efficiency=dataclasses.replace(hw.efficiency, **eff)))
+    eff = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("efficiency.")}
+    cal = dict(hw.calibration)
+    for k, v in values.items():
+        if k.startswith("calibration."):
+            _, model, name = k.split(".")
+            cal[model] = {**cal[model], name: v}
+    return step_cost(sc, "colocated", 0, dataclasses.replace(
+        hw, efficiency=dataclasses.replace(hw.efficiency, **eff), calibration=cal))
+
+
+def attention_path(sc) -> str:
+    """Where the scenario's colocated engine reads its prefill attention kernel's rate: the
+    profile's fitted ``attention_prefill`` under the calibrated cost model, else its prior."""
+    hw = sc.hardware_of("colocated", 0)
+    if step_cost_of(sc, {}).name == "calibrated" and "attention_prefill" in hw.calibration:
+        return "calibration.attention_prefill.eff"
+    return "efficiency.attention"
+
+
+def value_of(sc, path: str) -> float:
+    """A fittable constant's value in the scenario's colocated profile."""
+    hw = sc.hardware_of("colocated", 0)
+    if path.startswith("calibration."):
+        _, model, name = path.split(".")
+        return float(hw.calibration[model][name])
+    return float(getattr(hw.efficiency, path.split(".", 1)[1]))
 
 
 def prices(cost, t: Trace) -> np.ndarray:
@@ -111,11 +151,27 @@ def prices(cost, t: Trace) -> np.ndarray:
 
 
 def design(sc, t: Trace, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(the price with every fitted constant at zero, one column per constant: d price / d constant)."""
-    zero = {n: 0.0 for n in names}
+    """(the price with every fitted constant at zero, one column per constant: d price / d constant).
+    For ``efficiency.attention`` the constant is the multiple of the attention seconds at the
+    profile's value, and "at zero" means without them (module doc)."""
+    host = [n for n in names if n in HOST]
+    zero = {n: 0.0 for n in host}
     p0 = prices(step_cost_of(sc, zero), t)
-    cols = [prices(step_cost_of(sc, {**zero, n: 1.0}), t) - p0 for n in names]
-    return p0, np.column_stack(cols)
+    cols = {n: prices(step_cost_of(sc, {**zero, n: 1.0}), t) - p0 for n in host}
+    for path in [n for n in names if n not in HOST]:  # the attention rate (module doc)
+        a0 = value_of(sc, path)
+        half = prices(step_cost_of(sc, {**zero, path: a0 / 2.0}), t)
+        quarter = prices(step_cost_of(sc, {**zero, path: a0 / 4.0}), t)
+        att = half - p0  # attention seconds at a0: K / a0, when the price is R + K / attention
+        bent = np.flatnonzero(np.abs((quarter - half) - 2.0 * att) > 1e-9 * np.maximum(quarter, 1e-12))
+        if len(bent):
+            raise SpecError(f"step {int(bent[0])}: the price is not linear in 1 / {path} for this engine "
+                            "(its decode attention is a roofline of HBM and FLOP time); from-steps fits the attention "
+                            "rate only where one attention kernel prices every query (engine.attention_backend: "
+                            "sdpa_packed)", source=t.path, field="--param")
+        cols[path] = att
+        p0 = p0 - att
+    return p0, np.column_stack([cols[n] for n in names])
 
 
 def fit_steps(sc, traces: list[Trace], names: list[str]) -> dict[str, float]:
@@ -131,7 +187,17 @@ def fit_steps(sc, traces: list[Trace], names: list[str]) -> dict[str, float]:
     x = np.vstack(xs)
     scale = np.maximum(np.abs(x).max(axis=0), 1e-30)  # columns of like size: nnls is not scale-free
     theta, _ = nnls(x / scale, np.concatenate(ys))
-    return {n: float(v) for n, v in zip(names, theta / scale)}
+    out = {n: float(v) for n, v in zip(names, theta / scale)}
+    for path in [n for n in names if n not in HOST]:  # the attention column's multiple s: a0 / s
+        a0 = value_of(sc, path)
+        s = out[path]
+        if not s > 0 or a0 / s > 1.0:
+            what = "no time" if not s > 0 else f"{a0 / s:.3g} of peak FLOP/s (above 1)"
+            raise SpecError(f"the fit gives the attention kernel {what}: these steps do not pin its rate down "
+                            "(too little attention work beside the host's); fit the host constants alone",
+                            field="--param")
+        out[path] = a0 / s
+    return out
 
 
 @dataclass
@@ -171,18 +237,20 @@ def from_steps(sc, paths: list[str], holdout: list[str] | None = None, names: li
         raise SpecError("give at least one step trace", field="TRACE")
     holdout = list(holdout or [])
     paths = list(paths) + [h for h in holdout if h not in paths]
+    if not sc.scenario.cluster.colocated:
+        step_cost_of(sc, {})  # the one-line error: a colocated engine is what a step trace prices
     names = [n if n in PARAMS else f"efficiency.{n}" for n in (names or HOST)]
-    unknown = [n for n in names if n not in HOST]
+    names = [attention_path(sc) if n in ("efficiency." + ATTENTION, *ATTENTION_PATHS) else n for n in names]
+    unknown = [n for n in names if n not in HOST and n not in ATTENTION_PATHS]
     if unknown:
-        raise SpecError(f"unknown constant {unknown[0]!r}; from-steps fits {', '.join(HOST)}", field="--param")
+        raise SpecError(f"unknown constant {unknown[0]!r}; from-steps fits {', '.join(HOST)} and {ATTENTION!r} "
+                        "(the prefill attention kernel's rate)", field="--param")
+    names = list(dict.fromkeys(names))
     traces = [read_trace(p) for p in paths]
     train = [t for t in traces if t.path not in holdout]
     if not train:
         raise SpecError("every trace is held out: nothing to fit on", field="--holdout")
-    if not sc.scenario.cluster.colocated:
-        step_cost_of(sc, {})  # the one-line error: a colocated engine is what a step trace prices
-    eff = sc.hardware_of("colocated", 0).efficiency
-    before = {n: float(getattr(eff, n.split(".", 1)[1])) for n in names}
+    before = {n: value_of(sc, n) for n in names}
     after = fit_steps(sc, train, names)
     cost_b, cost_a = step_cost_of(sc, before), step_cost_of(sc, after)
     rows = []
@@ -206,7 +274,7 @@ def table_text(res: StepsResult) -> str:
         alls = [r for r in res.rows if r.role == role and r.kind == "all"]
         lines.append(f"  {role} traces, mean over traces of |1 - median real/price|: before "
                      f"{np.mean([abs(1 - r.before) for r in alls]):.1%}, after {np.mean([abs(1 - r.after) for r in alls]):.1%}")
-    return "\n".join(lines + constants_lines(res.params, res.before, res.after))
+    return "\n".join(lines + constants_lines(res.params, res.before, res.after, KNOWN))
 
 
 def overlay_text(res: StepsResult, sc, hardware_ref: str, out: Path) -> str:
@@ -220,7 +288,8 @@ def overlay_text(res: StepsResult, sc, hardware_ref: str, out: Path) -> str:
             f"Fitted on the step traces: {fitted_on}"
             + (f"; held out: {', '.join(Path(p).name for p in res.heldout)}" if res.heldout else ""),
             f"Check: {check}", f"Use: pdsim run SCENARIO --set hardware={out}"]
-    eff = {n.split(".", 1)[1]: v for n, v in res.after.items() if math.isfinite(v)}
+    eff = {n.split(".", 1)[1]: v for n, v in res.after.items() if math.isfinite(v) and n.startswith("efficiency.")}
+    cal = {n.split(".", 1)[1]: v for n, v in res.after.items() if math.isfinite(v) and n.startswith("calibration.")}
     err = float(np.mean([abs(1 - r.after) for r in held])) if held else None
     return overlay_yaml(sc, hardware_ref, out, eff, f"pdsim calibrate from-steps ({{date}}) on {fitted_on}; {check}",
-                        head, err)
+                        head, err, cal)

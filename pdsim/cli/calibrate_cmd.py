@@ -35,7 +35,8 @@ def register(sub) -> None:
                     help="from-runs: a run the fit never sees, only predicts (repeatable; default: leave one run out)")
     ca.add_argument("--param", action="append", metavar="NAME",
                     help="from-runs: a constant to fit (repeatable; default step_overhead_us, seq_overhead_us, "
-                         "ctx_overhead_ns, router_ms, and setup_ms for P/D)")
+                         "ctx_overhead_ns, router_ms, and setup_ms for P/D); from-steps: the three host constants "
+                         "(default) and 'attention', the prefill attention kernel's rate")
     ca.add_argument("--max-evals", type=int, default=40,
                     help="from-runs: least-squares evaluations per fit at most (default 40; each also simulates "
                          "once per constant for the Jacobian, and every evaluation simulates every fitted run)")
