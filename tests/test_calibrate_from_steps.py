@@ -6,6 +6,7 @@ on the lent H200 (calibration/sessions/h200-2026-11-28): a fit on one load's tra
 pure-decode steps of the loads it never saw within a few %. Bad traces are one-line errors."""
 from __future__ import annotations
 
+import gzip
 import json
 
 import numpy as np
@@ -209,3 +210,90 @@ def test_bad_cli_inputs_are_one_line_errors(tmp_path, capsys):
     pd = str(REPO / "workloads/scenarios/llama8b-a800-1p1d.yaml")
     assert main(["calibrate", "from-steps", trace, "--scenario", pd]) == 2
     assert "no colocated group" in capsys.readouterr().err
+
+
+CPU_SCENARIO = str(REPO / "workloads/scenarios/cpu-vllm-tiny-llama.yaml")
+FIFO = REPO / "validation/cpu-vllm-calibration/fifo"
+
+
+def _vllm_trace(folder, steps: list[dict], loads: dict) -> str:
+    """A vllm_step_trace recording: the engine core's step rows and a worker's rows in their own
+    files, and the loads' spans."""
+    base = folder / "steps.jsonl"
+    rows = [{"kind": "clock", "pid": 11, "monotonic": 0.0, "wall": 0.0}]
+    for s in steps:
+        rows.append({"kind": "step", "t_scheduled": s["t_schedule"] + 1e-4, "t_model_done": s["t_end"] - 1e-4,
+                     "running": s["decodes"] + len(s["prefill_chunks"]), "waiting": 0, "preempted": 0,
+                     "prefill_tokens": sum(c["tokens"] for c in s["prefill_chunks"]), **s})
+    (folder / "steps.jsonl.11.gz").write_bytes(gzip.compress("\n".join(map(json.dumps, rows)).encode()))
+    (folder / "steps.jsonl.12").write_text(json.dumps({"kind": "worker", "call": "execute_model", "t0": 0.0,
+                                                      "t1": 0.001}) + "\n")
+    (folder / "steps.jsonl.loads.json").write_text(json.dumps(loads))
+    return str(base)
+
+
+def test_vllms_own_step_trace_is_read_per_load(tmp_path):
+    """vLLM's step rows (calibration/microbench/vllm_step_trace.py): a step lasts from its
+    schedule's start to its end; its chunks give the prefill work (tokens x (computed + tokens/2));
+    ``@LOAD`` keeps one load's span; a step that carried no token is counted, not priced."""
+    steps = [
+        {"t_schedule": 1.0, "t_end": 1.5, "decodes": 0, "decode_ctx": 0,
+         "prefill_chunks": [{"tokens": 100, "computed": 0, "prompt": 300}, {"tokens": 50, "computed": 200, "prompt": 250}]},
+        {"t_schedule": 1.6, "t_end": 1.61, "decodes": 2, "decode_ctx": 700, "prefill_chunks": []},
+        {"t_schedule": 1.62, "t_end": 1.621, "decodes": 0, "decode_ctx": 0, "prefill_chunks": []},
+        {"t_schedule": 5.0, "t_end": 5.02, "decodes": 3, "decode_ctx": 900, "prefill_chunks": []},
+    ]
+    base = _vllm_trace(tmp_path, steps, {"light": [0.5, 2.0], "light.host": {"cores": 2}, "knee": [4.0, 6.0]})
+    t = read_trace(base + "@light")
+    assert t.name == "steps.jsonl@light" and t.idle_steps == 1
+    assert t.took == pytest.approx([0.5, 0.01]) and list(t.decodes) == [0, 2] and list(t.prefills) == [2, 0]
+    assert list(t.prefill_tokens) == [150, 0] and list(t.decode_context) == [0, 700]
+    assert t.prefill_attn[0] == pytest.approx(100 * 50 + 50 * (200 + 25))
+    assert len(read_trace(base).took) == 3 and len(read_trace(str(tmp_path / "steps.jsonl.11.gz")).took) == 3
+    with pytest.raises(SpecError, match="no load 'overload' in the recording; it has light, knee"):
+        read_trace(base + "@overload")
+    with pytest.raises(SpecError, match="no step-trace files"):
+        read_trace(str(tmp_path / "other.jsonl"))
+    (tmp_path / "steps.jsonl.11.gz").write_bytes(gzip.compress(b'{"kind": "step", "t_schedule": 1}'))
+    with pytest.raises(SpecError, match=r"steps.jsonl.11.gz:1: a 'step' row without the field 't_scheduled'"):
+        read_trace(base)
+
+
+def test_constants_come_back_from_a_vllm_trace_priced_with_them(tmp_path):
+    """The same recovery as above through vLLM's format: chunks with a computed prefix, decodes
+    with their context, the CPU engine's scenario."""
+    sc = api.load_scenario(CPU_SCENARIO, [])
+    truth = {"efficiency.step_overhead_us": 3000.0, "efficiency.seq_overhead_us": 500.0,
+             "efficiency.ctx_overhead_ns": 300.0}
+    rng = np.random.default_rng(1)
+    steps, t0 = [], 0.0
+    for _ in range(150):
+        chunks = [{"tokens": int(rng.integers(16, 512)), "computed": int(rng.integers(0, 512)), "prompt": 1024}
+                  for _ in range(int(rng.random() < 0.3) * int(rng.integers(1, 3)))]
+        d = int(rng.integers(0 if chunks else 1, 12))
+        steps.append({"t_schedule": t0, "t_end": t0 + 1.0, "decodes": d, "decode_ctx": d * int(rng.integers(50, 900)),
+                      "prefill_chunks": chunks})
+        t0 += 2.0
+    t = read_trace(_vllm_trace(tmp_path, steps, {}))
+    for s, took in zip(steps, prices(step_cost_of(sc, truth), t)):
+        s["t_end"] = s["t_schedule"] + float(took)
+    res = from_steps(sc, [_vllm_trace(tmp_path, steps, {})])
+    for name, v in truth.items():
+        assert res.after[name] == pytest.approx(v, rel=1e-6)
+
+
+def test_the_cpu_engines_own_steps_check_its_measured_profile():
+    """vLLM's CPU engine, traced step by step while it served the fifo light and knee loads
+    (validation/cpu-vllm-calibration/fifo/step-traces): the profile re-measured just before
+    (fitted on no recording) prices the light load's steps within 2% by median and the knee's
+    within 7%; the host constants fitted on the light load's 6,619 steps price the knee's 5,215
+    within 3%."""
+    trace = str(FIFO / "step-traces/fifo-steps.jsonl")
+    sc = api.load_scenario(CPU_SCENARIO, [f"hardware={FIFO / 'cpu-epyc-2c.yaml'}"])
+    res = from_steps(sc, [trace + "@cpu-vllm-fifo-light"], holdout=[trace + "@cpu-vllm-fifo-knee"])
+    rows = {(r.trace.split("@")[1], r.kind): r for r in res.rows}
+    assert rows["cpu-vllm-fifo-light", "all"].steps == 6619 and rows["cpu-vllm-fifo-knee", "all"].steps == 5215
+    assert abs(1 - rows["cpu-vllm-fifo-light", "all"].before) < 0.03
+    assert abs(1 - rows["cpu-vllm-fifo-knee", "all"].before) < 0.08
+    assert abs(1 - rows["cpu-vllm-fifo-knee", "all"].after) < 0.04
+    assert res.idle == {"fifo-steps.jsonl@cpu-vllm-fifo-light": 28, "fifo-steps.jsonl@cpu-vllm-fifo-knee": 11}

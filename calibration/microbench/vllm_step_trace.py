@@ -29,10 +29,8 @@ so the engine core runs ``EngineCore.step``: schedule, ship the batch to the wor
 """
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -173,13 +171,6 @@ def trace_env(path: str | Path) -> dict:
     return {"PYTHONPATH": str(folder) + (os.pathsep + pp if pp else ""), ENV_VAR: str(Path(path).resolve())}
 
 
-# the fields every reader of a trace uses (written by wrap_scheduler / describe_step and wrap_runner)
-STEP_FIELDS = ("t_schedule", "t_scheduled", "t_model_done", "t_end", "decodes", "decode_ctx", "prefill_chunks",
-               "prefill_tokens", "running", "waiting", "preempted")
-CHUNK_FIELDS = ("tokens", "computed", "prompt")
-WORKER_FIELDS = ("call", "t0", "t1")
-
-
 def emit_summary(out: dict, json_path: str | None) -> None:
     """Print a trace summary as JSON, and write it to ``json_path`` too when given (the ending of
     step_compare.py, pd_trace.py and stall_trace.py)."""
@@ -202,35 +193,9 @@ def summarise(build, json_path: str | None) -> None:
 
 
 def read_trace(path: str | Path) -> tuple[list[dict], list[dict]]:
-    """The merged (steps, worker calls) of every process's ``<path>.<pid>`` file, each sorted by time.
-    A step or worker row without a field the readers use is refused (ValueError naming the file,
-    line and field)."""
-    base = Path(path)
-    own = re.compile(re.escape(base.name) + r"\.\d+(\.gz)?$")  # <path>.<pid>, or gzipped as committed
-    files = sorted(f for f in base.parent.glob(base.name + ".*") if own.match(f.name))
-    if not files:
-        raise FileNotFoundError(f"{path}: no step-trace files ({base.name}.<pid>) were written")
-    steps, calls = [], []
-    for f in files:
-        text = gzip.decompress(f.read_bytes()).decode() if f.suffix == ".gz" else f.read_text()
-        for i, line in enumerate(text.splitlines(), 1):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{f}:{i}: not a JSON row ({e.msg})") from None
-            kind = row.get("kind") if isinstance(row, dict) else None
-            need = STEP_FIELDS if kind == "step" else WORKER_FIELDS if kind == "worker" else ()
-            for field in need:  # a cut or foreign row: refused here, not a KeyError deep in a summary
-                if field not in row:
-                    raise ValueError(f"{f}:{i}: a {kind!r} row without the field {field!r}")
-            if kind == "step":
-                if not isinstance(row["prefill_chunks"], list):
-                    raise ValueError(f"{f}:{i}: a 'step' row whose 'prefill_chunks' is not a list")
-                for c in row["prefill_chunks"]:
-                    for field in CHUNK_FIELDS:
-                        if not isinstance(c, dict) or field not in c:
-                            raise ValueError(f"{f}:{i}: a prefill chunk without the field {field!r}")
-            (steps if kind == "step" else calls if kind == "worker" else []).append(row)
-    steps.sort(key=lambda r: r["t_schedule"])
-    calls.sort(key=lambda r: r["t0"])
-    return steps, calls
+    """The merged (steps, worker calls) of every process's ``<path>.<pid>`` file, each sorted by time
+    (pdsim.ingest.vllm_steps.read_step_trace, imported here only: the tracer itself runs inside
+    vLLM's processes, which have no pdsim)."""
+    from pdsim.ingest.vllm_steps import read_step_trace
+
+    return read_step_trace(path)

@@ -26,12 +26,23 @@ fitted multiple s of that column gives fraction = profile's / s. The linearity i
 traced step; where it does not hold the fit is refused, naming the step. The other kernels are
 never refitted here (``pdsim calibrate fit``).
 
-Trace format (JSON): ``{"columns": [...], "rows": [[...], ...]}`` with the columns ``start_s``,
-``end_s`` (seconds), ``decodes``, ``prefills`` (prefill chunks), ``prefill_tokens``,
-``decode_context`` (the decodes' context tokens, summed), ``prefill_context`` (tokens computed
-before each chunk, summed) and optionally ``prefill_attn`` (sum over chunks of tokens x (computed
-+ tokens / 2): where absent, chunks of one step are taken as equal).
-calibration/microbench/gpu_hf_serving.py writes it.
+Trace formats:
+
+- JSON ``{"columns": [...], "rows": [[...], ...]}`` with the columns ``start_s``, ``end_s``
+  (seconds), ``decodes``, ``prefills`` (prefill chunks), ``prefill_tokens``, ``decode_context``
+  (the decodes' context tokens, summed), ``prefill_context`` (tokens computed before each chunk,
+  summed) and optionally ``prefill_attn`` (sum over chunks of tokens x (computed + tokens / 2):
+  where absent, chunks of one step are taken as equal). calibration/microbench/gpu_hf_serving.py
+  writes it.
+- vLLM's own steps, recorded in a running vLLM V1 server by
+  calibration/microbench/vllm_step_trace.py (``<path>.<pid>[.gz]`` JSONL files; name the base
+  path or one process's file; pdsim/ingest/vllm_steps.py reads them): a step lasts from its
+  schedule's start to the end of ``update_from_output`` (``t_schedule`` -> ``t_end``), and carries
+  its decodes, their context and each prefill chunk with the tokens computed before it.
+  ``PATH@LOAD`` keeps the steps that started within one load's span of the recording
+  (``<path>.loads.json``, as ``validation/cpu-vllm/here.py --trace-steps`` writes it), so one
+  recording of several loads is fitted on one and checked on the others. Steps that carried no
+  token (the scheduler ran with nothing to run) are not priced; the table counts them.
 """
 from __future__ import annotations
 
@@ -67,9 +78,47 @@ class Trace:
     prefill_tokens: np.ndarray
     prefill_attn: np.ndarray
     decode_context: np.ndarray
+    idle_steps: int = 0  # steps that carried no token (vLLM traces): not priced
 
 
 def read_trace(path: str) -> Trace:
+    """A step trace in either format (module doc); ``PATH@LOAD`` for one load of a vLLM recording."""
+    base, _, load = path.partition("@") if "@" in Path(path).name else (path, "", "")
+    if not load and Path(base).suffix == ".json":
+        return _read_columns(path)
+    return _read_vllm(path, base, load)
+
+
+def _read_vllm(path: str, base: str, load: str) -> Trace:
+    from ..ingest.vllm_steps import read_spans, read_step_trace
+
+    try:
+        steps, _calls = read_step_trace(base)
+        spans = read_spans(base)
+    except (OSError, ValueError) as err:
+        raise SpecError(f"cannot read a step trace: {err}", source=base) from None
+    if load:
+        if load not in spans:
+            raise SpecError(f"no load {load!r} in the recording; it has {', '.join(spans) or 'no loads file'}",
+                            source=base, field="@LOAD")
+        lo, hi = spans[load]
+        steps = [r for r in steps if lo <= r["t_schedule"] <= hi]
+    work = [r for r in steps if r["decodes"] or r["prefill_tokens"]]
+    if not work:
+        raise SpecError("no step that carried a token" + (f" within the load {load!r}" if load else ""), source=base)
+    chunks = [r["prefill_chunks"] for r in work]
+    took = np.array([r["t_end"] - r["t_schedule"] for r in work], float)
+    bad = np.flatnonzero(~(took > 0))
+    if len(bad):
+        raise SpecError(f"a step (its t_schedule {work[int(bad[0])]['t_schedule']}) ends before it starts", source=base)
+    name = Path(base).name + (f"@{load}" if load else "")
+    return Trace(name, path, took, np.array([r["decodes"] for r in work], float),
+                 np.array([len(c) for c in chunks], float), np.array([r["prefill_tokens"] for r in work], float),
+                 np.array([sum(c["tokens"] * (c["computed"] + c["tokens"] / 2.0) for c in cs) for cs in chunks], float),
+                 np.array([r["decode_ctx"] for r in work], float), len(steps) - len(work))
+
+
+def _read_columns(path: str) -> Trace:
     p = Path(path)
     try:
         doc = json.loads(p.read_text())
@@ -219,6 +268,7 @@ class StepsResult:
     rows: list[Row]
     fitted_on: list[str]
     heldout: list[str]
+    idle: dict[str, int] = dataclasses.field(default_factory=dict)  # trace -> steps that carried no token
 
 
 def _kinds(t: Trace) -> list[tuple[str, np.ndarray]]:
@@ -260,16 +310,19 @@ def from_steps(sc, paths: list[str], holdout: list[str] | None = None, names: li
         for kind, m in _kinds(t):
             rows.append(Row(t.name, role, kind, int(m.sum()), float(np.median(t.took[m])) * 1e3,
                             float(np.median(rb[m])), float(np.median(ra[m]))))
-    return StepsResult(names, before, after, rows, [t.path for t in train], [t.path for t in traces
-                                                                             if t.path in holdout])
+    return StepsResult(names, before, after, rows, [t.path for t in train],
+                       [t.path for t in traces if t.path in holdout], {t.name: t.idle_steps for t in traces if t.idle_steps})
 
 
 def table_text(res: StepsResult) -> str:
-    lines = [f"  {'trace':<26}{'role':<10}{'steps':<14}{'n':>6}{'real ms':>9}{'before':>8}{'after':>8}",
+    w = min(48, max([26] + [len(r.trace) + 2 for r in res.rows]))  # a vLLM trace's name carries its load
+    lines = [f"  {'trace':<{w}}{'role':<10}{'steps':<14}{'n':>6}{'real ms':>9}{'before':>8}{'after':>8}",
              "  (median real step time over its price; 1.00 = priced right)"]
     for r in res.rows:
-        lines.append(f"  {r.trace[-26:]:<26}{r.role:<10}{r.kind:<14}{r.steps:>6}{r.real_ms:>9.1f}{r.before:>8.2f}"
-                     f"{r.after:>8.2f}")
+        lines.append(f"  {r.trace[-(w - 2):]:<{w}}{r.role:<10}{r.kind:<14}{r.steps:>6}{r.real_ms:>9.1f}"
+                     f"{r.before:>8.2f}{r.after:>8.2f}")
+    for name, n in res.idle.items():
+        lines.append(f"  {name}: {n} step(s) carried no token (the scheduler ran with nothing to run): not priced")
     for role in dict.fromkeys(r.role for r in res.rows):
         alls = [r for r in res.rows if r.role == role and r.kind == "all"]
         lines.append(f"  {role} traces, mean over traces of |1 - median real/price|: before "

@@ -21,7 +21,8 @@ def register(sub) -> None:
     ca.add_argument("runs", nargs="*", metavar="RUN",
                     help="from-runs: real runs (anything `pdsim validate` reads: pdsim replay output, bench_serving/"
                          "vLLM result JSON, AIPerf, genai-bench, server request logs); from-steps: step traces "
-                         "(JSON columns/rows, pdsim/calibrate/from_steps.py)")
+                         "(JSON columns/rows, or vLLM's own step rows recorded by calibration/microbench/"
+                         "vllm_step_trace.py, PATH@LOAD for one load of a recording; pdsim/calibrate/from_steps.py)")
     ca.add_argument("--system", action="append", metavar="KEY", help="hardware profile key (repeatable); default all")
     ca.add_argument("--dry-run", action="store_true", help="fit without writing hardware_profiles/")
     ca.add_argument("--html", metavar="FILE", help="report: write the measured-vs-predicted figure here")
