@@ -297,3 +297,38 @@ def test_the_cpu_engines_own_steps_check_its_measured_profile():
     assert abs(1 - rows["cpu-vllm-fifo-knee", "all"].before) < 0.08
     assert abs(1 - rows["cpu-vllm-fifo-knee", "all"].after) < 0.04
     assert res.idle == {"fifo-steps.jsonl@cpu-vllm-fifo-light": 28, "fifo-steps.jsonl@cpu-vllm-fifo-knee": 11}
+
+
+def test_a_pd_deployments_p_and_d_are_fitted_apart(tmp_path, capsys):
+    """1P1D on the CPU engine (fifo, the knee): P's and D's own step traces, each priced by its
+    group's engine (--group). The re-measured profile prices P's 122 prefill steps within 3% by
+    median; D's steps run 11% over their price (D beside P on the host's two cores: the simulator
+    shares the cores, the step price does not). Each fit writes an overlay for its own group, and
+    a scenario takes both."""
+    pd = REPO / "validation/cpu-vllm-calibration/fifo/step-traces/pd-knee"
+    scenario = str(REPO / "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml")
+    hw = f"hardware={FIFO / 'cpu-epyc-2c.yaml'}"
+    sc = api.load_scenario(scenario, [hw])
+    p = from_steps(sc, [str(pd / "p")], group="prefill")
+    d = from_steps(sc, [str(pd / "d")], group="decode")
+    assert p.group == ("prefill", 0) and d.group == ("decode", 0)
+    p_all = next(r for r in p.rows if r.kind == "all")
+    d_all = next(r for r in d.rows if r.kind == "all")
+    assert p_all.steps == 122 and abs(1 - p_all.before) < 0.03
+    assert d_all.steps == 16932 and 1.08 < d_all.before < 1.14
+    outs = []
+    for role in ("prefill", "decode"):
+        out = tmp_path / f"{role}.yaml"
+        assert main(["calibrate", "from-steps", str(pd / role[0]), "--group", role, "--scenario", scenario,
+                     "--set", hw, "--out", str(out)]) == 0
+        assert f"--set cluster.{role}.0.hardware={out}" in capsys.readouterr().out
+        outs.append(f"cluster.{role}.0.hardware={out}")
+    both = api.load_scenario(scenario, [hw, *outs])
+    assert both.hardware_of("decode", 0).efficiency.ctx_overhead_ns == pytest.approx(
+        d.after["efficiency.ctx_overhead_ns"], rel=1e-3)
+    assert both.hardware_of("prefill", 0).efficiency.step_overhead_us == pytest.approx(
+        p.after["efficiency.step_overhead_us"], rel=1e-3)
+    with pytest.raises(SpecError, match="no colocated group: name the group"):
+        from_steps(sc, [str(pd / "d")])
+    with pytest.raises(SpecError, match="no decode.2"):
+        from_steps(sc, [str(pd / "d")], group="decode.2")

@@ -156,37 +156,60 @@ def _read_columns(path: str) -> Trace:
     return Trace(p.stem, str(p), took, c["decodes"], c["prefills"], pt, attn, c["decode_context"])
 
 
-def step_cost_of(sc, values: dict[str, float]):
-    """The step cost of the scenario's colocated engine with these constants (``efficiency.*`` and
-    ``calibration.MODEL.FIELD`` paths)."""
+COLOCATED = ("colocated", 0)
+ROLES = ("colocated", "prefill", "decode")
+
+
+def parse_group(sc, text: str | None) -> tuple[str, int]:
+    """``ROLE[.INDEX]`` (``--group``): the scenario's group whose engine a trace was recorded on;
+    None: its colocated group, the one a scenario without P/D groups has."""
+    if text is None:
+        if not sc.scenario.cluster.colocated:
+            raise SpecError("the scenario has no colocated group: name the group whose engine the traces come from "
+                            "(--group prefill or --group decode, ROLE.INDEX for another than the first)",
+                            field="--group")
+        return COLOCATED
+    role, _, idx = text.partition(".")
+    if role not in ROLES or (idx and not idx.isdigit()):
+        raise SpecError(f"expected ROLE or ROLE.INDEX with ROLE one of {', '.join(ROLES)}, got {text!r}",
+                        field="--group")
+    groups = getattr(sc.scenario.cluster, role)
+    index = int(idx or 0)
+    if index >= len(groups):
+        raise SpecError(f"the scenario has {len(groups)} {role} group(s); no {role}.{index}", field="--group")
+    return role, index
+
+
+def step_cost_of(sc, values: dict[str, float], group: tuple[str, int] = COLOCATED):
+    """The step cost of the scenario's engine of ``group`` (role, index) with these constants
+    (``efficiency.*`` and ``calibration.MODEL.FIELD`` paths)."""
     from ..metrics.step_physics import step_cost
 
-    if not sc.scenario.cluster.colocated:
-        raise SpecError("from-steps prices a colocated engine's steps; the scenario has no colocated group",
-                        field="cluster")
-    hw = sc.hardware_of("colocated", 0)
+    if group == COLOCATED and not sc.scenario.cluster.colocated:
+        parse_group(sc, None)  # the one-line error: name the group
+    hw = sc.hardware_of(*group)
     eff = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("efficiency.")}
     cal = dict(hw.calibration)
     for k, v in values.items():
         if k.startswith("calibration."):
             _, model, name = k.split(".")
             cal[model] = {**cal[model], name: v}
-    return step_cost(sc, "colocated", 0, dataclasses.replace(
+    return step_cost(sc, *group, dataclasses.replace(
         hw, efficiency=dataclasses.replace(hw.efficiency, **eff), calibration=cal))
 
 
-def attention_path(sc) -> str:
-    """Where the scenario's colocated engine reads its prefill attention kernel's rate: the
-    profile's fitted ``attention_prefill`` under the calibrated cost model, else its prior."""
-    hw = sc.hardware_of("colocated", 0)
-    if step_cost_of(sc, {}).name == "calibrated" and "attention_prefill" in hw.calibration:
+def attention_path(sc, group: tuple[str, int] = COLOCATED) -> str:
+    """Where the group's engine reads its prefill attention kernel's rate: the profile's fitted
+    ``attention_prefill`` under the calibrated cost model, else its prior."""
+    hw = sc.hardware_of(*group)
+    if step_cost_of(sc, {}, group).name == "calibrated" and "attention_prefill" in hw.calibration:
         return "calibration.attention_prefill.eff"
     return "efficiency.attention"
 
 
-def value_of(sc, path: str) -> float:
-    """A fittable constant's value in the scenario's colocated profile."""
-    hw = sc.hardware_of("colocated", 0)
+def value_of(sc, path: str, group: tuple[str, int] = COLOCATED) -> float:
+    """A fittable constant's value in the group's profile."""
+    hw = sc.hardware_of(*group)
     if path.startswith("calibration."):
         _, model, name = path.split(".")
         return float(hw.calibration[model][name])
@@ -199,18 +222,18 @@ def prices(cost, t: Trace) -> np.ndarray:
                      zip(t.prefill_tokens, t.prefill_attn, t.prefills, t.decodes, t.decode_context)], float)
 
 
-def design(sc, t: Trace, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def design(sc, t: Trace, names: list[str], group: tuple[str, int] = COLOCATED) -> tuple[np.ndarray, np.ndarray]:
     """(the price with every fitted constant at zero, one column per constant: d price / d constant).
     For ``efficiency.attention`` the constant is the multiple of the attention seconds at the
     profile's value, and "at zero" means without them (module doc)."""
     host = [n for n in names if n in HOST]
     zero = {n: 0.0 for n in host}
-    p0 = prices(step_cost_of(sc, zero), t)
-    cols = {n: prices(step_cost_of(sc, {**zero, n: 1.0}), t) - p0 for n in host}
+    p0 = prices(step_cost_of(sc, zero, group), t)
+    cols = {n: prices(step_cost_of(sc, {**zero, n: 1.0}, group), t) - p0 for n in host}
     for path in [n for n in names if n not in HOST]:  # the attention rate (module doc)
-        a0 = value_of(sc, path)
-        half = prices(step_cost_of(sc, {**zero, path: a0 / 2.0}), t)
-        quarter = prices(step_cost_of(sc, {**zero, path: a0 / 4.0}), t)
+        a0 = value_of(sc, path, group)
+        half = prices(step_cost_of(sc, {**zero, path: a0 / 2.0}, group), t)
+        quarter = prices(step_cost_of(sc, {**zero, path: a0 / 4.0}, group), t)
         att = half - p0  # attention seconds at a0: K / a0, when the price is R + K / attention
         bent = np.flatnonzero(np.abs((quarter - half) - 2.0 * att) > 1e-9 * np.maximum(quarter, 1e-12))
         if len(bent):
@@ -223,13 +246,13 @@ def design(sc, t: Trace, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return p0, np.column_stack([cols[n] for n in names])
 
 
-def fit_steps(sc, traces: list[Trace], names: list[str]) -> dict[str, float]:
+def fit_steps(sc, traces: list[Trace], names: list[str], group: tuple[str, int] = COLOCATED) -> dict[str, float]:
     """Non-negative least squares of the host constants on the traces' steps (module doc)."""
     from scipy.optimize import nnls
 
     ys, xs = [], []
     for t in traces:
-        p0, x = design(sc, t, names)
+        p0, x = design(sc, t, names, group)
         w = 1.0 / t.took
         ys.append((t.took - p0) * w)
         xs.append(x * w[:, None])
@@ -238,7 +261,7 @@ def fit_steps(sc, traces: list[Trace], names: list[str]) -> dict[str, float]:
     theta, _ = nnls(x / scale, np.concatenate(ys))
     out = {n: float(v) for n, v in zip(names, theta / scale)}
     for path in [n for n in names if n not in HOST]:  # the attention column's multiple s: a0 / s
-        a0 = value_of(sc, path)
+        a0 = value_of(sc, path, group)
         s = out[path]
         if not s > 0 or a0 / s > 1.0:
             what = "no time" if not s > 0 else f"{a0 / s:.3g} of peak FLOP/s (above 1)"
@@ -269,6 +292,7 @@ class StepsResult:
     fitted_on: list[str]
     heldout: list[str]
     idle: dict[str, int] = dataclasses.field(default_factory=dict)  # trace -> steps that carried no token
+    group: tuple[str, int] = COLOCATED  # the scenario's group whose engine the traces were recorded on
 
 
 def _kinds(t: Trace) -> list[tuple[str, np.ndarray]]:
@@ -280,17 +304,18 @@ def _kinds(t: Trace) -> list[tuple[str, np.ndarray]]:
     return [(k, m) for k, m in out if m.any()]
 
 
-def from_steps(sc, paths: list[str], holdout: list[str] | None = None, names: list[str] | None = None) -> StepsResult:
-    """Fit the host constants ``names`` (default the three of HOST) of the scenario's colocated
-    engine to the step traces ``paths``, less ``holdout``; report every trace's real/price."""
+def from_steps(sc, paths: list[str], holdout: list[str] | None = None, names: list[str] | None = None,
+               group: str | None = None) -> StepsResult:
+    """Fit the host constants ``names`` (default the three of HOST) of the engine of the scenario's
+    ``group`` (``ROLE[.INDEX]``, parse_group; default its colocated group) to the step traces
+    ``paths``, less ``holdout``; report every trace's real/price."""
     if not paths:
         raise SpecError("give at least one step trace", field="TRACE")
     holdout = list(holdout or [])
     paths = list(paths) + [h for h in holdout if h not in paths]
-    if not sc.scenario.cluster.colocated:
-        step_cost_of(sc, {})  # the one-line error: a colocated engine is what a step trace prices
+    grp = parse_group(sc, group)
     names = [n if n in PARAMS else f"efficiency.{n}" for n in (names or HOST)]
-    names = [attention_path(sc) if n in ("efficiency." + ATTENTION, *ATTENTION_PATHS) else n for n in names]
+    names = [attention_path(sc, grp) if n in ("efficiency." + ATTENTION, *ATTENTION_PATHS) else n for n in names]
     unknown = [n for n in names if n not in HOST and n not in ATTENTION_PATHS]
     if unknown:
         raise SpecError(f"unknown constant {unknown[0]!r}; from-steps fits {', '.join(HOST)} and {ATTENTION!r} "
@@ -300,9 +325,9 @@ def from_steps(sc, paths: list[str], holdout: list[str] | None = None, names: li
     train = [t for t in traces if t.path not in holdout]
     if not train:
         raise SpecError("every trace is held out: nothing to fit on", field="--holdout")
-    before = {n: value_of(sc, n) for n in names}
-    after = fit_steps(sc, train, names)
-    cost_b, cost_a = step_cost_of(sc, before), step_cost_of(sc, after)
+    before = {n: value_of(sc, n, grp) for n in names}
+    after = fit_steps(sc, train, names, grp)
+    cost_b, cost_a = step_cost_of(sc, before, grp), step_cost_of(sc, after, grp)
     rows = []
     for t in traces:
         rb, ra = t.took / prices(cost_b, t), t.took / prices(cost_a, t)
@@ -311,7 +336,8 @@ def from_steps(sc, paths: list[str], holdout: list[str] | None = None, names: li
             rows.append(Row(t.name, role, kind, int(m.sum()), float(np.median(t.took[m])) * 1e3,
                             float(np.median(rb[m])), float(np.median(ra[m]))))
     return StepsResult(names, before, after, rows, [t.path for t in train],
-                       [t.path for t in traces if t.path in holdout], {t.name: t.idle_steps for t in traces if t.idle_steps})
+                       [t.path for t in traces if t.path in holdout], {t.name: t.idle_steps for t in traces if t.idle_steps},
+                       grp)
 
 
 def table_text(res: StepsResult) -> str:
@@ -330,6 +356,15 @@ def table_text(res: StepsResult) -> str:
     return "\n".join(lines + constants_lines(res.params, res.before, res.after, KNOWN))
 
 
+def set_field(res: StepsResult, sc) -> str:
+    """The scenario field the overlay goes in: ``hardware`` for a colocated engine on the
+    scenario's profile, else the group's own (``cluster.ROLE.INDEX.hardware``: P and D fitted apart)."""
+    role, index = res.group
+    if res.group == COLOCATED and res.group not in sc.group_hardware:
+        return "hardware"
+    return f"cluster.{role}.{index}.hardware"
+
+
 def overlay_text(res: StepsResult, sc, hardware_ref: str, out: Path) -> str:
     from .fitted_overlay import overlay_yaml
 
@@ -340,7 +375,7 @@ def overlay_text(res: StepsResult, sc, hardware_ref: str, out: Path) -> str:
     head = ["Profile overlay written by `pdsim calibrate from-steps` (pdsim/calibrate/from_steps.py).",
             f"Fitted on the step traces: {fitted_on}"
             + (f"; held out: {', '.join(Path(p).name for p in res.heldout)}" if res.heldout else ""),
-            f"Check: {check}", f"Use: pdsim run SCENARIO --set hardware={out}"]
+            f"Check: {check}", f"Use: pdsim run SCENARIO --set {set_field(res, sc)}={out}"]
     eff = {n.split(".", 1)[1]: v for n, v in res.after.items() if math.isfinite(v) and n.startswith("efficiency.")}
     cal = {n.split(".", 1)[1]: v for n, v in res.after.items() if math.isfinite(v) and n.startswith("calibration.")}
     err = float(np.mean([abs(1 - r.after) for r in held])) if held else None

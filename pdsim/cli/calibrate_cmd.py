@@ -38,6 +38,10 @@ def register(sub) -> None:
                     help="from-runs: a constant to fit (repeatable; default step_overhead_us, seq_overhead_us, "
                          "ctx_overhead_ns, router_ms, and setup_ms for P/D); from-steps: the three host constants "
                          "(default) and 'attention', the prefill attention kernel's rate")
+    ca.add_argument("--group", metavar="ROLE[.INDEX]",
+                    help="from-steps: the scenario's group whose engine the traces were recorded on (colocated, "
+                         "prefill or decode; default the colocated group); the overlay is then that group's "
+                         "--set cluster.ROLE.INDEX.hardware")
     ca.add_argument("--max-evals", type=int, default=40,
                     help="from-runs: least-squares evaluations per fit at most (default 40; each also simulates "
                          "once per constant for the Jacobian, and every evaluation simulates every fitted run)")
@@ -71,7 +75,7 @@ def _from_steps(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .. import api
-    from ..calibrate.from_steps import from_steps, overlay_text, table_text
+    from ..calibrate.from_steps import from_steps, overlay_text, set_field, table_text
     from ..specs.errors import SpecError
     from ..specs.machine import warn_if_elsewhere
 
@@ -81,14 +85,17 @@ def _from_steps(args: argparse.Namespace) -> int:
     sc = api.load_scenario(args.scenario, args.set or [])
     warn_if_elsewhere(sc)
     data, _ = api.load_scenario_data(args.scenario, args.set or [])
-    res = from_steps(sc, list(args.runs), args.holdout, args.param)
-    print(f"pdsim calibrate from-steps: {len(args.runs)} trace(s), scenario {sc.name}")
+    res = from_steps(sc, list(args.runs), args.holdout, args.param, args.group)
+    role, index = res.group
+    print(f"pdsim calibrate from-steps: {len(args.runs)} trace(s), scenario {sc.name}, group {role}.{index}")
     print(table_text(res))
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(overlay_text(res, sc, str(data["hardware"]), out))
-        print(f"wrote {out}: use it with --set hardware={out}")
+        own = (role, index) in sc.group_hardware  # the group runs on its own profile: the overlay's base
+        base = data["cluster"][role][index]["hardware"] if own else data["hardware"]
+        out.write_text(overlay_text(res, sc, str(base), out))
+        print(f"wrote {out}: use it with --set {set_field(res, sc)}={out}")
     return 0
 
 
