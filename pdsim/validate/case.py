@@ -13,6 +13,9 @@
                                          # just after the recording: simulated beside, never the verdict
     host: zen1                           # the machine it was recorded on (a label): cases of one host
                                          # with the same requests are repeats (repeats.py)
+    steps: [TRACE[@LOAD], ...]           # the engine's own step traces of this run (calibrate/from_steps.py
+                                         # formats; {trace: ..., group: decode} for a P/D group's): how the
+                                         # profile prices them is a note beside the verdicts, never one
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from .compare import DEFAULT_TOLERANCES, Row, compare, number
 
 CASE_FILE = "case.yaml"
 KEYS = {"name", "description", "source", "real", "format", "scenario", "arrivals", "tolerances", "max_concurrency",
-        "set", "after", "host"}
+        "set", "after", "host", "steps"}
 
 
 @dataclass
@@ -72,8 +75,28 @@ def load_case(folder: Path) -> dict:
         v = data.get(key)
         if v is not None and not (isinstance(v, list) and all(isinstance(o, str) and "=" in o for o in v)):
             raise SpecError("expected a list of FIELD=VALUE overrides (e.g. - hardware=PATH)", source=str(f), field=key)
+    steps = data.get("steps") or []
+    if not isinstance(steps, list) or not all(
+            isinstance(x, str) or (isinstance(x, dict) and isinstance(x.get("trace"), str)
+                                   and set(x) <= {"trace", "group"}) for x in steps):
+        raise SpecError("expected a list of step traces: TRACE[@LOAD], or {trace: TRACE[@LOAD], group: ROLE[.INDEX]}",
+                        source=str(f), field="steps")
+    data["steps"] = [x if isinstance(x, dict) else {"trace": x} for x in steps]
     data.setdefault("name", folder.name)
     return data
+
+
+def _step_notes(folder: Path, sc, steps: list[dict]) -> list[str]:
+    """How the case's profile prices the engine's own steps of this run (traced_steps.priced_note)."""
+    from .traced_steps import priced_note
+
+    out = []
+    for i, s in enumerate(steps):
+        try:
+            out.append(priced_note(sc, str(folder / s["trace"]), s.get("group")))
+        except SpecError as err:
+            raise SpecError(str(err), source=str(folder / CASE_FILE), field=f"steps[{i}]") from None
+    return out
 
 
 def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: str | bool = "cdn",
@@ -125,6 +148,7 @@ def run_case(folder: str | Path, html_path: str | Path | None = None, plotlyjs: 
                        one_engine(sc.scenario.cluster))
     notes = [f"real run format: {ing.format}"] + list(ing.notes) + [al.prefix_note] + (
         [cache] if cache else []) + ([al.host_note] if al.host_note else []) + ([after_note] if after_note else [])
+    notes += _step_notes(folder, sc, c["steps"])
     if overrides:
         notes.append("scenario overridden: " + ", ".join(overrides))
     if html_path is not None:
