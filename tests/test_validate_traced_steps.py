@@ -49,3 +49,16 @@ def test_bad_steps_entries_name_the_case_file_and_the_entry(tmp_path, steps, say
     with pytest.raises(SpecError, match="case.yaml") as err:
         load_case(case) if "expected" in says else run_case(case)
     assert says in str(err.value)
+
+
+def test_a_trace_file_whose_name_has_an_at_sign_is_that_file(tmp_path):
+    """``PATH@LOAD`` names one load of a vLLM recording; an existing file named with an @ is read as
+    itself."""
+    import json
+
+    from pdsim.validate.traced_steps import read_trace
+
+    cols = ["start_s", "end_s", "decodes", "prefills", "prefill_tokens", "decode_context", "prefill_context"]
+    p = tmp_path / "run@2026.json"
+    p.write_text(json.dumps({"columns": cols, "rows": [[0, 0.1, 2, 0, 0, 50, 0]]}))
+    assert read_trace(str(p)).took == pytest.approx([0.1])

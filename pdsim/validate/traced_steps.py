@@ -58,7 +58,8 @@ class Trace:
 
 def read_trace(path: str) -> Trace:
     """A step trace in either format (module doc); ``PATH@LOAD`` for one load of a vLLM recording."""
-    base, _, load = path.partition("@") if "@" in Path(path).name else (path, "", "")
+    named = "@" in Path(path).name and not Path(path).exists()  # a file whose name has an @ is that file
+    base, _, load = path.rpartition("@") if named else (path, "", "")
     if not load and Path(base).suffix == ".json":
         return _read_columns(path)
     return _read_vllm(path, base, load)
