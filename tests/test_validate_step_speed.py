@@ -105,6 +105,7 @@ def test_cli_step_speed_on_a_case_and_on_the_page(tmp_path, capsys):
     c = yaml.safe_load((dst / "case.yaml").read_text())
     c["scenario"] = str(SCENARIO)
     c["set"] = [s.replace("../../validation", str(ROOT / "validation")) for s in c.get("set") or []]
+    c["steps"] = [str(LIGHT / s) for s in c.get("steps") or []]  # its step traces, from the copy's folder
     c["tolerances"] = {"mean_itl_ms": 1e-6}
     (dst / "case.yaml").write_text(yaml.safe_dump(c))
     docs = tmp_path / "docs" / "validation.md"
