@@ -76,8 +76,11 @@ def design(sc, t: Trace, names: list[str], group: tuple[str, int] = COLOCATED) -
     return p0, np.column_stack([cols[n] for n in names])
 
 
-def fit_steps(sc, traces: list[Trace], names: list[str], group: tuple[str, int] = COLOCATED) -> dict[str, float]:
-    """Non-negative least squares of the host constants on the traces' steps (module doc)."""
+def fit_steps(sc, traces: list[Trace], names: list[str],
+              group: tuple[str, int] = COLOCATED) -> tuple[dict[str, float], dict[str, float]]:
+    """Non-negative least squares of the host constants on the traces' steps (module doc): (the
+    constants, each one's relative standard error: the least-squares covariance at the residuals'
+    variance, the spread the steps leave it, not a bound on what a misfit form does to it)."""
     from scipy.optimize import nnls
 
     ys, xs = [], []
@@ -88,8 +91,13 @@ def fit_steps(sc, traces: list[Trace], names: list[str], group: tuple[str, int] 
         xs.append(x * w[:, None])
     x = np.vstack(xs)
     scale = np.maximum(np.abs(x).max(axis=0), 1e-30)  # columns of like size: nnls is not scale-free
-    theta, _ = nnls(x / scale, np.concatenate(ys))
+    xs_, y = x / scale, np.concatenate(ys)
+    theta, _ = nnls(xs_, y)
     out = {n: float(v) for n, v in zip(names, theta / scale)}
+    dof = max(len(y) - len(names), 1)
+    resid = y - xs_ @ theta
+    se = np.sqrt(np.maximum(np.diag(np.linalg.pinv(xs_.T @ xs_)) * float(resid @ resid) / dof, 0.0))
+    rel_se = {n: float(e / t) if t > 0 else math.inf for n, e, t in zip(names, se, theta)}
     for path in [n for n in names if n not in HOST]:  # the attention column's multiple s: a0 / s
         a0 = value_of(sc, path, group)
         s = out[path]
@@ -98,8 +106,8 @@ def fit_steps(sc, traces: list[Trace], names: list[str], group: tuple[str, int] 
             raise SpecError(f"the fit gives the attention kernel {what}: these steps do not pin its rate down "
                             "(too little attention work beside the host's); fit the host constants alone",
                             field="--param")
-        out[path] = a0 / s
-    return out
+        out[path] = a0 / s  # a0 / s: to first order the same relative error as s
+    return out, rel_se
 
 
 @dataclass
@@ -123,6 +131,7 @@ class StepsResult:
     heldout: list[str]
     idle: dict[str, int] = dataclasses.field(default_factory=dict)  # trace -> steps that carried no token
     group: tuple[str, int] = COLOCATED  # the scenario's group whose engine the traces were recorded on
+    rel_se: dict[str, float] = dataclasses.field(default_factory=dict)  # constant -> its relative standard error
 
 
 def _kinds(t: Trace) -> list[tuple[str, np.ndarray]]:
@@ -156,7 +165,7 @@ def from_steps(sc, paths: list[str], holdout: list[str] | None = None, names: li
     if not train:
         raise SpecError("every trace is held out: nothing to fit on", field="--holdout")
     before = {n: value_of(sc, n, grp) for n in names}
-    after = fit_steps(sc, train, names, grp)
+    after, rel_se = fit_steps(sc, train, names, grp)
     cost_b, cost_a = step_cost_of(sc, before, grp), step_cost_of(sc, after, grp)
     rows = []
     for t in traces:
@@ -167,7 +176,7 @@ def from_steps(sc, paths: list[str], holdout: list[str] | None = None, names: li
                             float(np.median(rb[m])), float(np.median(ra[m]))))
     return StepsResult(names, before, after, rows, [t.path for t in train],
                        [t.path for t in traces if t.path in holdout], {t.name: t.idle_steps for t in traces if t.idle_steps},
-                       grp)
+                       grp, rel_se)
 
 
 def table_text(res: StepsResult) -> str:
@@ -183,7 +192,10 @@ def table_text(res: StepsResult) -> str:
         alls = [r for r in res.rows if r.role == role and r.kind == "all"]
         lines.append(f"  {role} traces, mean over traces of |1 - median real/price|: before "
                      f"{np.mean([abs(1 - r.before) for r in alls]):.1%}, after {np.mean([abs(1 - r.after) for r in alls]):.1%}")
-    return "\n".join(lines + constants_lines(res.params, res.before, res.after, KNOWN))
+    se = [f"{n.rsplit('.', 1)[-1] if n in HOST else 'attention'} ±{res.rel_se[n]:.0%}" for n in res.params
+          if n in res.rel_se and math.isfinite(res.rel_se[n])]
+    tail = [f"  relative standard errors (the spread the fitted steps leave each constant): {', '.join(se)}"] if se else []
+    return "\n".join(lines + constants_lines(res.params, res.before, res.after, KNOWN) + tail)
 
 
 def set_field(res: StepsResult, sc) -> str:
