@@ -33,6 +33,7 @@ def test_a_pd_case_prices_p_and_d_on_their_own_groups():
 @pytest.mark.parametrize("steps, says", [
     ("steps: 3\n", "expected a list of step traces"),
     ("steps: [{trace: x, role: decode}]\n", "expected a list of step traces"),
+    ("steps: [{trace: x, group: 3}]\n", "expected a list of step traces"),
     ("steps: [nothing-here.jsonl]\n", "steps[0]"),
     ("steps: [{trace: ../../calibration/sessions/h200-2026-11-28/run1/load0.3.steps.json, group: decode}]\n",
      "steps[0]: --group: the scenario has 0 decode group(s)"),

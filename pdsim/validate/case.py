@@ -13,7 +13,7 @@
                                          # just after the recording: simulated beside, never the verdict
     host: zen1                           # the machine it was recorded on (a label): cases of one host
                                          # with the same requests are repeats (repeats.py)
-    steps: [TRACE[@LOAD], ...]           # the engine's own step traces of this run (calibrate/from_steps.py
+    steps: [TRACE[@LOAD], ...]           # the engine's own step traces of this run (validate/traced_steps.py
                                          # formats; {trace: ..., group: decode} for a P/D group's): how the
                                          # profile prices them is a note beside the verdicts, never one
 """
@@ -78,7 +78,8 @@ def load_case(folder: Path) -> dict:
     steps = data.get("steps") or []
     if not isinstance(steps, list) or not all(
             isinstance(x, str) or (isinstance(x, dict) and isinstance(x.get("trace"), str)
-                                   and set(x) <= {"trace", "group"}) for x in steps):
+                                   and isinstance(x.get("group", ""), str) and set(x) <= {"trace", "group"})
+            for x in steps):
         raise SpecError("expected a list of step traces: TRACE[@LOAD], or {trace: TRACE[@LOAD], group: ROLE[.INDEX]}",
                         source=str(f), field="steps")
     data["steps"] = [x if isinstance(x, dict) else {"trace": x} for x in steps]
