@@ -166,3 +166,29 @@ def test_here_names_bad_loads_and_counts_before_it_starts(extra, named, tmp_path
     assert p.returncode == 2, p.stderr[-2000:]
     assert named in p.stderr and "Traceback" not in p.stderr
     assert "overload" in p.stderr  # the loads it knows are named
+
+
+@pytest.mark.parametrize("script", ["here", "run_case"])
+@pytest.mark.parametrize("workload, says", [
+    (None, "no such file"),
+    ("kind: synthetic\nnum_requests: 4\ninput: {dist: fixed, value: 4000}\noutput: {dist: fixed, value: 200}\n",
+     "request 0 has 4000 prompt + 200 output tokens, past the engine's --max-model-len 4096 (4 such request(s))"),
+    ("kind: synthetic\nnum_requests: -3\n", "num_requests")])
+def test_the_harness_scripts_name_a_bad_workload_before_they_start(script, workload, says, tmp_path):
+    """here.py and run_case.py --workload FILE (record any workload, not only the scenario's): a
+    file that is missing, malformed, or holds requests the engine's --max-model-len refuses is
+    named at once (exit 2, the file and the first such request), not after minutes of start-up."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    path = tmp_path / "w.yaml"
+    if workload is not None:
+        path.write_text(workload)
+    argv = [a.format(tmp=tmp_path) for a in HARNESS[script]]
+    p = subprocess.run([sys.executable, str(root / argv[0]), *argv[1:], "--workload", str(path)], cwd=root,
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "--workload" in p.stderr and says in p.stderr and "Traceback" not in p.stderr
+    assert str(path) in p.stderr

@@ -81,11 +81,7 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError(f"must be > 0, got {args.timeout}", field="--timeout")
     table = load_target(args.workload, seed=args.seed)
     if args.limit is not None and args.limit < len(table):
-        from ..workload.table import RequestTable
-        k = args.limit
-        table = RequestTable(table.arrival_s[:k], table.input_len[:k], table.output_len[:k],
-                             table.hash_ids[:k] if table.hash_ids is not None else None, table.block_size,
-                             table.max_concurrency, table.source, table.skipped_rows, dict(table.meta))
+        table = table.head(args.limit)
     if args.rate is not None:
         if not args.rate > 0:
             raise SpecError(f"must be > 0, got {args.rate}", field="--rate")

@@ -24,10 +24,27 @@ ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # P of a shared-storage 1P1D pair: ExampleConnector saves the KV of the tokens a step computes
 # under a folder keyed by the whole prompt, so P must compute every prompt whole, in one step: a
 # token budget no batch of waiting prompts can split (32 prompts x 1,024 tokens, the most the
-# validation workloads send) and no prefix cache (a hit would leave the cached part out of the
+# scenario's workload sends; 9 of the long-prompt workload's 3,584, whose recorded runs put at most
+# 8,762 tokens in one of P's steps) and no prefix cache (a hit would leave the cached part out of the
 # files) (workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml)
 PREFILL_ARGS = tuple("32768" if a == "512" and ENGINE_ARGS[i - 1] == "--max-num-batched-tokens" else a
                      for i, a in enumerate(ENGINE_ARGS)) + ("--no-enable-prefix-caching",)
+
+MAX_MODEL_LEN = int(ENGINE_ARGS[ENGINE_ARGS.index("--max-model-len") + 1])  # tokens: prompt + output
+
+
+def refuse_too_long(table, source: str) -> None:
+    """Raise a SpecError naming the first request of ``table`` (a RequestTable) whose prompt and
+    output pass the engine's ``--max-model-len``: the server would refuse it (HTTP 400)."""
+    from ..specs.errors import SpecError
+
+    total = table.input_len + table.output_len
+    over = (total > MAX_MODEL_LEN).nonzero()[0]
+    if len(over):
+        i = int(over[0])
+        raise SpecError(f"request {i} has {int(table.input_len[i])} prompt + {int(table.output_len[i])} output "
+                        f"tokens, past the engine's --max-model-len {MAX_MODEL_LEN} ({len(over)} such request(s))",
+                        source=source)
 
 
 class VLLMServer:

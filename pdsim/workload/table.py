@@ -1,6 +1,7 @@
 """The columnar request table every workload source produces and the world consumes."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +52,13 @@ class RequestTable:
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    def head(self, n: int) -> "RequestTable":
+        """The first ``n`` requests (all of them where there are fewer), every column kept."""
+        return dataclasses.replace(
+            self, arrival_s=self.arrival_s[:n], input_len=self.input_len[:n], output_len=self.output_len[:n],
+            hash_ids=self.hash_ids[:n] if self.hash_ids is not None else None,
+            priority=self.priority[:n] if self.priority is not None else None, meta=dict(self.meta))
 
     @property
     def duration_s(self) -> float:

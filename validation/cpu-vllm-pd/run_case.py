@@ -39,6 +39,9 @@ def main() -> None:
     ap.add_argument("--loads", nargs="*", default=list(LOADS))
     ap.add_argument("--rate", type=float, help="req/s instead of the load's (a slower host)")
     ap.add_argument("--requests", type=int, help="requests instead of the load's")
+    ap.add_argument("--workload", metavar="YAML", help="record this workload (a workload or scenario YAML, "
+                    "workloads/specs/ style) instead of the scenario's; each case folder keeps a copy as workload.yaml")
+    ap.add_argument("--seed", type=int, help="the workload's seed (default the scenario's)")
     ap.add_argument("--prefix", default="cpu-vllm-pd", help="case name: PREFIX-<load>")
     ap.add_argument("--trace-steps", metavar="DIR",
                     help="record each server's steps (calibration/microbench/vllm_step_trace.py: DIR/p.<pid>, "
@@ -61,6 +64,21 @@ def main() -> None:
         ap.error(f"--rate: expected req/s > 0, got {args.rate:g}")
     if args.requests is not None and args.requests < 1:
         ap.error(f"--requests: expected >= 1, got {args.requests}")
+    from pdsim import api
+
+    sc = api.load_scenario(ROOT / SCENARIO)
+    seed = sc.scenario.seed if args.seed is None else args.seed
+    requests = None
+    if args.workload:  # named now, not after minutes of start-up
+        from pdsim.cli.workload_stats import load_target
+        from pdsim.replay.local_server import refuse_too_long
+        from pdsim.specs.errors import SpecError
+
+        try:
+            requests = load_target(args.workload, seed=seed)
+            refuse_too_long(requests, args.workload)
+        except SpecError as err:
+            ap.error(f"--workload: {err}")
     for load in args.loads:
         if load not in LOADS and not (args.rate and args.requests):
             ap.error(f"--loads {load}: no default rate and size for this load (known: {', '.join(LOADS)}); give "
@@ -68,7 +86,6 @@ def main() -> None:
 
     import numpy as np
 
-    from pdsim import api
     from pdsim.replay import ReplayConfig, replay
     from pdsim.replay.local_server import (ENGINE_ARGS, ENGINE_ENV, PREFILL_ARGS, PDProxy, VLLMServer,
                                            shared_storage_args)
@@ -77,7 +94,10 @@ def main() -> None:
     from pdsim.workload.shaping import open_loop
     from pdsim.workload.table import RequestTable
 
-    sc = api.load_scenario(ROOT / SCENARIO)
+    if requests is not None:  # the workload's own requests (lengths, prefix blocks), sent at the load's rate
+        source = args.workload
+    else:
+        requests, source = materialize(sc.scenario.workload, seed=seed), f"{SCENARIO} workload"
     store = Path(tempfile.mkdtemp(prefix="pdsim-kv-"))
     kv = shared_storage_args(store)
     p_env, d_env = {"VLLM_CPU_OMP_THREADS_BIND": "0"}, {"VLLM_CPU_OMP_THREADS_BIND": "1"}
@@ -105,9 +125,7 @@ def main() -> None:
                 rate, n = LOADS.get(load, (None, None))  # another load name: --rate and --requests (checked above)
                 rate, n = args.rate or rate, args.requests or n
                 name = f"{args.prefix}-{load}"
-                base = materialize(sc.scenario.workload, seed=sc.scenario.seed)
-                t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
-                t = open_loop(t, rate, 1.0, sc.scenario.seed, "poisson")
+                t = open_loop(requests.head(n), rate, 1.0, seed, "poisson")
                 t.meta["request_rate"] = rate
                 if tdir is not None:  # every process of P, D and the proxy, and this one (the client)
                     groups = {"P": p_srv.proc.pid, "D": d_srv.proc.pid, "proxy": proxy.proc.pid}
@@ -122,7 +140,7 @@ def main() -> None:
                              description=f"vLLM 0.32 CPU 1P1D (shared-storage KV), tiny-llama, Poisson {rate:g} "
                                          f"req/s ({load})",
                              hardware="cpu-epyc-2c (this machine, 2 cores)", model_label="tiny-llama",
-                             workload_source=f"{SCENARIO} workload, seed {sc.scenario.seed}, Poisson {rate:g} req/s")
+                             workload_source=f"{source}, seed {seed}, Poisson {rate:g} req/s")
                 if tdir is not None:
                     span.append(time.monotonic())
                     snap1 = host_share.snapshot(procs)
@@ -138,9 +156,10 @@ def main() -> None:
                 hits = Path(d_srv.log).read_text(errors="replace").count("External Cache Hit!")
                 s = write_case(
                     rec, ROOT / "validation" / name, name=name,
-                    description=f"vLLM 0.32 CPU build as 1P1D (P and D servers, one core each, KV handed over "
-                                f"through files by ExampleConnector, pdsim.replay.pd_proxy in front), tiny Llama, "
-                                f"Poisson arrivals at {rate:g} req/s ({load}), {n} requests",
+                    description="vLLM 0.32 CPU build as 1P1D (P and D servers, one core each, KV handed over "
+                                "through files by ExampleConnector, pdsim.replay.pd_proxy in front), tiny Llama, "
+                                + (f"the workload of workload.yaml (from {args.workload}), " if args.workload else "")
+                                + f"Poisson arrivals at {rate:g} req/s ({load}), {n} requests",
                     what="recorded here by validation/cpu-vllm-pd/run_case.py (pdsim replay through "
                          "pdsim.replay.pd_proxy)",
                     provenance=f"{rec.meta.get('server_version')} x2 at 127.0.0.1, {rec.meta['date']}, "
@@ -149,6 +168,8 @@ def main() -> None:
                                f"D logged {hits} external cache hits"
                                + (f"; client at SCHED_FIFO priority {args.client_fifo}" if args.client_fifo else ""),
                     scenario=f"../../{SCENARIO}")
+                if args.workload:
+                    (ROOT / "validation" / name / "workload.yaml").write_bytes(Path(args.workload).read_bytes())
                 if tdir is not None:  # the cores each process was allowed and ran on, in the provenance
                     import yaml
 

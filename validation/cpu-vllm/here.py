@@ -8,10 +8,11 @@ them apart. So the CPU validation does, in this order, on one machine:
 1. ``calibration/microbench/cpu_profile.py remeasure`` (kernels pinned to the worker's core, host
    overheads from dedicated runs against a server started for it; a few minutes, bounded) writes
    a fresh profile into ``--profile-dir``; fitted on no recording.
-2. One server with the validation engine's arguments; the scenario's workload replayed at a
-   light load and near the knee, the rates set from the fresh profile's priced capacity (0.3x and
-   0.8x; ``--loads ... overload`` adds 1.3x, where the queue grows for the whole run), the client
-   pinned off the worker's core. Each run becomes a case folder under ``--cases``
+2. One server with the validation engine's arguments; the scenario's workload (or ``--workload
+   FILE``'s) replayed at a light load and near the knee, the rates set from the capacity the fresh
+   profile prices for the workload's mean prompt and output (0.3x and 0.8x; ``--loads ...
+   overload`` adds 1.3x, where the queue grows for the whole run), the client pinned off the
+   worker's core. Each run becomes a case folder under ``--cases``
    whose ``case.yaml`` names the fresh profile (``set: hardware=...``) and the measured request
    path (``overheads.router_ms``).
 3. ``pdsim validate`` on each new case; a table of errors.
@@ -41,15 +42,16 @@ DEFAULT_LOADS = ("light", "knee")  # overload on request: its queue grows for th
 DEFAULT_REQUESTS = (40, 60, 80)  # requests of each load, in the order of LOADS
 
 
-def capacity_rps(profile: Path, sc) -> float:
+def capacity_rps(profile: Path, sc, table=None) -> float:
     """Requests/s the engine sustains by the fresh profile's prices: per request one prefill of
-    the mean prompt (in 512-token chunks) plus its mean output decoded in batches of 16."""
+    the mean prompt (in 512-token chunks) plus its mean output decoded in batches of 16; the
+    means of ``table`` (a RequestTable) where given, else of the scenario's workload."""
     from pdsim.costs.registry import build_step_cost
     from pdsim.specs.catalog import load_hardware_ref
     from pdsim.specs.scenario import EngineSpec, GroupSpec
     from pdsim.workload import materialize
 
-    w = materialize(sc.scenario.workload, seed=sc.scenario.seed)
+    w = table if table is not None else materialize(sc.scenario.workload, seed=sc.scenario.seed)
     p, o = float(w.input_len.mean()), float(w.output_len.mean())
     cost = build_step_cost("auto", load_hardware_ref(str(profile.resolve())), sc.model,
                            GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0)), "colocated")
@@ -69,6 +71,10 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     ap.add_argument("--requests", type=int, nargs="+", default=DEFAULT_REQUESTS, metavar="N",
                     help="requests of each load in the order light, knee, overload (default 40 60 80)")
     ap.add_argument("--port", type=int, default=8161)
+    ap.add_argument("--workload", metavar="YAML", help="record this workload (a workload or scenario YAML, "
+                    "workloads/specs/ style) instead of the scenario's: the loads are fractions of the capacity the "
+                    "profile prices for its mean prompt and output, and each case folder keeps a copy as workload.yaml")
+    ap.add_argument("--seed", type=int, help="the --workload's seed (default the scenario's)")
     ap.add_argument("--skip-remeasure", action="store_true", help="reuse --profile-dir's profile")
     ap.add_argument("--mixed", metavar="CSV", help="also time mixed prefill+decode steps on the same server "
                                                    "(calibration/microbench/cpu_mixed_steps.py) into CSV")
@@ -95,11 +101,24 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
 
         if refusal := fifo_refusal(args.client_fifo):
             ap.error(f"--client-fifo: {refusal}")
+    from pdsim import api
+
+    seed = api.load_scenario(ROOT / SCENARIO).scenario.seed if args.seed is None else args.seed
+    requests = None
+    if args.workload:  # named now, not after minutes of start-up
+        from pdsim.cli.workload_stats import load_target
+        from pdsim.replay.local_server import refuse_too_long
+        from pdsim.specs.errors import SpecError
+
+        try:
+            requests = load_target(args.workload, seed=seed)
+            refuse_too_long(requests, args.workload)
+        except SpecError as err:
+            ap.error(f"--workload: {err}")
 
     import numpy as np
     import yaml
 
-    from pdsim import api
     from pdsim.replay import ReplayConfig, replay
     from pdsim.replay.local_server import ENGINE_ARGS, VLLMServer
     from pdsim.validate.case import run_case, write_case
@@ -144,7 +163,11 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         host = json.loads((pdir / "host_overheads.json").read_text())
         router_ms = round(host["request_path_ms"] / 2, 3)  # paid once each way (the scenario's convention)
         sc = api.load_scenario(ROOT / SCENARIO, [f"hardware={prof.resolve()}"])
-        cap = args.capacity_rps or capacity_rps(prof, sc)
+        if requests is not None:  # the workload's own requests (lengths, prefix blocks), sent at each load's rate
+            source = args.workload
+        else:
+            requests, source = materialize(sc.scenario.workload, seed=seed), f"{SCENARIO} workload"
+        cap = args.capacity_rps or capacity_rps(prof, sc, requests)
         own = os.sched_getaffinity(0)
         if len(cpus) > 1:
             os.sched_setaffinity(0, {client_core})
@@ -156,9 +179,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                 if load not in args.loads:
                     continue
                 rate, n = round(frac * cap, 3), args.requests[k]
-                base = materialize(sc.scenario.workload, seed=sc.scenario.seed)
-                t = RequestTable(base.arrival_s[:n], base.input_len[:n], base.output_len[:n], source=SCENARIO)
-                t = open_loop(t, rate, 1.0, sc.scenario.seed, "poisson")
+                t = open_loop(requests.head(n), rate, 1.0, seed, "poisson")
                 t.meta["request_rate"] = rate
                 name = f"{args.prefix}-{load}"
                 if args.trace_steps:  # the server's processes' run and run-queue wait times around it
@@ -168,7 +189,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                 rec = replay(t, ReplayConfig(srv.url, timeout_s=600, seed=3000 + k, fifo=args.client_fifo), name=name,
                              description=f"vLLM 0.32 CPU, tiny-llama, Poisson {rate:g} req/s ({load}) on this host",
                              hardware=f"{prof} (re-measured here)", model_label="tiny-llama",
-                             workload_source=f"{SCENARIO} workload, seed {sc.scenario.seed}, Poisson {rate:g} req/s")
+                             workload_source=f"{source}, seed {seed}, Poisson {rate:g} req/s")
                 spans[name].append(time.monotonic())
                 if args.trace_steps:
                     snap1 = host_share.snapshot(procs)
@@ -177,15 +198,19 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                     spans[name + ".host"]["loadavg"] = os.getloadavg()
                 folder = cases_dir / name
                 write_case(rec, folder, name=name,
-                           description=f"vLLM 0.32 CPU build serving the tiny Llama on the machine at hand, Poisson "
-                                       f"{rate:g} req/s ({load}: {frac:g}x the capacity {cap:.2f} req/s the fresh "
-                                       f"profile prices), {n} requests, compared with the profile re-measured just "
+                           description="vLLM 0.32 CPU build serving the tiny Llama on the machine at hand, "
+                                       + (f"the workload of workload.yaml (from {args.workload}), " if args.workload
+                                          else "")
+                                       + f"Poisson {rate:g} req/s ({load}: {frac:g}x the capacity {cap:.2f} req/s "
+                                       f"the fresh profile prices), {n} requests, compared with the profile re-measured just "
                                        "before on the same machine",
                            what="recorded by validation/cpu-vllm/here.py (pdsim replay), after cpu_profile.py "
                                 "remeasure",
                            provenance=f"{rec.meta.get('server_version')} at 127.0.0.1, {rec.meta['date']}, engine: "
                                       f"{' '.join(ENGINE_ARGS)}, VLLM_CPU_KVCACHE_SPACE=1; {pinning}",
                            scenario=os.path.relpath(ROOT / SCENARIO, folder))
+                if args.workload:
+                    (folder / "workload.yaml").write_bytes(Path(args.workload).read_bytes())
                 case = yaml.safe_load((folder / "case.yaml").read_text())
                 case["set"] = [f"hardware={rel_prof}", f"overheads.router_ms={router_ms}"]
                 (folder / "case.yaml").write_text(yaml.safe_dump(case, sort_keys=False, width=110))
