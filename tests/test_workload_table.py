@@ -26,3 +26,4 @@ def test_head_past_the_end_is_the_whole_table():
     t = RequestTable(np.zeros(2), np.array([10, 20]), np.array([1, 1]))
     h = t.head(10)
     assert len(h) == 2 and h.hash_ids is None and h.priority is None
+

@@ -27,8 +27,15 @@ ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # scenario's workload sends; 9 of the long-prompt workload's 3,584, whose recorded runs put at most
 # 8,762 tokens in one of P's steps) and no prefix cache (a hit would leave the cached part out of the
 # files) (workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml)
-PREFILL_ARGS = tuple("32768" if a == "512" and ENGINE_ARGS[i - 1] == "--max-num-batched-tokens" else a
-                     for i, a in enumerate(ENGINE_ARGS)) + ("--no-enable-prefix-caching",)
+
+
+def with_token_budget(args: tuple[str, ...], tokens: int) -> tuple[str, ...]:
+    """``args`` with ``--max-num-batched-tokens`` (the step's token budget) set to ``tokens``."""
+    i = args.index("--max-num-batched-tokens") + 1
+    return args[:i] + (str(int(tokens)),) + args[i + 1:]
+
+
+PREFILL_ARGS = with_token_budget(ENGINE_ARGS, 32768) + ("--no-enable-prefix-caching",)
 
 MAX_MODEL_LEN = int(ENGINE_ARGS[ENGINE_ARGS.index("--max-model-len") + 1])  # tokens: prompt + output
 

@@ -75,6 +75,10 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                     "workloads/specs/ style) instead of the scenario's: the loads are fractions of the capacity the "
                     "profile prices for its mean prompt and output, and each case folder keeps a copy as workload.yaml")
     ap.add_argument("--seed", type=int, help="the --workload's seed (default the scenario's)")
+    ap.add_argument("--token-budget", type=int, metavar="TOKENS",
+                    help="the server's step token budget (--max-num-batched-tokens; default 512, the scenario's): "
+                         "the --chunked-prefill-size what-if; each case then sets the scenario's chunked_prefill_size "
+                         "and max_prefill_tokens to it")
     ap.add_argument("--skip-remeasure", action="store_true", help="reuse --profile-dir's profile")
     ap.add_argument("--mixed", metavar="CSV", help="also time mixed prefill+decode steps on the same server "
                                                    "(calibration/microbench/cpu_mixed_steps.py) into CSV")
@@ -101,6 +105,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
 
         if refusal := fifo_refusal(args.client_fifo):
             ap.error(f"--client-fifo: {refusal}")
+    if args.token_budget is not None and not 1 <= args.token_budget <= 32768:
+        ap.error(f"--token-budget: expected 1 to 32768 tokens, got {args.token_budget}")
     from pdsim import api
 
     seed = api.load_scenario(ROOT / SCENARIO).scenario.seed if args.seed is None else args.seed
@@ -120,7 +126,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     import yaml
 
     from pdsim.replay import ReplayConfig, replay
-    from pdsim.replay.local_server import ENGINE_ARGS, VLLMServer
+    from pdsim.replay.local_server import ENGINE_ARGS, VLLMServer, with_token_budget
     from pdsim.validate.case import run_case, write_case
     from pdsim.workload import materialize
     from pdsim.workload.shaping import open_loop
@@ -148,7 +154,11 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         import vllm_step_trace
 
         env = vllm_step_trace.trace_env(args.trace_steps)
-    with VLLMServer(args.python, args.model, args.port, log=log, env=env) as srv:
+    engine_args = ENGINE_ARGS if args.token_budget is None else with_token_budget(ENGINE_ARGS, args.token_budget)
+    budget_set = ([] if args.token_budget is None else  # the scenario's engine as the server runs
+                  [f"cluster.colocated.0.engine.{f}={args.token_budget}" for f in ("chunked_prefill_size",
+                                                                                   "max_prefill_tokens")])
+    with VLLMServer(args.python, args.model, args.port, args=engine_args, log=log, env=env) as srv:
         if not args.skip_remeasure:  # kernels, then host overheads on this server, then the profile
             rc = subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure",
                                  "--out", str(pdir), "--name", "cpu-epyc-2c", "--yaml", str(prof), "--python",
@@ -202,17 +212,20 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                                        + (f"the workload of workload.yaml (from {args.workload}), " if args.workload
                                           else "")
                                        + f"Poisson {rate:g} req/s ({load}: {frac:g}x the capacity {cap:.2f} req/s "
-                                       f"the fresh profile prices), {n} requests, compared with the profile re-measured just "
+                                       f"the fresh profile prices), {n} requests"
+                                       + (f", the server's step token budget {args.token_budget} (--max-num-batched-"
+                                          "tokens) instead of the scenario's 512" if args.token_budget else "")
+                                       + ", compared with the profile re-measured just "
                                        "before on the same machine",
                            what="recorded by validation/cpu-vllm/here.py (pdsim replay), after cpu_profile.py "
                                 "remeasure",
                            provenance=f"{rec.meta.get('server_version')} at 127.0.0.1, {rec.meta['date']}, engine: "
-                                      f"{' '.join(ENGINE_ARGS)}, VLLM_CPU_KVCACHE_SPACE=1; {pinning}",
+                                      f"{' '.join(engine_args)}, VLLM_CPU_KVCACHE_SPACE=1; {pinning}",
                            scenario=os.path.relpath(ROOT / SCENARIO, folder))
                 if args.workload:
                     (folder / "workload.yaml").write_bytes(Path(args.workload).read_bytes())
                 case = yaml.safe_load((folder / "case.yaml").read_text())
-                case["set"] = [f"hardware={rel_prof}", f"overheads.router_ms={router_ms}"]
+                case["set"] = [f"hardware={rel_prof}", f"overheads.router_ms={router_ms}", *budget_set]
                 (folder / "case.yaml").write_text(yaml.safe_dump(case, sort_keys=False, width=110))
             if args.mixed:
                 sys.path.insert(0, str(ROOT / "calibration" / "microbench"))

@@ -1,0 +1,53 @@
+"""Long prompts on vLLM's CPU engine (validation/cpu-vllm-zen1e-long-*, 2026-11-28, the Zen 1 host):
+1,536-3,584-token prompts in 3-7 chunks of the 512-token step budget, recorded colocated, through
+1P1D, and with the step budget raised to 2,048, every case against the profile re-measured on the
+host just before (validation/cpu-vllm-calibration/zen1e), fitted on no recording. These tests hold
+the figures validation/README.md quotes ("Long prompts, colocated and 1P1D, ...")."""
+from __future__ import annotations
+
+import pytest
+
+from pdsim.validate.case import run_case
+
+from builders import REPO
+
+GATED = ("mean_ttft_ms", "p90_ttft_ms", "mean_itl_ms", "p90_itl_ms")
+
+
+def _rows(case: str) -> dict[str, tuple[float, float]]:
+    """metric -> (real, simulated), as `pdsim validate` computes them."""
+    res = run_case(REPO / "validation" / case)
+    assert res.passed, case
+    return {r.metric: (r.real, r.simulated) for r in res.rows if r.metric in GATED}
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return {c: _rows(f"cpu-vllm-zen1e-{c}") for c in ("long-knee", "long-budget2048-knee", "long-pd-knee")}
+
+
+def test_a_larger_step_budget_moves_ttft_and_the_itl_tail_as_the_engine_did(rows):
+    """The --chunked-prefill-size what-if on the same requests and send times: from 512 to 2,048
+    tokens a step, prompts take 1-2 steps of ~3.6 s instead of 3-7 of ~0.9 s. Fewer than a tenth of
+    the decodes' gaps are then stalled by a chunk, so the engine's p90 ITL fell from 973 to 48 ms
+    while the stalled time, and so the mean ITL, stayed (+1.9%); its mean TTFT rose 6.3%. pdsim,
+    pricing the same steps, gives 961 to 51 ms, +1.9% and +4.5%."""
+    small, big = rows["long-knee"], rows["long-budget2048-knee"]
+    for side in (0, 1):  # real, then simulated
+        assert big["p90_itl_ms"][side] < small["p90_itl_ms"][side] / 10
+        assert 1.0 < big["mean_itl_ms"][side] / small["mean_itl_ms"][side] < 1.05
+        assert 1.02 < big["mean_ttft_ms"][side] / small["mean_ttft_ms"][side] < 1.08
+    real = big["mean_ttft_ms"][0] / small["mean_ttft_ms"][0]
+    sim = big["mean_ttft_ms"][1] / small["mean_ttft_ms"][1]
+    assert sim == pytest.approx(real, abs=0.03)
+
+
+def test_disaggregation_cuts_the_itl_tail_and_adds_ttft(rows):
+    """At about the same rate (0.167 and 0.174 req/s), colocated decodes share their steps with
+    0.9 s chunks (p90 ITL 973 ms) while 1P1D's D carries no prefill (20.4 ms), and 1P1D's mean
+    TTFT is 17% longer (whole prompts on P, the files hand-off, D's first step). pdsim gives both
+    sides (the hardware differs: one worker core colocated, one each for P and D)."""
+    co, pd = rows["long-knee"], rows["long-pd-knee"]
+    for side in (0, 1):
+        assert co["p90_itl_ms"][side] > 20 * pd["p90_itl_ms"][side]
+        assert pd["mean_ttft_ms"][side] > 1.1 * co["mean_ttft_ms"][side]
