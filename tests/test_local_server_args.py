@@ -2,13 +2,19 @@
 from __future__ import annotations
 
 
-def test_a_token_budget_replaces_only_the_step_budget():
-    """here.py --token-budget N (the --chunked-prefill-size what-if) and P's whole-prompt budget are
-    the engine's arguments with --max-num-batched-tokens changed, nothing else."""
-    from pdsim.replay.local_server import ENGINE_ARGS, PREFILL_ARGS, with_token_budget
+import pytest
 
-    two = with_token_budget(ENGINE_ARGS, 2048)
-    i = ENGINE_ARGS.index("--max-num-batched-tokens") + 1
-    assert ENGINE_ARGS[i] == "512" and two[i] == "2048"
-    assert two[:i] + two[i + 1:] == ENGINE_ARGS[:i] + ENGINE_ARGS[i + 1:]
-    assert PREFILL_ARGS == with_token_budget(ENGINE_ARGS, 32768) + ("--no-enable-prefix-caching",)
+
+@pytest.mark.parametrize("flag, old, new", [("--max-num-batched-tokens", "512", 2048), ("--max-num-seqs", "32", 4)])
+def test_an_engine_argument_changes_only_its_own_value(flag, old, new):
+    """here.py --token-budget N / --max-num-seqs N (the --chunked-prefill-size and
+    --max-running-requests what-ifs) and P's whole-prompt budget are the engine's arguments with one
+    value changed, nothing else."""
+    from pdsim.replay.local_server import ENGINE_ARGS, PREFILL_ARGS, with_engine_arg
+
+    out = with_engine_arg(ENGINE_ARGS, flag, new)
+    i = ENGINE_ARGS.index(flag) + 1
+    assert ENGINE_ARGS[i] == old and out[i] == str(new)
+    assert out[:i] + out[i + 1:] == ENGINE_ARGS[:i] + ENGINE_ARGS[i + 1:]
+    assert PREFILL_ARGS == with_engine_arg(ENGINE_ARGS, "--max-num-batched-tokens", 32768) + (
+        "--no-enable-prefix-caching",)

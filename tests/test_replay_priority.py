@@ -152,7 +152,8 @@ def test_the_harness_scripts_name_a_bad_client_fifo_before_they_start(script, tm
 @pytest.mark.parametrize("extra, named", [(["--requests", "0"], "--requests"),
                                           (["--requests", "40", "60", "80", "90"], "--requests"),
                                           (["--loads", "huge"], "--loads"),
-                                          (["--token-budget", "0"], "--token-budget")])
+                                          (["--token-budget", "0"], "--token-budget"),
+                                          (["--max-num-seqs", "0"], "--max-num-seqs")])
 def test_here_names_bad_loads_and_counts_before_it_starts(extra, named, tmp_path):
     """here.py's loads (light, knee and, on request, overload at 1.3x the priced capacity) and their
     request counts are checked before any server starts: exit 2, the flag named, no traceback."""
@@ -166,7 +167,7 @@ def test_here_names_bad_loads_and_counts_before_it_starts(extra, named, tmp_path
                        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
     assert p.returncode == 2, p.stderr[-2000:]
     assert named in p.stderr and "Traceback" not in p.stderr
-    if named != "--token-budget":
+    if named not in ("--token-budget", "--max-num-seqs"):
         assert "overload" in p.stderr  # the loads it knows are named
 
 

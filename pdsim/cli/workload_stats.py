@@ -74,6 +74,25 @@ def load_target(target: str, skip_bad_rows: bool = False, fmt: str = "auto", see
         raise (err if err.source else err.at(source=str(p))) from None
 
 
+
+def workload_for_engine(ap, target: str, seed: int, max_model_len: int) -> RequestTable:
+    """``load_target``'s requests of ``target`` for a recording harness (validation/cpu-vllm/here.py,
+    validation/cpu-vllm-pd/run_case.py ``--workload``) whose server takes at most ``max_model_len``
+    tokens a request: a bad file, or a request past that (the server would refuse it), ends the
+    script through ``ap.error`` (exit 2, naming the file and the first such request) before any
+    server starts."""
+    try:
+        table = load_target(target, seed=seed)
+        over = (table.input_len + table.output_len > max_model_len).nonzero()[0]
+        if len(over):
+            i = int(over[0])
+            raise SpecError(f"request {i} has {int(table.input_len[i])} prompt + {int(table.output_len[i])} output "
+                            f"tokens, past the engine's --max-model-len {max_model_len} ({len(over)} such "
+                            "request(s))", source=target)
+    except SpecError as err:
+        ap.error(f"--workload: {err}")
+    return table
+
 def _n(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 or float(x).is_integer() else f"{x:,.1f}"
 

@@ -29,29 +29,16 @@ ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # files) (workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml)
 
 
-def with_token_budget(args: tuple[str, ...], tokens: int) -> tuple[str, ...]:
-    """``args`` with ``--max-num-batched-tokens`` (the step's token budget) set to ``tokens``."""
-    i = args.index("--max-num-batched-tokens") + 1
-    return args[:i] + (str(int(tokens)),) + args[i + 1:]
+def with_engine_arg(args: tuple[str, ...], flag: str, value: int) -> tuple[str, ...]:
+    """``args`` with ``flag``'s value set to ``value`` (``--max-num-batched-tokens``: the step's
+    token budget; ``--max-num-seqs``: the requests running at once)."""
+    i = args.index(flag) + 1
+    return args[:i] + (str(int(value)),) + args[i + 1:]
 
 
-PREFILL_ARGS = with_token_budget(ENGINE_ARGS, 32768) + ("--no-enable-prefix-caching",)
+PREFILL_ARGS = with_engine_arg(ENGINE_ARGS, "--max-num-batched-tokens", 32768) + ("--no-enable-prefix-caching",)
 
 MAX_MODEL_LEN = int(ENGINE_ARGS[ENGINE_ARGS.index("--max-model-len") + 1])  # tokens: prompt + output
-
-
-def refuse_too_long(table, source: str) -> None:
-    """Raise a SpecError naming the first request of ``table`` (a RequestTable) whose prompt and
-    output pass the engine's ``--max-model-len``: the server would refuse it (HTTP 400)."""
-    from ..specs.errors import SpecError
-
-    total = table.input_len + table.output_len
-    over = (total > MAX_MODEL_LEN).nonzero()[0]
-    if len(over):
-        i = int(over[0])
-        raise SpecError(f"request {i} has {int(table.input_len[i])} prompt + {int(table.output_len[i])} output "
-                        f"tokens, past the engine's --max-model-len {MAX_MODEL_LEN} ({len(over)} such request(s))",
-                        source=source)
 
 
 class VLLMServer:

@@ -70,15 +70,10 @@ def main() -> None:
     seed = sc.scenario.seed if args.seed is None else args.seed
     requests = None
     if args.workload:  # named now, not after minutes of start-up
-        from pdsim.cli.workload_stats import load_target
-        from pdsim.replay.local_server import refuse_too_long
-        from pdsim.specs.errors import SpecError
+        from pdsim.cli.workload_stats import workload_for_engine
+        from pdsim.replay.local_server import MAX_MODEL_LEN
 
-        try:
-            requests = load_target(args.workload, seed=seed)
-            refuse_too_long(requests, args.workload)
-        except SpecError as err:
-            ap.error(f"--workload: {err}")
+        requests = workload_for_engine(ap, args.workload, seed, MAX_MODEL_LEN)
     for load in args.loads:
         if load not in LOADS and not (args.rate and args.requests):
             ap.error(f"--loads {load}: no default rate and size for this load (known: {', '.join(LOADS)}); give "

@@ -79,6 +79,9 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                     help="the server's step token budget (--max-num-batched-tokens; default 512, the scenario's): "
                          "the --chunked-prefill-size what-if; each case then sets the scenario's chunked_prefill_size "
                          "and max_prefill_tokens to it")
+    ap.add_argument("--max-num-seqs", type=int, metavar="N",
+                    help="the server's cap on requests running at once (default 32, the scenario's): the "
+                         "--max-running-requests what-if; each case then sets the scenario's max_running_requests to it")
     ap.add_argument("--skip-remeasure", action="store_true", help="reuse --profile-dir's profile")
     ap.add_argument("--mixed", metavar="CSV", help="also time mixed prefill+decode steps on the same server "
                                                    "(calibration/microbench/cpu_mixed_steps.py) into CSV")
@@ -107,26 +110,23 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
             ap.error(f"--client-fifo: {refusal}")
     if args.token_budget is not None and not 1 <= args.token_budget <= 32768:
         ap.error(f"--token-budget: expected 1 to 32768 tokens, got {args.token_budget}")
+    if args.max_num_seqs is not None and not 1 <= args.max_num_seqs <= 1024:
+        ap.error(f"--max-num-seqs: expected 1 to 1024 requests, got {args.max_num_seqs}")
     from pdsim import api
 
     seed = api.load_scenario(ROOT / SCENARIO).scenario.seed if args.seed is None else args.seed
     requests = None
     if args.workload:  # named now, not after minutes of start-up
-        from pdsim.cli.workload_stats import load_target
-        from pdsim.replay.local_server import refuse_too_long
-        from pdsim.specs.errors import SpecError
+        from pdsim.cli.workload_stats import workload_for_engine
+        from pdsim.replay.local_server import MAX_MODEL_LEN
 
-        try:
-            requests = load_target(args.workload, seed=seed)
-            refuse_too_long(requests, args.workload)
-        except SpecError as err:
-            ap.error(f"--workload: {err}")
+        requests = workload_for_engine(ap, args.workload, seed, MAX_MODEL_LEN)
 
     import numpy as np
     import yaml
 
     from pdsim.replay import ReplayConfig, replay
-    from pdsim.replay.local_server import ENGINE_ARGS, VLLMServer, with_token_budget
+    from pdsim.replay.local_server import ENGINE_ARGS, VLLMServer, with_engine_arg
     from pdsim.validate.case import run_case, write_case
     from pdsim.workload import materialize
     from pdsim.workload.shaping import open_loop
@@ -154,10 +154,13 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         import vllm_step_trace
 
         env = vllm_step_trace.trace_env(args.trace_steps)
-    engine_args = ENGINE_ARGS if args.token_budget is None else with_token_budget(ENGINE_ARGS, args.token_budget)
-    budget_set = ([] if args.token_budget is None else  # the scenario's engine as the server runs
-                  [f"cluster.colocated.0.engine.{f}={args.token_budget}" for f in ("chunked_prefill_size",
-                                                                                   "max_prefill_tokens")])
+    engine_args, engine_set = ENGINE_ARGS, []  # the server's arguments, and the scenario's engine as it runs
+    for flag, value, fields in (("--max-num-batched-tokens", args.token_budget, ("chunked_prefill_size",
+                                                                                 "max_prefill_tokens")),
+                                ("--max-num-seqs", args.max_num_seqs, ("max_running_requests",))):
+        if value is not None:
+            engine_args = with_engine_arg(engine_args, flag, value)
+            engine_set += [f"cluster.colocated.0.engine.{f}={value}" for f in fields]
     with VLLMServer(args.python, args.model, args.port, args=engine_args, log=log, env=env) as srv:
         if not args.skip_remeasure:  # kernels, then host overheads on this server, then the profile
             rc = subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure",
@@ -215,6 +218,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                                        f"the fresh profile prices), {n} requests"
                                        + (f", the server's step token budget {args.token_budget} (--max-num-batched-"
                                           "tokens) instead of the scenario's 512" if args.token_budget else "")
+                                       + (f", at most {args.max_num_seqs} requests running at once (--max-num-seqs) "
+                                          "instead of the scenario's 32" if args.max_num_seqs else "")
                                        + ", compared with the profile re-measured just "
                                        "before on the same machine",
                            what="recorded by validation/cpu-vllm/here.py (pdsim replay), after cpu_profile.py "
@@ -225,7 +230,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                 if args.workload:
                     (folder / "workload.yaml").write_bytes(Path(args.workload).read_bytes())
                 case = yaml.safe_load((folder / "case.yaml").read_text())
-                case["set"] = [f"hardware={rel_prof}", f"overheads.router_ms={router_ms}", *budget_set]
+                case["set"] = [f"hardware={rel_prof}", f"overheads.router_ms={router_ms}", *engine_set]
                 (folder / "case.yaml").write_text(yaml.safe_dump(case, sort_keys=False, width=110))
             if args.mixed:
                 sys.path.insert(0, str(ROOT / "calibration" / "microbench"))

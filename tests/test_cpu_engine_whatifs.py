@@ -1,8 +1,10 @@
-"""Long prompts on vLLM's CPU engine (validation/cpu-vllm-zen1e-long-*, 2026-11-28, the Zen 1 host):
-1,536-3,584-token prompts in 3-7 chunks of the 512-token step budget, recorded colocated, through
-1P1D, and with the step budget raised to 2,048, every case against the profile re-measured on the
-host just before (validation/cpu-vllm-calibration/zen1e), fitted on no recording. These tests hold
-the figures validation/README.md quotes ("Long prompts, colocated and 1P1D, ...")."""
+"""What-ifs on vLLM's CPU engine, recorded on the Zen 1 host on 2026-11-28 (validation/cpu-vllm-zen1e-*):
+the same requests and send times through another engine setting or deployment, every case against
+the profile re-measured on the host just before (validation/cpu-vllm-calibration/zen1e), fitted on no
+recording. Long prompts (1,536-3,584 tokens in 3-7 chunks of the 512-token step budget) colocated, at a
+2,048-token budget and through 1P1D; the scenario's workload at its knee with at most 4 requests
+running instead of 32. These tests hold the figures validation/README.md quotes ("Long prompts,
+colocated and 1P1D, ...")."""
 from __future__ import annotations
 
 import pytest
@@ -23,7 +25,8 @@ def _rows(case: str) -> dict[str, tuple[float, float]]:
 
 @pytest.fixture(scope="module")
 def rows():
-    return {c: _rows(f"cpu-vllm-zen1e-{c}") for c in ("long-knee", "long-budget2048-knee", "long-pd-knee")}
+    return {c: _rows(f"cpu-vllm-zen1e-{c}") for c in ("long-knee", "long-budget2048-knee", "long-pd-knee", "knee",
+                                                      "seqs4-knee")}
 
 
 def test_a_larger_step_budget_moves_ttft_and_the_itl_tail_as_the_engine_did(rows):
@@ -51,3 +54,18 @@ def test_disaggregation_cuts_the_itl_tail_and_adds_ttft(rows):
     for side in (0, 1):
         assert co["p90_itl_ms"][side] > 20 * pd["p90_itl_ms"][side]
         assert pd["mean_ttft_ms"][side] > 1.1 * co["mean_ttft_ms"][side]
+
+
+def test_fewer_running_requests_trade_ttft_for_itl_as_the_engine_did(rows):
+    """The --max-running-requests what-if (vLLM's --max-num-seqs) on the knee's 60 requests: from 32
+    to 4 running at once, requests queue for a place (mean TTFT 1,457 -> 2,151 ms, +48%; p90 +52%)
+    and the decode batches shrink (mean ITL 25.0 -> 20.6 ms, -18%; p90 26.4 -> 16.0 ms, -39%). pdsim
+    predicted, before the run (the zen1e-knee case with max_running_requests=4), +36% / +38% TTFT and
+    -25% / -42% ITL: every move's direction, the TTFT's rise three quarters of the engine's (its decode
+    steps ran at 1.07 of their price in this run, 1.00 in the 32-request one)."""
+    wide, narrow = rows["knee"], rows["seqs4-knee"]
+    for side in (0, 1):
+        assert narrow["mean_ttft_ms"][side] > 1.3 * wide["mean_ttft_ms"][side]
+        assert narrow["p90_ttft_ms"][side] > 1.3 * wide["p90_ttft_ms"][side]
+        assert narrow["mean_itl_ms"][side] < 0.85 * wide["mean_itl_ms"][side]
+        assert narrow["p90_itl_ms"][side] < 0.7 * wide["p90_itl_ms"][side]
