@@ -153,7 +153,8 @@ def test_the_harness_scripts_name_a_bad_client_fifo_before_they_start(script, tm
                                           (["--requests", "40", "60", "80", "90"], "--requests"),
                                           (["--loads", "huge"], "--loads"),
                                           (["--token-budget", "0"], "--token-budget"),
-                                          (["--max-num-seqs", "0"], "--max-num-seqs")])
+                                          (["--max-num-seqs", "0"], "--max-num-seqs"),
+                                          (["--max-num-seqs", "4", "--no-skip"], "re-measure first")])
 def test_here_names_bad_loads_and_counts_before_it_starts(extra, named, tmp_path):
     """here.py's loads (light, knee and, on request, overload at 1.3x the priced capacity) and their
     request counts are checked before any server starts: exit 2, the flag named, no traceback."""
@@ -163,11 +164,13 @@ def test_here_names_bad_loads_and_counts_before_it_starts(extra, named, tmp_path
 
     root = Path(__file__).resolve().parents[1]
     argv = [a.format(tmp=tmp_path) for a in HARNESS["here"]]
+    if "--no-skip" in extra:  # a what-if with the re-measurement
+        argv, extra = [a for a in argv if a != "--skip-remeasure"], [e for e in extra if e != "--no-skip"]
     p = subprocess.run([sys.executable, str(root / argv[0]), *argv[1:], *extra], cwd=root,
                        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
     assert p.returncode == 2, p.stderr[-2000:]
     assert named in p.stderr and "Traceback" not in p.stderr
-    if named not in ("--token-budget", "--max-num-seqs"):
+    if named not in ("--token-budget", "--max-num-seqs", "re-measure first"):
         assert "overload" in p.stderr  # the loads it knows are named
 
 

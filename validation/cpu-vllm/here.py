@@ -112,6 +112,11 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         ap.error(f"--token-budget: expected 1 to 32768 tokens, got {args.token_budget}")
     if args.max_num_seqs is not None and not 1 <= args.max_num_seqs <= 1024:
         ap.error(f"--max-num-seqs: expected 1 to 1024 requests, got {args.max_num_seqs}")
+    for flag, value in (("--token-budget", args.token_budget), ("--max-num-seqs", args.max_num_seqs)):
+        if value is not None and not args.skip_remeasure:  # its overhead runs need the scenario's engine
+            ap.error(f"{flag}: a what-if is recorded against a profile re-measured at the scenario's engine "
+                     "settings (the overhead runs time batches of 16 within one step budget); re-measure first, "
+                     "then give --skip-remeasure")
     from pdsim import api
 
     seed = api.load_scenario(ROOT / SCENARIO).scenario.seed if args.seed is None else args.seed
