@@ -25,8 +25,8 @@ def _rows(case: str) -> dict[str, tuple[float, float]]:
 
 @pytest.fixture(scope="module")
 def rows():
-    return {c: _rows(f"cpu-vllm-zen1e-{c}") for c in ("long-knee", "long-budget2048-knee", "long-pd-knee", "knee",
-                                                      "seqs4-knee")}
+    return {c: _rows(f"cpu-vllm-zen1e-{c}") for c in ("long-knee", "long-repeat-knee", "long-budget2048-knee",
+                                                      "long-pd-knee", "knee", "seqs4-knee")}
 
 
 def test_a_larger_step_budget_moves_ttft_and_the_itl_tail_as_the_engine_did(rows):
@@ -34,8 +34,12 @@ def test_a_larger_step_budget_moves_ttft_and_the_itl_tail_as_the_engine_did(rows
     tokens a step, prompts take 1-2 steps of ~3.6 s instead of 3-7 of ~0.9 s. Fewer than a tenth of
     the decodes' gaps are then stalled by a chunk, so the engine's p90 ITL fell from 973 to 48 ms
     while the stalled time, and so the mean ITL, stayed (+1.9%); its mean TTFT rose 6.3%. pdsim,
-    pricing the same steps, gives 961 to 51 ms, +1.9% and +4.5%."""
+    pricing the same steps, gives 961 to 51 ms, +1.9% and +4.5%. The engine's own spread is far
+    smaller: the same 512-token run repeated on a fresh server moved its mean TTFT 1.0%."""
     small, big = rows["long-knee"], rows["long-budget2048-knee"]
+    again = rows["long-repeat-knee"]
+    assert again["mean_ttft_ms"][0] == pytest.approx(small["mean_ttft_ms"][0], rel=0.02)
+    assert again["p90_itl_ms"][0] == pytest.approx(small["p90_itl_ms"][0], rel=0.02)
     for side in (0, 1):  # real, then simulated
         assert big["p90_itl_ms"][side] < small["p90_itl_ms"][side] / 10
         assert 1.0 < big["mean_itl_ms"][side] / small["mean_itl_ms"][side] < 1.05
