@@ -60,6 +60,7 @@ RUNS = {
     "INV_102212_nofault.yaml": {"finished": 44},
     "INV_102896.yaml": {},
     "INV_102929.yaml": {},
+    "INV_drain_get_mode.yaml": {"finished": 2},
     "LOSS_closed_loop_dead_instance.yaml": {"reasons": {"no_instance_available"}},
     "LOSS_small_decode_pool.yaml": {},
     "LOSS_spf_small_pools.yaml": {},

@@ -59,6 +59,18 @@ class Elastic:
                 self.log_event("draining", inst.name, "")
                 inst.wake()
 
+    def drained(self, inst: Instance) -> None:
+        """A draining instance is empty: its GPUs are released, once no live request is on its way
+        to it (a D chosen at routing, its KV pulled when P is done: NCCL GET; it is served first)."""
+        if inst.state != "draining":
+            return
+        if any(r.d_inst == inst.iid and not r.done for r in self.live.values()):
+            return
+        inst.state = "down"
+        self._capacity(-inst.gpus)
+        self._alloc(-inst.gpus)
+        self.log_event("removed", inst.name, "drained")
+
     def scale_experts(self, delta: int) -> None:
         if self.experts is None:
             raise KeyError("the autoscaler scaled an expert service the scenario does not have")

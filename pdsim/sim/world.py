@@ -295,16 +295,6 @@ class World(RequestPath, Elastic, Recovery, Accounting):
             self._recent.append((self.env.now, (req.first_token + self.egress_s - req.arrival) * 1e3 <= slo))
         self._release_slot()
 
-    def drained(self, inst: Instance) -> None:
-        """A draining instance is empty: its GPUs are released."""
-        if inst.state != "draining":
-            return
-        inst.state = "down"
-        self._capacity(-inst.gpus)
-        self._alloc(-inst.gpus)
-        self.log_event("removed", inst.name, "drained")
-
-
     def dropped(self, req: Request, reason: str) -> None:
         if req.drop_reason is not None:
             return
