@@ -74,7 +74,6 @@ def load_target(target: str, skip_bad_rows: bool = False, fmt: str = "auto", see
         raise (err if err.source else err.at(source=str(p))) from None
 
 
-
 def workload_for_engine(ap, target: str, seed: int, max_model_len: int) -> RequestTable:
     """``load_target``'s requests of ``target`` for a recording harness (validation/cpu-vllm/here.py,
     validation/cpu-vllm-pd/run_case.py ``--workload``) whose server takes at most ``max_model_len``
@@ -92,6 +91,7 @@ def workload_for_engine(ap, target: str, seed: int, max_model_len: int) -> Reque
     except SpecError as err:
         ap.error(f"--workload: {err}")
     return table
+
 
 def _n(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 or float(x).is_integer() else f"{x:,.1f}"
