@@ -15,3 +15,6 @@ python3 -m pip install -q -e ".[ray]" || echo "ray not installed: the Ray sweep 
 # tests/engine/test_engine.py: a few minutes on a host with bf16 GEMM units, ~10 without):
 # these hosts differ from session to session, and a profile only fits the machine it was measured on.
 bash .ci/engine.sh || echo "engine not built: the engine tests will skip"
+# SGLang on the CPU in its own venv (marker `engine`, tests/engine/test_sglang.py): the second real
+# engine, the same tiny Llama (.ci/sglang.sh says what it installs and why)
+bash .ci/sglang.sh || echo "SGLang not built: its engine tests will skip"

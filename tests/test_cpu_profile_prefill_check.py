@@ -73,3 +73,62 @@ def test_decode_rows_all_faster_than_the_memory_bound_leave_no_model_and_the_pro
     sc = api.load_scenario(ROOT / "workloads/scenarios/cpu-vllm-tiny-llama.yaml",
                            ["workload.num_requests=20", "workload.rate=0.5", f"hardware={out}"])
     assert api.simulate(sc).summary()["completed"] == 20
+
+
+def _priced(tmp_path: Path) -> dict[int, float]:
+    """Each idle prompt's price (kernels and the fitted step work, microseconds) by the profile the
+    rows give, read back from a fit that times them all."""
+    ov = {"idle_ttft_by_tokens_us": {"32": 1e4, "128": 2e4, "256": 3e4, "512": 5e4}}
+    fit = _profile(tmp_path, ov)["prefill_token_fit"]
+    return dict(zip(fit["tokens"], fit["kernels_and_step_us"]))
+
+
+def test_idle_prompts_of_several_lengths_give_the_request_path_and_the_work_per_prompt_token(tmp_path):
+    """SGLang's CPU engine (2026-11-28, validation/cpu-vllm-calibration/emr-sglang): its prefill ran
+    ~26 us per prompt token longer than the timed GEMM and SDPA kernels price it (its torch-native
+    RMSNorm, RoPE, SiLU and KV writes), at 128 to 512 tokens alike. Idle single prompts of several
+    lengths give that slope and the request path as the intercept; an engine built that way is
+    recovered exactly, with each length's leave-one-out error."""
+    priced = _priced(tmp_path)
+    path_us, per_token_us = 6000.0, 0.026 * 1e3
+    ov = {"idle_ttft_by_tokens_us": {str(n): priced[n] + path_us + per_token_us * n for n in priced},
+          "idle_ttft_long_us": priced[512] + path_us + per_token_us * 512, "idle_ttft_long_tokens": 512}
+    host = _profile(tmp_path, ov)
+    fit = host["prefill_token_fit"]
+    assert fit["note"] == "fitted" and fit["tokens"] == [32, 128, 256, 512]
+    assert abs(host["prefill_token_ns"] - 26_000.0) < 1.0 and abs(host["request_path_ms"] - 6.0) < 1e-3
+    assert max(abs(e) for e in fit["leave_one_out_error"]) < 1e-6
+    assert abs(host["prefill_check"]["priced_over_engine"] - 1.0) < 1e-3  # the check prices the token work too
+    import yaml
+
+    prof = yaml.safe_load((tmp_path / "p.yaml").read_text())
+    assert prof["efficiency"]["prefill_token_ns"] == 26000.0
+    assert "leave-one-out" in prof["sources"]["efficiency.prefill_token_ns"]
+
+
+def test_work_per_prompt_token_below_zero_is_not_host_work_and_says_so(tmp_path):
+    priced = _priced(tmp_path)
+    ov = {"idle_ttft_by_tokens_us": {str(n): priced[n] + 6000.0 - 5.0 * n for n in priced}}
+    host = _profile(tmp_path, ov)
+    assert host["prefill_token_ns"] == 0.0 and host["prefill_token_fit"]["note"].startswith("the rows put it below 0")
+    assert abs(host["request_path_ms"] - (6000.0 - 5.0 * 32) / 1e3) < 1e-3
+
+
+def test_without_idle_prompts_of_three_lengths_nothing_is_fitted(tmp_path):
+    host = _profile(tmp_path, {"idle_ttft_by_tokens_us": {"32": 1e4, "512": 5e4}})
+    assert host["prefill_token_fit"] is None and host["prefill_token_ns"] == 0.0
+
+
+def test_a_scattered_slope_carries_its_own_uncertainty_into_the_profile(tmp_path):
+    """Real idle prompts scatter around the line: the slope's two standard errors over it become the
+    constant's relative uncertainty (what `pdsim sensitivity` perturbs), and the profile loads."""
+    from pdsim.specs.catalog import load_hardware_ref
+
+    priced = _priced(tmp_path)
+    wobble = {32: 0.0, 128: 1500.0, 256: -1500.0, 512: 800.0}
+    ov = {"idle_ttft_by_tokens_us": {str(n): priced[n] + 6000.0 + 26.0 * n + wobble[n] for n in priced}}
+    fit = _profile(tmp_path, ov)["prefill_token_fit"]
+    assert fit["note"] == "fitted" and 0.25 < fit["rel_uncertainty"] < 1.0
+    hw = load_hardware_ref(str(tmp_path / "p.yaml"))
+    assert hw.uncertainty["efficiency.prefill_token_ns"] == fit["rel_uncertainty"]
+    assert abs(hw.efficiency.prefill_token_ns - fit["prefill_token_ns"]) < 0.1

@@ -25,7 +25,7 @@ from pdsim.specs.scenario import EngineSpec, GroupSpec, RouterSpec, TransferSpec
 from builders import REPO, resolve, scenario_dict
 
 SGLANG_OK = [k for k in scenario_keys() if k not in ("cpu-vllm-tiny-llama", "cpu-vllm-tiny-llama-1p1d",
-                                                     "llama8b-a800-1p1d")]
+                                                     "cpu-sglang-tiny-llama", "llama8b-a800-1p1d")]
 VLLM_OK = ["cpu-vllm-tiny-llama", "llama8b-a800-1p1d", "llama8b-a800-colocated", "dsv3-h800-colocated-2node"]
 
 

@@ -19,6 +19,7 @@ PROMPTS = (32, 512, 1024)  # prompt tokens: the decode context grows from ~100 t
 OUTPUT_TOKENS = 192
 REPEATS = 5
 LONG_PROMPT = 512  # the prefill check's prompt (tokens): one step at the engine's 512-token budget
+MID_PROMPTS = (128, 256)  # idle prompts between the short and the long one (the per-prompt-token fit)
 
 
 def _windows(rec) -> list:
@@ -152,11 +153,21 @@ def overhead(args) -> None:
                          source="idle-ttft-long")
     r = replay(long_, ReplayConfig(args.endpoint, max_concurrency=1, seed=seed + 2, fifo=fifo), name="idle-ttft-long")
     ttft_long = (r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6
+    # and between them: the prefill's work per prompt token outside the timed kernels
+    # (cpu_profile_fit.prefill_token_fit: SGLang's torch-native elementwise ops, say)
+    by_tokens = {"32": float(np.median(ttft)), str(LONG_PROMPT): float(np.median(ttft_long))}
+    for k, n_tok in enumerate(MID_PROMPTS):
+        mid = RequestTable(np.arange(5) * 1.0, np.full(5, n_tok), np.full(5, 2), max_concurrency=1,
+                           source="idle-ttft-mid")
+        r = replay(mid, ReplayConfig(args.endpoint, max_concurrency=1, seed=seed + 3 + k, fifo=fifo),
+                   name="idle-ttft-mid")
+        by_tokens[str(n_tok)] = float(np.median((r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6))
     info = {"endpoint": args.endpoint, "server_version": (rec.meta if rec else {}).get("server_version"),
             "output_tokens": out_tokens, "client_cpus": sorted(os.sched_getaffinity(0)), "itl_by_batch": rows,
             "repeats": getattr(args, "repeats", REPEATS),
             "idle_ttft_us": float(np.median(ttft)), "idle_ttft_prompt_tokens": 32,
             "idle_ttft_long_us": float(np.median(ttft_long)), "idle_ttft_long_tokens": LONG_PROMPT,
+            "idle_ttft_by_tokens_us": dict(sorted(by_tokens.items(), key=lambda kv: int(kv[0]))),
             "dispersion": dispersion(gaps), "client_sched": f"SCHED_FIFO {fifo}" if fifo else "SCHED_OTHER",
             "date": dt.date.today().isoformat()}
     (out / "overhead.json").write_text(json.dumps(info, indent=2) + "\n")

@@ -23,7 +23,10 @@ the thread count vLLM's CPU worker uses for serving (it logs "Reducing Torch thr
    ``efficiency.seq_overhead_us`` (b) and ``efficiency.ctx_overhead_ns`` (c); and the idle TTFT
    of a 32-token prompt minus one priced prefill step -> the request path outside the engine
    (HTTP server, input processing, streaming), ``request_path_ms`` in ``host_overheads.json``,
-   for the scenario's ``overheads.router_ms``.
+   for the scenario's ``overheads.router_ms``. Idle prompts of 32, 128, 256 and 512 tokens give the
+   request path and the prefill's work per prompt token outside the timed kernels together (idle
+   TTFT(L) - kernels(L) = path + t L) -> ``efficiency.prefill_token_ns`` (cpu_profile_fit.py
+   prefill_token_fit).
 3. ``profile`` (system python, pandas): fits the GEMM and attention forms of pdsim/costs/compute.py
    to the rows (pdsim.calibrate.fit_compute, held-out errors) and writes the YAML with sources.
 
@@ -327,8 +330,10 @@ def main() -> None:
         p.add_argument("--name", default="cpu-" + platform.node().split(".")[0], help="profile key")
     sub.choices["measure"].add_argument("--threads", type=int, default=1, help="torch threads (vLLM's CPU worker: 1)")
     sub.choices["measure"].add_argument("--repeat", type=int, default=15)
-    sub.choices["measure"].add_argument("--attention", choices=["vllm", "sdpa"], default="vllm",
-                                        help="time vLLM's CPU attention kernel (default) or torch SDPA")
+    for name in ("measure", "remeasure"):
+        sub.choices[name].add_argument("--attention", choices=["vllm", "sdpa"], default="vllm",
+                                       help="time vLLM's CPU attention kernel (default) or torch SDPA (SGLang's "
+                                            "torch-native backend)")
     sub.choices["measure"].add_argument("--block-size", type=int, default=128, help="KV page (vLLM --block-size)")
     sub.choices["overhead"].add_argument("--endpoint", required=True)
     for name in ("overhead", "remeasure"):
@@ -354,6 +359,8 @@ def main() -> None:
     r.add_argument("--endpoint", help="a server already running with the validation engine's arguments (default: "
                                       "start one)")
     r.add_argument("--server-log", help="that server's log (its worker binding is recorded)")
+    r.add_argument("--engine-args", help="that server's arguments, as recorded in remeasure.json (default: the "
+                                         "vLLM validation engine's)")
     args = ap.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     if getattr(args, "client_fifo", None) is not None:  # named now, not after minutes of start-up

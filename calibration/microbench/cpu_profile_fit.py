@@ -81,6 +81,51 @@ def priced_prefill_us(cost, tokens: int, fixed_us: float) -> float:
     return (sum(parts.values()) - parts["overhead"]) * 1e6 + fixed_us
 
 
+def prefill_token_fit(ov: dict, cost, fixed_us: float) -> dict | None:
+    """The request path and the prefill's work per prompt token outside the timed kernels, from the
+    idle TTFTs of single prompts of several lengths (overhead.json ``idle_ttft_by_tokens_us``, each
+    one engine step): TTFT(L) - kernels(L) - ``fixed_us`` = path + t L by least squares, with each
+    length's leave-one-out error (of its TTFT). A t the rows put below 0 is not host work: t is then
+    0 and the path is the shortest prompt's alone, and the result says so. None where the overhead
+    runs timed fewer than three lengths (older overhead.json)."""
+    import numpy as np
+
+    by = {int(k): v for k, v in (ov.get("idle_ttft_by_tokens_us") or {}).items() if v}
+    if len(by) < 3:
+        return None
+    L = np.array(sorted(by), dtype=float)
+    ttft = np.array([by[int(n)] for n in L])
+    resid = ttft - np.array([priced_prefill_us(cost, int(n), fixed_us) for n in L])
+
+    def solve(idx):
+        a = np.vstack([np.ones(len(idx)), L[idx]]).T
+        return np.linalg.lstsq(a, resid[idx], rcond=None)[0]
+
+    path_us, t_us = solve(np.arange(len(L)))
+    # the slope's relative uncertainty: two standard errors of the least-squares slope over it
+    dof = len(L) - 2
+    ssr = float(np.sum((resid - path_us - t_us * L) ** 2))
+    se = (ssr / dof / float(np.sum((L - L.mean()) ** 2))) ** 0.5 if dof > 0 else 0.0
+    rel = 2 * se / t_us if t_us > 0 else None
+    note = "fitted"
+    if t_us < 0:
+        path_us, t_us, note = resid[0], 0.0, "the rows put it below 0: 0, the path from the shortest prompt"
+    elif rel is not None and rel >= 1.0:
+        note = (f"not resolved: two standard errors are {rel:.1f}x the slope {t_us * 1e3:.0f} ns; 0, the path from "
+                "the shortest prompt")
+        print(f"warning: the idle prompts do not resolve a prefill work per prompt token ({note}): "
+              "efficiency.prefill_token_ns is 0. Run remeasure again.", file=sys.stderr)
+        path_us, t_us = resid[0], 0.0
+    loo = []
+    for i in range(len(L)):
+        p_i, t_i = solve(np.delete(np.arange(len(L)), i)) if note == "fitted" else (path_us, t_us)
+        loo.append(round(float((p_i + max(t_i, 0.0) * L[i] - resid[i]) / ttft[i]), 4))
+    return {"request_path_us": float(path_us), "prefill_token_ns": float(t_us * 1e3), "note": note,
+            "rel_uncertainty": round(float(rel), 3) if note == "fitted" and rel is not None else None,
+            "tokens": [int(n) for n in L], "idle_ttft_us": [round(float(x), 1) for x in ttft],
+            "kernels_and_step_us": [round(float(x), 1) for x in ttft - resid], "leave_one_out_error": loo}
+
+
 def prefill_check(ov: dict, cost, path_ms: float, fixed_us: float) -> dict | None:
     """The kernels' price of a long prompt against the engine's own: the idle TTFT of
     ``idle_ttft_long_tokens`` (overhead.json) less the request path is the engine's prefill step,
@@ -155,11 +200,18 @@ def profile(args) -> None:
     step_overhead_us, seq_overhead_us, ctx_overhead_ns = float(coef[0]), float(coef[1]), float(coef[2]) * 1e3
     for r, x, y in zip(rows, xs, ys):
         r["fit_error"] = round(float((np.dot(coef, x) - y) / r["median_itl_us"]), 4)
-    # the request path outside the engine: idle TTFT minus one priced prefill step of the prompt
+    # the request path outside the engine: idle TTFT minus one priced prefill step of the prompt;
+    # with idle prompts of several lengths, jointly with the prefill's work per prompt token
     p = ov["idle_ttft_prompt_tokens"]
-    prefill_us = priced_prefill_us(cost, p, step_overhead_us + seq_overhead_us)
-    path_ms = max(0.0, (ov["idle_ttft_us"] - prefill_us) / 1e3)
-    check = prefill_check(ov, cost, path_ms, step_overhead_us + seq_overhead_us)
+    tok = prefill_token_fit(ov, cost, step_overhead_us + seq_overhead_us)
+    prefill_token_ns = tok["prefill_token_ns"] if tok else 0.0
+    if tok:
+        path_ms = max(0.0, tok["request_path_us"] / 1e3)
+    else:
+        prefill_us = priced_prefill_us(cost, p, step_overhead_us + seq_overhead_us)
+        path_ms = max(0.0, (ov["idle_ttft_us"] - prefill_us) / 1e3)
+    n_long = ov.get("idle_ttft_long_tokens") or 0
+    check = prefill_check(ov, cost, path_ms, step_overhead_us + seq_overhead_us + prefill_token_ns * n_long / 1e3)
     fit_lines = "; ".join(f"B={r['batch']} ctx {r['mean_context']}: ITL {r['median_itl_us']:.0f} us, compute "
                           f"{r['priced_compute_us']:.0f} us, fit {r['fit_error']:+.0%}" for r in rows)
     gb = facts["copy_bytes_per_s"] / 1e9
@@ -173,7 +225,8 @@ def profile(args) -> None:
                  "host_dram_gib": round(facts["mem_gib"], 2)},
         "efficiency": {"layer_launch_us": 0.0, "graph_launch_us": 0.0, "nic": 1.0, "gemm_m_tile": 1.0,
                        "step_overhead_us": round(step_overhead_us, 2), "seq_overhead_us": round(seq_overhead_us, 2),
-                       "ctx_overhead_ns": round(ctx_overhead_ns, 2)},
+                       "ctx_overhead_ns": round(ctx_overhead_ns, 2),
+                       **({"prefill_token_ns": round(prefill_token_ns, 1)} if tok else {})},
         "sources": {
             "gpu.name": f"/proc/cpuinfo model name; the 'device' is {facts['threads']} core(s) of this CPU",
             "gpu.bf16_tflops": f"measured: {facts['peak_gemm']} ({facts['torch']}, {facts['threads']} thread)",
@@ -198,8 +251,8 @@ def profile(args) -> None:
             "efficiency.step_overhead_us": (
                 f"measured: a of the non-negative least-squares fit ITL - priced compute = a + b B + c B context over "
                 f"dedicated "
-                f"runs against vLLM {ov.get('server_version')} at {ov['endpoint']} (worker, engine core, HTTP server and "
-                f"client sharing the cores; "
+                f"runs against {ov.get('server_version')} at {ov['endpoint']} (the engine's processes, its HTTP "
+                f"server and the client sharing the cores; "
                 f"{fit_lines}; {ov['date']}); never fitted to the validation runs"),
             "efficiency.seq_overhead_us": (
                 "measured: b of the same fit (per-sequence host work: input preparation, sampling, output "
@@ -207,13 +260,20 @@ def profile(args) -> None:
             "efficiency.ctx_overhead_ns": (
                 "measured: c of the same fit (per context token of the decode batch, per step: the decode step grows "
                 "with the sequences' length far beyond the attention kernel measured alone)"),
+            **({"efficiency.prefill_token_ns": (
+                f"measured: t of idle TTFT(L) - priced kernels and step work = request path + t L over single prompts "
+                f"of {', '.join(map(str, tok['tokens']))} tokens against the same server ({tok['note']}; leave-one-out "
+                f"TTFT errors {', '.join(f'{e:+.1%}' for e in tok['leave_one_out_error'])}): the prefill's work per "
+                "prompt token outside the timed GEMM and attention kernels; never fitted to the validation runs")}
+               if tok else {}),
             **{f"efficiency.{f}": "unused: no price of a single CPU device at tp=1 reads it (no tensor cores, "
                                   "FP8, MLA, NVLink, collectives or two-batch overlap); default kept"
                for f in ("gemm", "fp8_m_tile", "attention", "mla_decode", "mla_decode_hbm", "hbm", "nvlink", "pcie",
                          "mem_latency_us", "p2p_latency_us", "allreduce_base_us", "allreduce_hop_us",
                          "deepep_normal_sm_share")},
             "calibration": f"pdsim.calibrate.fit_compute on the rows in {out} (gemm.csv, attention.csv: "
-                           "vLLM's CPU attention kernel)",
+                           + ("torch SDPA, SGLang's torch-native attention)" if "attention_isa" in facts
+                              and facts["attention_isa"] is None else "vLLM's CPU attention kernel)"),
             "provenance": f"{facts['cpu']}; {facts['torch']}; Python {facts['python']}; {facts['date']}; "
                           f"command: {facts['command']}",
         },
@@ -269,6 +329,8 @@ def profile(args) -> None:
     doc["machine"] = machine
     uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.25, "efficiency.seq_overhead_us": 0.25,
                                    "efficiency.ctx_overhead_ns": 0.2}}
+    if tok and tok["rel_uncertainty"] is not None:  # two standard errors of the slope, at least the decode's 0.25
+        uncertainty["uncertainty"]["efficiency.prefill_token_ns"] = max(0.25, tok["rel_uncertainty"])
     if "step_cv" in doc["efficiency"]:
         # two runs of the same command on one host gave cv 0.14 / 0.16 and tau 33 / 28 ms (validation/
         # cpu-vllm-calibration/fifo, fifo2); the recordings' own steps spread more (0.18-0.24:
@@ -276,8 +338,10 @@ def profile(args) -> None:
         uncertainty["uncertainty"].update({"efficiency.step_cv": 0.5, "efficiency.step_cv_tau_ms": 1.0})
     (out / "host_overheads.json").write_text(json.dumps(
         {"step_overhead_us": step_overhead_us, "seq_overhead_us": seq_overhead_us, "ctx_overhead_ns": ctx_overhead_ns,
-         "request_path_ms": path_ms, "prefill_check": check,
-         "rows": rows, "idle_ttft_us": ov["idle_ttft_us"], "priced_idle_prefill_us": prefill_us}, indent=2) + "\n")
+         "request_path_ms": path_ms, "prefill_check": check, "prefill_token_ns": prefill_token_ns,
+         "prefill_token_fit": tok, "rows": rows, "idle_ttft_us": ov["idle_ttft_us"],
+         "priced_idle_prefill_us": priced_prefill_us(cost, p, step_overhead_us + seq_overhead_us)},
+        indent=2) + "\n")
     Path(args.yaml).write_text(f"# Hardware profile of this machine's CPU, written by calibration/microbench/"
                                f"cpu_profile.py ({dt.date.today().isoformat()}).\n# Units as in every profile: "
                                "*_tflops 1e12 FLOP/s, *_gbps 1e9 B/s, nic_gbit 1e9 bit/s, *_gib 2^30 B, *_us "

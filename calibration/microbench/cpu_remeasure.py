@@ -50,7 +50,8 @@ def remeasure(args) -> None:
     pin = [taskset, "-c", str(kernel_core)] if taskset else []
     t0 = time.monotonic()
     subprocess.run(pin + [str(args.python), str(here), "measure", "--out", str(out), "--name", args.name,
-                          "--model", args.model, "--repeat", str(args.repeat)], check=True)
+                          "--model", args.model, "--repeat", str(args.repeat), "--attention", args.attention],
+                   check=True)
     t_measure = time.monotonic() - t0
     import contextlib
 
@@ -82,7 +83,8 @@ def remeasure(args) -> None:
                                bounds=" ".join(bounds)))
     info = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "kernels_core": kernel_core if taskset else None, "client_core": client_core if len(cpus) > 1 else None,
-            "engine_args": " ".join(ENGINE_ARGS), "worker_binding": binding or "not logged",
+            "engine_args": getattr(args, "engine_args", None) or " ".join(ENGINE_ARGS),
+            "attention_kernel": args.attention, "worker_binding": binding or "not logged",
             "seconds": {"measure": round(t_measure, 1), "server_start": round(t_start, 1),
                         "overhead": round(t_overhead, 1), "total": round(time.monotonic() - t0, 1)},
             "overhead_repeats": args.repeats, "yaml": str(args.yaml)}

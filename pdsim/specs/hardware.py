@@ -176,6 +176,9 @@ class Efficiency:
     step_overhead_us: float = 2000.0  # per-step scheduler/sampling CPU overhead
     seq_overhead_us: float = 0.0  # per-sequence per-step host work (inputs, sampling, output processing)
     ctx_overhead_ns: float = 0.0  # per-step host work per context token of the decode batch (CPU engine)
+    # per prompt token of the step: work outside the timed GEMM and attention kernels that grows with
+    # the prefill's tokens (CPU engine: SGLang's torch-native RMSNorm, RoPE, SiLU and KV writes)
+    prefill_token_ns: float = 0.0
     # eager launches from the layer's structure (costs/host.py): per kernel launch and per module
     # call; both 0 = the flat layer_launch_us per layer
     kernel_launch_us: float = 0.0

@@ -61,7 +61,9 @@ class EngineSpec:
     # attention kernels (costs/attention_backends.py): auto = the engine's default for the GPU
     # (FA3 on Hopper, FlashInfer elsewhere); flashmla for MLA models' decode; sdpa_packed for
     # transformers' continuous batching (paged|sdpa: one masked attention over the packed batch)
-    attention_backend: Literal["auto", "flashmla", "flashinfer", "fa3", "triton", "sdpa_packed"] = "auto"
+    # (torch_native: SGLang's per-sequence SDPA on a CPU profile, each chunk's query spanning the whole sequence)
+    attention_backend: Literal["auto", "flashmla", "flashinfer", "fa3", "triton", "sdpa_packed",
+                               "torch_native"] = "auto"
 
     def __post_init__(self) -> None:
         check(self.chunked_prefill_size == -1 or self.chunked_prefill_size >= 1,

@@ -36,7 +36,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
-SCENARIO = "workloads/scenarios/cpu-vllm-tiny-llama.yaml"
+# each engine: its scenario, venv, what-if flags (step token budget, running requests) and label
+ENGINES = {
+    "vllm": {"scenario": "workloads/scenarios/cpu-vllm-tiny-llama.yaml", "python": "/work/venvs/vllm/bin/python",
+             "model": "/work/venvs/vllm-models/tiny-llama", "budget": "--max-num-batched-tokens",
+             "seqs": "--max-num-seqs", "label": "vLLM 0.32 CPU", "env": "VLLM_CPU_KVCACHE_SPACE=1"},
+    "sglang": {"scenario": "workloads/scenarios/cpu-sglang-tiny-llama.yaml", "python": "/work/venvs/sglang/bin/python",
+               "model": "/work/venvs/sglang-models/tiny-llama", "budget": "--chunked-prefill-size",
+               "seqs": "--max-running-requests", "label": "SGLang 0.5.10 CPU",
+               "env": "SGLANG_USE_CPU_ENGINE=1 OMP_NUM_THREADS=1"},
+}
+SCENARIO = ENGINES["vllm"]["scenario"]
 LOADS = {"light": 0.3, "knee": 0.8, "overload": 1.3}  # fractions of the priced capacity
 DEFAULT_LOADS = ("light", "knee")  # overload on request: its queue grows for the whole run
 DEFAULT_REQUESTS = (40, 60, 80)  # requests of each load, in the order of LOADS
@@ -63,8 +73,11 @@ def capacity_rps(profile: Path, sc, table=None) -> float:
 
 def main() -> None:  # noqa: C901 (one driver, three steps)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--python", default="/work/venvs/vllm/bin/python", help="python of the vLLM venv")
-    ap.add_argument("--model", default="/work/venvs/vllm-models/tiny-llama", help="the tiny Llama folder")
+    ap.add_argument("--engine", choices=list(ENGINES), default="vllm",
+                    help="the engine to record: vLLM's CPU build (default) or SGLang on the CPU (.ci/sglang.sh); "
+                         "each has its scenario (workloads/scenarios/cpu-<engine>-tiny-llama.yaml)")
+    ap.add_argument("--python", help="python of the engine's venv (default /work/venvs/<engine>/bin/python)")
+    ap.add_argument("--model", help="the tiny Llama folder (default /work/venvs/<engine>-models/tiny-llama)")
     ap.add_argument("--cases", required=True, help="folder the new case folders go to")
     ap.add_argument("--profile-dir", required=True, help="folder of the re-measurement (rows, profile YAML)")
     ap.add_argument("--prefix", default="cpu-vllm-here", help="case names: PREFIX-light, PREFIX-knee")
@@ -99,6 +112,13 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     ap.add_argument("--remeasure-args", default="--repeat 5 --batches 1 4 16 --prompts 32 512 --output-tokens 48 "
                                                 "--repeats 3", help="bounds of the re-measurement")
     args = ap.parse_args()
+    eng = ENGINES[args.engine]
+    scenario = eng["scenario"]
+    args.python, args.model = args.python or eng["python"], args.model or eng["model"]
+    if args.engine != "vllm":  # named now, not after minutes of start-up
+        for flag, value in (("--trace-steps", args.trace_steps), ("--mixed", args.mixed)):
+            if value:
+                ap.error(f"{flag}: reads vLLM's scheduler (its step hook); not available with --engine {args.engine}")
     if len(args.requests) > len(LOADS) or min(args.requests) < 1:
         ap.error(f"--requests: expected 1 to {len(LOADS)} counts >= 1 (light, knee, overload), got "
                  f"{' '.join(map(str, args.requests))}")
@@ -119,7 +139,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                      "then give --skip-remeasure")
     from pdsim import api
 
-    seed = api.load_scenario(ROOT / SCENARIO).scenario.seed if args.seed is None else args.seed
+    seed = api.load_scenario(ROOT / scenario).scenario.seed if args.seed is None else args.seed
     requests = None
     if args.workload:  # named now, not after minutes of start-up
         from pdsim.cli.workload_stats import workload_for_engine
@@ -131,7 +151,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     import yaml
 
     from pdsim.replay import ReplayConfig, replay
-    from pdsim.replay.local_server import ENGINE_ARGS, VLLMServer, with_engine_arg
+    from pdsim.replay.local_server import ENGINE_ARGS, SGLANG_ARGS, SGLangServer, VLLMServer, with_engine_arg
     from pdsim.validate.case import run_case, write_case
     from pdsim.workload import materialize
     from pdsim.workload.shaping import open_loop
@@ -142,36 +162,43 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     t0 = time.monotonic()
     cpus = sorted(os.sched_getaffinity(0))
     client_core = cpus[-1]
-    pinning = (f"vLLM worker: its auto-binding (the first CPU; log: validation-server.log); API server and "
-               f"engine core: unpinned; client: CPU {client_core} (sched_setaffinity); kernels: CPU {cpus[0]} "
-               "(taskset)")
+    pinning = (("vLLM worker: its auto-binding (the first CPU; log: validation-server.log); API server and "
+                "engine core: unpinned" if args.engine == "vllm" else
+                f"SGLang scheduler (and model): CPU {cpus[0]} (sched_setaffinity, every thread); HTTP server, "
+                "tokenizer and detokenizer: unpinned")
+               + f"; client: CPU {client_core} (sched_setaffinity); kernels: CPU {cpus[0]} (taskset)")
     if args.client_fifo:
         pinning += f"; client at SCHED_FIFO priority {args.client_fifo}"
     cases_dir = Path(args.cases)
-    rel_prof = os.path.relpath(prof.resolve(), (ROOT / SCENARIO).parent)
+    rel_prof = os.path.relpath(prof.resolve(), (ROOT / scenario).parent)
     results = []
     pdir.mkdir(parents=True, exist_ok=True)
     log = pdir / "validation-server.log"
     env, spans = None, {}
+    sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
+    import host_share  # each recording's share of the host (here.json "host"): cheap /proc reads
+
     if args.trace_steps:
-        sys.path.insert(0, str(ROOT / "calibration" / "microbench"))
-        import host_share
         import vllm_step_trace
 
         env = vllm_step_trace.trace_env(args.trace_steps)
-    engine_args, engine_set = ENGINE_ARGS, []  # the server's arguments, and the scenario's engine as it runs
-    for flag, value, fields in (("--max-num-batched-tokens", args.token_budget, ("chunked_prefill_size",
-                                                                                 "max_prefill_tokens")),
-                                ("--max-num-seqs", args.max_num_seqs, ("max_running_requests",))):
+    # the server's arguments, and the scenario's engine as it runs (SGLang's max_prefill_tokens stays
+    # its default: a prefill batch is bounded by the chunk size alone)
+    engine_args, engine_set = (ENGINE_ARGS if args.engine == "vllm" else SGLANG_ARGS), []
+    for flag, value, fields in ((eng["budget"], args.token_budget, ("chunked_prefill_size",) + (
+                                    ("max_prefill_tokens",) if args.engine == "vllm" else ())),
+                                (eng["seqs"], args.max_num_seqs, ("max_running_requests",))):
         if value is not None:
             engine_args = with_engine_arg(engine_args, flag, value)
             engine_set += [f"cluster.colocated.0.engine.{f}={value}" for f in fields]
-    with VLLMServer(args.python, args.model, args.port, args=engine_args, log=log, env=env) as srv:
+    server = VLLMServer if args.engine == "vllm" else SGLangServer
+    with server(args.python, args.model, args.port, args=engine_args, log=log, env=env) as srv:
         if not args.skip_remeasure:  # kernels, then host overheads on this server, then the profile
             rc = subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure",
                                  "--out", str(pdir), "--name", "cpu-epyc-2c", "--yaml", str(prof), "--python",
                                  args.python, "--engine-model", args.model, "--endpoint", srv.url, "--server-log",
-                                 str(log), *args.remeasure_args.split(),
+                                 str(log), *args.remeasure_args.split(), "--engine-args", " ".join(engine_args),
+                                 "--attention", "vllm" if args.engine == "vllm" else "sdpa",
                                  *(["--client-fifo", str(args.client_fifo)] if args.client_fifo else [])],
                                 cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode
             if rc:  # its own error is above; the server's (a dead engine, say) is in its log
@@ -180,11 +207,11 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         t_remeasure = time.monotonic() - t0
         host = json.loads((pdir / "host_overheads.json").read_text())
         router_ms = round(host["request_path_ms"] / 2, 3)  # paid once each way (the scenario's convention)
-        sc = api.load_scenario(ROOT / SCENARIO, [f"hardware={prof.resolve()}"])
+        sc = api.load_scenario(ROOT / scenario, [f"hardware={prof.resolve()}"])
         if requests is not None:  # the workload's own requests (lengths, prefix blocks), sent at each load's rate
             source = args.workload
         else:
-            requests, source = materialize(sc.scenario.workload, seed=seed), f"{SCENARIO} workload"
+            requests, source = materialize(sc.scenario.workload, seed=seed), f"{scenario} workload"
         cap = args.capacity_rps or capacity_rps(prof, sc, requests)
         own = os.sched_getaffinity(0)
         if len(cpus) > 1:
@@ -200,38 +227,36 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                 t = open_loop(requests.head(n), rate, 1.0, seed, "poisson")
                 t.meta["request_rate"] = rate
                 name = f"{args.prefix}-{load}"
-                if args.trace_steps:  # the server's processes' run and run-queue wait times around it
-                    procs = host_share.processes(srv.proc.pid)
-                    snap0 = host_share.snapshot(procs)
+                procs = host_share.processes(srv.proc.pid)  # their run and run-queue wait times around it
+                snap0 = host_share.snapshot(procs)
                 spans[name] = [time.monotonic()]
                 rec = replay(t, ReplayConfig(srv.url, timeout_s=600, seed=3000 + k, fifo=args.client_fifo), name=name,
-                             description=f"vLLM 0.32 CPU, tiny-llama, Poisson {rate:g} req/s ({load}) on this host",
+                             description=f"{eng['label']}, tiny-llama, Poisson {rate:g} req/s ({load}) on this host",
                              hardware=f"{prof} (re-measured here)", model_label="tiny-llama",
                              workload_source=f"{source}, seed {seed}, Poisson {rate:g} req/s")
                 spans[name].append(time.monotonic())
-                if args.trace_steps:
-                    snap1 = host_share.snapshot(procs)
-                    spans[name + ".host"] = host_share.share(snap0, snap1, spans[name][1] - spans[name][0],
-                                                             os.cpu_count() or 1)
-                    spans[name + ".host"]["loadavg"] = os.getloadavg()
+                snap1 = host_share.snapshot(procs)
+                spans[name + ".host"] = host_share.share(snap0, snap1, spans[name][1] - spans[name][0],
+                                                         os.cpu_count() or 1)
+                spans[name + ".host"]["loadavg"] = os.getloadavg()
                 folder = cases_dir / name
                 write_case(rec, folder, name=name,
-                           description="vLLM 0.32 CPU build serving the tiny Llama on the machine at hand, "
+                           description=f"{eng['label']} serving the tiny Llama on the machine at hand, "
                                        + (f"the workload of workload.yaml (from {args.workload}), " if args.workload
                                           else "")
                                        + f"Poisson {rate:g} req/s ({load}: {frac:g}x the capacity {cap:.2f} req/s "
                                        f"the fresh profile prices), {n} requests"
-                                       + (f", the server's step token budget {args.token_budget} (--max-num-batched-"
-                                          "tokens) instead of the scenario's 512" if args.token_budget else "")
-                                       + (f", at most {args.max_num_seqs} requests running at once (--max-num-seqs) "
+                                       + (f", the server's step token budget {args.token_budget} ({eng['budget']}) "
+                                          "instead of the scenario's 512" if args.token_budget else "")
+                                       + (f", at most {args.max_num_seqs} requests running at once ({eng['seqs']}) "
                                           "instead of the scenario's 32" if args.max_num_seqs else "")
                                        + ", compared with the profile re-measured just "
                                        "before on the same machine",
                            what="recorded by validation/cpu-vllm/here.py (pdsim replay), after cpu_profile.py "
                                 "remeasure",
                            provenance=f"{rec.meta.get('server_version')} at 127.0.0.1, {rec.meta['date']}, engine: "
-                                      f"{' '.join(engine_args)}, VLLM_CPU_KVCACHE_SPACE=1; {pinning}",
-                           scenario=os.path.relpath(ROOT / SCENARIO, folder))
+                                      f"{' '.join(engine_args)}, {eng['env']}; {pinning}",
+                           scenario=os.path.relpath(ROOT / scenario, folder))
                 if args.workload:
                     (folder / "workload.yaml").write_bytes(Path(args.workload).read_bytes())
                 case = yaml.safe_load((folder / "case.yaml").read_text())
@@ -262,6 +287,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     info = {"capacity_rps": cap, "router_ms": router_ms, "remeasure_s": round(t_remeasure, 1),
             "prefill_check": host.get("prefill_check"),
             "total_s": round(time.monotonic() - t0, 1), "pinning": pinning,
+            "host": {k.removesuffix(".host"): v for k, v in spans.items() if k.endswith(".host")},
             "cases": {r.name: {row.metric: row.error for row in r.rows if row.tolerance is not None}
                       for r in results}}
     (pdir / "here.json").write_text(json.dumps(info, indent=2) + "\n")

@@ -14,6 +14,17 @@ from ..request import Request
 from . import handoff_recompute, progress
 
 
+def chunk_pairs(prefilled: int, chunk: int, whole_seq: bool) -> float:
+    """Attention (query, key) pairs of a prefill chunk of ``chunk`` tokens after ``prefilled``
+    (causal): its own rows over the keys before them, or, where the attention's query spans the
+    whole sequence (SGLang's torch_native: one SDPA per sequence over prefix and chunk, the new rows
+    kept), the whole causal square of ``prefilled + chunk`` tokens."""
+    if whole_seq:
+        n = prefilled + chunk
+        return n * n / 2.0
+    return chunk * (prefilled + chunk / 2.0)
+
+
 class Admission:
     """Pages, reserves, admission, retraction and prefill batch formation."""
 
@@ -296,7 +307,7 @@ class Admission:
                 self._loads_in.succeed()
 
     def _recompute_price(self, tokens: int, cached: int) -> float:
-        return self.executor.step_time(tokens, tokens * (cached + tokens / 2.0), 1, 0, 0)
+        return self.executor.step_time(tokens, chunk_pairs(cached, tokens, self.whole_seq_attention), 1, 0, 0)
 
     def _form_prefill(self, token_budget: int, slots: int):
         """Per DP rank, chunks within the rank budget, in the scheduler's order. Returns
@@ -310,6 +321,7 @@ class Admission:
         rank_max = 0
         plen_of = self.recompute_ctx.get  # _prompt_len, inlined: every prompt of every step
         share = self.share_at_schedule and cache is not None  # vLLM V1: blocks cached when scheduled
+        whole_seq = self.whole_seq_attention
         for q in self.pq:
             if not q:
                 continue  # an idle DP rank adds nothing (most of a wide instance's ranks, most steps)
@@ -336,7 +348,7 @@ class Admission:
                 batch.append((req, chunk, req.retries))
                 if share:
                     self._share_prefix(req, req.prefilled + chunk)
-                attn += chunk * (req.prefilled + chunk / 2.0)
+                attn += chunk_pairs(req.prefilled, chunk, whole_seq)
                 tokens += chunk
                 budget -= chunk
                 slots -= 1

@@ -69,6 +69,10 @@ class Instance(Admission, Stepping, Failover):
         # a chunked prompt's blocks lend themselves to other prompts when the step computing them is
         # scheduled (vLLM V1), else after it (SGLang); only where a prefix cache is (never on a D)
         self.share_at_schedule = eng.prefix_share == "at_schedule"
+        # SGLang's torch_native attention (torch_native_backend.py, _run_sdpa_forward_extend) runs one
+        # causal SDPA per sequence whose query spans the whole sequence, prefix included, and keeps
+        # the new rows: a chunk after the first computes every earlier chunk's attention again
+        self.whole_seq_attention = eng.attention_backend == "torch_native"
         self.max_retractions = eng.max_retractions_per_request
         # prefill side
         self.pq: list[deque[Request]] = [deque() for _ in range(self.dp)]
