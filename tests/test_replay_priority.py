@@ -154,7 +154,10 @@ def test_the_harness_scripts_name_a_bad_client_fifo_before_they_start(script, tm
                                           (["--loads", "huge"], "--loads"),
                                           (["--token-budget", "0"], "--token-budget"),
                                           (["--max-num-seqs", "0"], "--max-num-seqs"),
-                                          (["--max-num-seqs", "4", "--no-skip"], "re-measure first")])
+                                          (["--max-num-seqs", "4", "--no-skip"], "re-measure first"),
+                                          (["--mixed-chunk"], "vLLM's V1 scheduler always mixes"),
+                                          (["--engine", "sglang", "--trace-steps", "x"], "vLLM's scheduler"),
+                                          (["--engine", "sglang", "--mixed-chunk", "--no-skip"], "re-measure first")])
 def test_here_names_bad_loads_and_counts_before_it_starts(extra, named, tmp_path):
     """here.py's loads (light, knee and, on request, overload at 1.3x the priced capacity) and their
     request counts are checked before any server starts: exit 2, the flag named, no traceback."""
@@ -170,7 +173,8 @@ def test_here_names_bad_loads_and_counts_before_it_starts(extra, named, tmp_path
                        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
     assert p.returncode == 2, p.stderr[-2000:]
     assert named in p.stderr and "Traceback" not in p.stderr
-    if named not in ("--token-budget", "--max-num-seqs", "re-measure first"):
+    if named not in ("--token-budget", "--max-num-seqs", "re-measure first", "vLLM's V1 scheduler always mixes",
+                     "vLLM's scheduler"):
         assert "overload" in p.stderr  # the loads it knows are named
 
 

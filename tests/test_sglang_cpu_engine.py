@@ -107,3 +107,42 @@ def test_the_engines_own_spread_at_the_knee_is_named_by_its_repeat():
     assert real[1]["mean_itl_ms"] / real[0]["mean_itl_ms"] > 1.25
     assert sim[1]["mean_itl_ms"] == pytest.approx(sim[0]["mean_itl_ms"], rel=0.02)
     assert first.passed and not again.passed
+
+
+def test_the_batch_knows_its_decodes_as_whole_context_extends():
+    """DecodeBatch.extend_pairs: each running sequence's (context + 1)^2 / 2 at the next step,
+    from its context when it joined and the steps since, without visiting requests step by step."""
+    from types import SimpleNamespace
+
+    from pdsim.sim.engine.decode_batch import DecodeBatch
+
+    b = DecodeBatch(page_size=1)
+    a, c = SimpleNamespace(rid=1), SimpleNamespace(rid=2)
+    b.join(a, 100, 50)
+    assert b.extend_pairs() == 101 ** 2 / 2
+    b.advance(1, 0.0, lambda r, s: None)
+    b.advance(1, 0.0, lambda r, s: None)
+    b.join(c, 300, 50)
+    assert b.extend_pairs() == (103 ** 2 + 301 ** 2) / 2  # a has 102 tokens of context after two steps
+    assert b.sum_ctx == 102 + 300
+
+
+def test_mixed_chunk_under_torch_native_turns_the_knee_into_an_overload(monkeypatch):
+    """SGLang's --enable-mixed-chunk puts the running decodes into the prefill batch as one-token
+    extends (ForwardMode.MIXED); under torch_native attention each of them then runs a causal SDPA
+    over its whole context. pdsim, with that priced (DecodeBatch.extend_pairs), predicted before the
+    run (13:59:39 UTC, case provenance) that the knee's requests would overload the engine: mean
+    TTFT 111 ms -> 5.2 s. The engine (cpu-sglang-emr-mixed-knee): 7.2 s, p90 21.6 s, mean ITL 107 ms.
+    Pricing the decodes as decodes would have said 120 ms and 10 ms."""
+    base = {r.metric: r.real for r in run_case(REPO / "validation" / "cpu-sglang-emr-knee").rows}
+    res = run_case(REPO / "validation" / "cpu-sglang-emr-mixed-knee")
+    real = {r.metric: r.real for r in res.rows}
+    sim = {r.metric: r.simulated for r in res.rows}
+    assert real["mean_ttft_ms"] > 40 * base["mean_ttft_ms"] and real["mean_itl_ms"] > 8 * base["mean_itl_ms"]
+    for m in GATED:  # the collapse's size, within 30% (the engine's own knee moves 30% run to run)
+        assert sim[m] == pytest.approx(real[m], rel=0.3), m
+    from pdsim.sim.engine.decode_batch import DecodeBatch
+
+    monkeypatch.setattr(DecodeBatch, "extend_pairs", lambda self: 0.0)
+    plain = {r.metric: r.simulated for r in run_case(REPO / "validation" / "cpu-sglang-emr-mixed-knee").rows}
+    assert plain["mean_ttft_ms"] < real["mean_ttft_ms"] / 30 and plain["mean_itl_ms"] < real["mean_itl_ms"] / 5

@@ -95,6 +95,9 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     ap.add_argument("--max-num-seqs", type=int, metavar="N",
                     help="the server's cap on requests running at once (default 32, the scenario's): the "
                          "--max-running-requests what-if; each case then sets the scenario's max_running_requests to it")
+    ap.add_argument("--mixed-chunk", action="store_true",
+                    help="SGLang's --enable-mixed-chunk (decodes ride in the prefill batch as one-token extends; "
+                         "vLLM always mixes): each case then sets the scenario's enable_mixed_chunk")
     ap.add_argument("--skip-remeasure", action="store_true", help="reuse --profile-dir's profile")
     ap.add_argument("--mixed", metavar="CSV", help="also time mixed prefill+decode steps on the same server "
                                                    "(calibration/microbench/cpu_mixed_steps.py) into CSV")
@@ -115,6 +118,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     eng = ENGINES[args.engine]
     scenario = eng["scenario"]
     args.python, args.model = args.python or eng["python"], args.model or eng["model"]
+    if args.mixed_chunk and args.engine != "sglang":
+        ap.error("--mixed-chunk: SGLang's --enable-mixed-chunk; vLLM's V1 scheduler always mixes decodes and chunks")
     if args.engine != "vllm":  # named now, not after minutes of start-up
         for flag, value in (("--trace-steps", args.trace_steps), ("--mixed", args.mixed)):
             if value:
@@ -132,7 +137,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         ap.error(f"--token-budget: expected 1 to 32768 tokens, got {args.token_budget}")
     if args.max_num_seqs is not None and not 1 <= args.max_num_seqs <= 1024:
         ap.error(f"--max-num-seqs: expected 1 to 1024 requests, got {args.max_num_seqs}")
-    for flag, value in (("--token-budget", args.token_budget), ("--max-num-seqs", args.max_num_seqs)):
+    for flag, value in (("--token-budget", args.token_budget), ("--max-num-seqs", args.max_num_seqs),
+                        ("--mixed-chunk", args.mixed_chunk or None)):
         if value is not None and not args.skip_remeasure:  # its overhead runs need the scenario's engine
             ap.error(f"{flag}: a what-if is recorded against a profile re-measured at the scenario's engine "
                      "settings (the overhead runs time batches of 16 within one step budget); re-measure first, "
@@ -191,6 +197,9 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         if value is not None:
             engine_args = with_engine_arg(engine_args, flag, value)
             engine_set += [f"cluster.colocated.0.engine.{f}={value}" for f in fields]
+    if args.mixed_chunk:
+        engine_args = (*engine_args, "--enable-mixed-chunk")
+        engine_set.append("cluster.colocated.0.engine.enable_mixed_chunk=true")
     server = VLLMServer if args.engine == "vllm" else SGLangServer
     with server(args.python, args.model, args.port, args=engine_args, log=log, env=env) as srv:
         if not args.skip_remeasure:  # kernels, then host overheads on this server, then the profile
@@ -250,6 +259,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                                           "instead of the scenario's 512" if args.token_budget else "")
                                        + (f", at most {args.max_num_seqs} requests running at once ({eng['seqs']}) "
                                           "instead of the scenario's 32" if args.max_num_seqs else "")
+                                       + (", decodes mixed into the prefill batches (--enable-mixed-chunk)"
+                                          if args.mixed_chunk else "")
                                        + ", compared with the profile re-measured just "
                                        "before on the same machine",
                            what="recorded by validation/cpu-vllm/here.py (pdsim replay), after cpu_profile.py "

@@ -81,6 +81,13 @@ class DecodeBatch:
         req.decoded += made
         return req.ctx0 + made  # its pages stay reserved for the whole context (see the class doc)
 
+    def extend_pairs(self) -> float:
+        """Attention pairs of the batch's next step were each sequence a one-token extend whose
+        query spans its whole context (SGLang's mixed chunk under torch_native attention): the sum
+        of (context + 1)^2 / 2. O(n): only such steps ask (q == 1 there: no speculative decoding)."""
+        s = self.step
+        return sum((r.ctx0 + s - r.admit_step + 1) ** 2 for r in self.running.values()) / 2.0
+
     def newest(self):
         """The most recently admitted request (SGLang retracts from the back of the batch)."""
         return self.running[next(reversed(self.running))]

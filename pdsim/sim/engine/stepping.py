@@ -113,6 +113,10 @@ class Stepping:
                     if gate is not None:  # its remote experts are unavailable: wait (pages stay allocated)
                         yield gate
                     ctx = (b.sum_ctx + (n if self.q == 1.0 else n * self.q)) if n else 0
+                    if n and pf_tokens and self.mixed and self.whole_seq_attention:
+                        # SGLang mixes the decodes in as one-token extends (ForwardMode.MIXED), and its
+                        # torch_native attention then spans each one's whole context (admission.chunk_pairs)
+                        pf_attn += b.extend_pairs()
                     if self.dp > 1 and pf_tokens:
                         # DP attention: every rank steps together, the one with the most prefill sets it
                         dur = price(pf_tokens, pf_attn, pf_seqs, n, ctx, rank_tokens=self.rank_max + n * self.q / self.dp)
