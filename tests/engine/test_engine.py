@@ -11,24 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import pytest
 import yaml
 
 from .paths import MODEL, PYTHON, missing
+from .roundtrip import free_port, replay_into, validate_against
 
 pytestmark = [pytest.mark.engine, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+_port = free_port
 
 
 def test_model_yaml_matches_the_generator():
@@ -46,32 +39,14 @@ def test_model_yaml_matches_the_generator():
 
 
 def test_replay_then_validate_against_vllm(tmp_path):
-    from pdsim.cli import main
-    from pdsim.ingest import read_run
     from pdsim.replay.local_server import VLLMServer
 
-    wl = tmp_path / "wl.yaml"
-    wl.write_text(yaml.safe_dump({"kind": "synthetic", "num_requests": 40, "rate": 4, "arrival": "poisson",
-                                  "input": {"dist": "uniform", "min": 64, "max": 512},
-                                  "output": {"dist": "uniform", "min": 16, "max": 64}}))
-    out = tmp_path / "real"
     with VLLMServer(PYTHON, MODEL, _port(), log=tmp_path / "vllm.log") as srv:
-        rc = main(["replay", str(wl), "--endpoint", srv.url, "--out", str(out), "--no-progress", "--seed", "7",
-                   "--name", "engine-test"])
-    assert rc == 0
-    ing = read_run(out)
+        ing = replay_into(srv.url, tmp_path, 40, "engine-test")
     req = ing.record.requests
-    assert ing.format == "pdsim-replay" and len(ing.record) == 40
-    assert all(d is None for d in req["drop_reason"]), set(req["drop_reason"])
-    assert (req["output_tokens"] == req["output_len"]).all()  # ignore_eos honoured, every token timed
     assert ing.record.meta["server_version"].startswith("vLLM")
     assert ing.record.meta["engine_counters"]["generation_tokens_total"] == req["output_len"].sum()
-    vout = tmp_path / "val"
-    rc = main(["validate", str(out), "--scenario", str(ROOT / "workloads/scenarios/cpu-vllm-tiny-llama.yaml"),
-               "--out", str(vout), "--tolerance", "output_throughput=0.5"])
-    assert rc in (0, 3) and (vout / "validation.html").is_file()
-    summ = json.loads((vout / "summaries.json").read_text())
-    assert summ["real"]["completed"] == summ["simulated"]["completed"] == 40
+    validate_against(tmp_path, "workloads/scenarios/cpu-vllm-tiny-llama.yaml", 40)
 
 
 def test_pd_through_shared_storage_then_validate(tmp_path):
