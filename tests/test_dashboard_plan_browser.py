@@ -203,7 +203,10 @@ def test_a_sweep_from_the_page_with_progress_and_a_compact_table(site):
     from selenium.webdriver.common.keys import Keys
 
     d, _svc, _folder, _app = site
-    load_yaml(d, scenario_yaml("colocated", {}))
+    # enough requests that the sweep outlasts a poll of its progress (500 ms): on a fast host the
+    # scenario's 60 per configuration finished before the first poll (2026-11-28, an AVX-512 Xeon)
+    wl = {**scenario_dict("colocated")["workload"], "num_requests": 3000}
+    load_yaml(d, scenario_yaml("colocated", {"workload": wl}))
     tab(d, "Explore sweeps")
     pick(d, "sw-field-1", "workload rate (req/s)")
     d.find_element("id", "sw-values-1").send_keys("4, 8, 16")
