@@ -222,7 +222,9 @@ def watch(pids: list[int], command: list[str], cores: int | None = None) -> tupl
         "stretch": round((run_ns + wait_ns) / run_ns, 3) if run_ns > 0 else None}
     report["share"]["client_cpu_s"] = round(cpu_s, 3)
     report["share"]["other_cpu_s"] = round(max(report["share"]["other_cpu_s"] - cpu_s, 0.0), 3)
-    report["background"] = round(report["share"]["other_cpu_s"] / span, 3) if span > 0 else None
+    # from the figures as reported (other_cpu_s / span_s), so that a reader's division gives it back
+    report["background"] = (round(report["share"]["other_cpu_s"] / report["span_s"], 3)
+                            if report["span_s"] > 0 else None)
     return rc, report
 
 
