@@ -16,9 +16,7 @@ class Missing:
         self._name = name
 
     def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        return Missing(f"{self._name}.{attr}")
+        return _attributes(self._name)(attr)
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self._name}: sgl-kernel is a stand-in in this venv (no CPU build); "
@@ -28,13 +26,21 @@ class Missing:
         return f"<sgl-kernel stand-in {self._name}>"
 
 
-def __getattr__(attr):
-    if attr.startswith("__"):
-        raise AttributeError(attr)
-    return Missing(f"sgl_kernel.{attr}")
+def _attributes(prefix):
+    """A module's ``__getattr__``: every public name is a stand-in called ``prefix.name``."""
+    def getattr_(attr):
+        if attr.startswith("__"):  # dunders stay real lookups: import machinery and pickling ask for them
+            raise AttributeError(attr)
+        return Missing(f"{prefix}.{attr}")
+    return getattr_
+
+
+__getattr__ = _attributes("sgl_kernel")
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Every ``sgl_kernel.<sub>`` import gets a module of stand-ins (SGLang imports a dozen)."""
+
     def find_spec(self, fullname, path, target=None):
         if fullname.startswith("sgl_kernel."):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
@@ -43,12 +49,11 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         mod = types.ModuleType(spec.name)
         mod.__path__ = []
-        mod.__getattr__ = lambda attr: (_ for _ in ()).throw(AttributeError(attr)) if attr.startswith("__") \
-            else Missing(f"{spec.name}.{attr}")
+        mod.__getattr__ = _attributes(spec.name)
         return mod
 
     def exec_module(self, module):
-        pass
+        """Nothing to run: create_module made the module whole."""
 
 
 sys.meta_path.append(_Finder())

@@ -144,30 +144,26 @@ def overhead(args) -> None:
             for (b, p), v in sorted(samples.items())]
     for r in rows:
         print(r)
-    idle = RequestTable(np.arange(5) * 0.5, np.full(5, 32), np.full(5, 2), max_concurrency=1, source="idle-ttft")
-    r = replay(idle, ReplayConfig(args.endpoint, max_concurrency=1, seed=seed + 1, fifo=fifo), name="idle-ttft")
-    ttft = (r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6
-    # a long prompt alone, the same way: the engine's own prefill step, which the profile's kernels
-    # must price (cpu_profile_fit.prefill_check)
-    long_ = RequestTable(np.arange(5) * 1.5, np.full(5, LONG_PROMPT), np.full(5, 2), max_concurrency=1,
-                         source="idle-ttft-long")
-    r = replay(long_, ReplayConfig(args.endpoint, max_concurrency=1, seed=seed + 2, fifo=fifo), name="idle-ttft-long")
-    ttft_long = (r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6
-    # and between them: the prefill's work per prompt token outside the timed kernels
-    # (cpu_profile_fit.prefill_token_fit: SGLang's torch-native elementwise ops, say)
-    by_tokens = {"32": float(np.median(ttft)), str(LONG_PROMPT): float(np.median(ttft_long))}
-    for k, n_tok in enumerate(MID_PROMPTS):
-        mid = RequestTable(np.arange(5) * 1.0, np.full(5, n_tok), np.full(5, 2), max_concurrency=1,
-                           source="idle-ttft-mid")
-        r = replay(mid, ReplayConfig(args.endpoint, max_concurrency=1, seed=seed + 3 + k, fifo=fifo),
-                   name="idle-ttft-mid")
-        by_tokens[str(n_tok)] = float(np.median((r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6))
+    def idle_ttft_us(tokens: int, spacing_s: float, k: int) -> float:
+        """Median TTFT (us) of 5 prompts of ``tokens`` sent alone, ``spacing_s`` apart: one engine
+        step each, plus the request path outside the engine."""
+        t = RequestTable(np.arange(5) * spacing_s, np.full(5, tokens), np.full(5, 2), max_concurrency=1,
+                         source=f"idle-ttft-{tokens}")
+        r = replay(t, ReplayConfig(args.endpoint, max_concurrency=1, seed=seed + 1 + k, fifo=fifo),
+                   name=f"idle-ttft-{tokens}")
+        return float(np.median((r.requests["first_token_s"] - r.requests["arrival_s"]) * 1e6))
+
+    # a short prompt (the request path), a long one alone (the engine's own prefill step, which the
+    # profile's kernels must price: cpu_profile_fit.prefill_check) and prompts between them (the
+    # prefill's work per prompt token outside the timed kernels: cpu_profile_fit.prefill_token_fit)
+    by_tokens = {n: idle_ttft_us(n, spacing, k) for k, (n, spacing) in
+                 enumerate([(32, 0.5), (LONG_PROMPT, 1.5), *((n, 1.0) for n in MID_PROMPTS)])}
     info = {"endpoint": args.endpoint, "server_version": (rec.meta if rec else {}).get("server_version"),
             "output_tokens": out_tokens, "client_cpus": sorted(os.sched_getaffinity(0)), "itl_by_batch": rows,
             "repeats": getattr(args, "repeats", REPEATS),
-            "idle_ttft_us": float(np.median(ttft)), "idle_ttft_prompt_tokens": 32,
-            "idle_ttft_long_us": float(np.median(ttft_long)), "idle_ttft_long_tokens": LONG_PROMPT,
-            "idle_ttft_by_tokens_us": dict(sorted(by_tokens.items(), key=lambda kv: int(kv[0]))),
+            "idle_ttft_us": by_tokens[32], "idle_ttft_prompt_tokens": 32,
+            "idle_ttft_long_us": by_tokens[LONG_PROMPT], "idle_ttft_long_tokens": LONG_PROMPT,
+            "idle_ttft_by_tokens_us": {str(n): by_tokens[n] for n in sorted(by_tokens)},
             "dispersion": dispersion(gaps), "client_sched": f"SCHED_FIFO {fifo}" if fifo else "SCHED_OTHER",
             "date": dt.date.today().isoformat()}
     (out / "overhead.json").write_text(json.dumps(info, indent=2) + "\n")

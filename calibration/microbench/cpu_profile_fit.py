@@ -203,13 +203,10 @@ def profile(args) -> None:
     # the request path outside the engine: idle TTFT minus one priced prefill step of the prompt;
     # with idle prompts of several lengths, jointly with the prefill's work per prompt token
     p = ov["idle_ttft_prompt_tokens"]
+    prefill_us = priced_prefill_us(cost, p, step_overhead_us + seq_overhead_us)
     tok = prefill_token_fit(ov, cost, step_overhead_us + seq_overhead_us)
     prefill_token_ns = tok["prefill_token_ns"] if tok else 0.0
-    if tok:
-        path_ms = max(0.0, tok["request_path_us"] / 1e3)
-    else:
-        prefill_us = priced_prefill_us(cost, p, step_overhead_us + seq_overhead_us)
-        path_ms = max(0.0, (ov["idle_ttft_us"] - prefill_us) / 1e3)
+    path_ms = max(0.0, (tok["request_path_us"] if tok else ov["idle_ttft_us"] - prefill_us) / 1e3)
     n_long = ov.get("idle_ttft_long_tokens") or 0
     check = prefill_check(ov, cost, path_ms, step_overhead_us + seq_overhead_us + prefill_token_ns * n_long / 1e3)
     fit_lines = "; ".join(f"B={r['batch']} ctx {r['mean_context']}: ITL {r['median_itl_us']:.0f} us, compute "
@@ -340,7 +337,7 @@ def profile(args) -> None:
         {"step_overhead_us": step_overhead_us, "seq_overhead_us": seq_overhead_us, "ctx_overhead_ns": ctx_overhead_ns,
          "request_path_ms": path_ms, "prefill_check": check, "prefill_token_ns": prefill_token_ns,
          "prefill_token_fit": tok, "rows": rows, "idle_ttft_us": ov["idle_ttft_us"],
-         "priced_idle_prefill_us": priced_prefill_us(cost, p, step_overhead_us + seq_overhead_us)},
+         "priced_idle_prefill_us": prefill_us},
         indent=2) + "\n")
     Path(args.yaml).write_text(f"# Hardware profile of this machine's CPU, written by calibration/microbench/"
                                f"cpu_profile.py ({dt.date.today().isoformat()}).\n# Units as in every profile: "

@@ -33,30 +33,12 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # pdsim from this checkout
+
+from pdsim.replay.local_server import session_processes as processes  # noqa: E402  (pid -> name of a session)
+
 PROC = Path("/proc")
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _session(pid: int) -> int | None:
-    try:
-        # "pid (comm) state ppid pgrp session ...": comm may hold spaces, split after its ')'
-        fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[3])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def processes(session: int) -> dict[int, str]:
-    """pid -> command name of every live process in the session ``session`` (a server started
-    with ``start_new_session=True``: its API server, engine core and workers)."""
-    out = {}
-    for p in PROC.iterdir():
-        if p.name.isdigit() and _session(int(p.name)) == session:
-            try:
-                out[int(p.name)] = (p / "comm").read_text().strip()
-            except OSError:
-                continue
-    return out
 
 
 def snapshot(pids: dict[int, str]) -> dict:

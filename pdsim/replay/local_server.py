@@ -44,12 +44,13 @@ MAX_MODEL_LEN = int(ENGINE_ARGS[ENGINE_ARGS.index("--max-model-len") + 1])  # to
 
 class VLLMServer:
     engine = "vLLM"
+    default_args, engine_env = ENGINE_ARGS, ENGINE_ENV  # the validation engine's arguments and environment
 
-    def __init__(self, python: str | Path, model: str | Path, port: int, args: tuple[str, ...] = ENGINE_ARGS,
+    def __init__(self, python: str | Path, model: str | Path, port: int, args: tuple[str, ...] | None = None,
                  env: dict | None = None, log: str | Path | None = None, startup_s: float = 600.0):
         self.python, self.model, self.port = str(python), str(model), port
-        self.args, self.startup_s = tuple(args), startup_s
-        self.env = {**os.environ, **ENGINE_ENV, **(env or {})}
+        self.args, self.startup_s = tuple(self.default_args if args is None else args), startup_s
+        self.env = {**os.environ, **self.engine_env, **(env or {})}
         self.log = Path(log) if log else None
         self.proc: subprocess.Popen | None = None
 
@@ -127,11 +128,8 @@ class SGLangServer(VLLMServer):
     HTTP server with its tokenizer and the detokenizer float, as vLLM's API server does."""
 
     engine = "SGLang"
-
-    def __init__(self, python: str | Path, model: str | Path, port: int, args: tuple[str, ...] = SGLANG_ARGS,
-                 env: dict | None = None, log: str | Path | None = None, startup_s: float = 600.0):
-        super().__init__(python, model, port, args, {**SGLANG_ENV, **(env or {})}, log, startup_s)
-        self.scheduler_pids: list[int] = []
+    default_args, engine_env = SGLANG_ARGS, SGLANG_ENV
+    scheduler_pids: tuple[int, ...] = ()  # set once it answers
 
     @property
     def command(self) -> list[str]:
@@ -140,7 +138,9 @@ class SGLangServer(VLLMServer):
 
     def started(self) -> None:
         cpu = 0  # the first CPU, where vLLM's auto-binding puts its worker
-        self.scheduler_pids = [pid for pid, title in group_processes(self.proc.pid) if "scheduler" in title]
+        # its session is its own (start_new_session); the kernel's command name is cut to 15 bytes
+        self.scheduler_pids = tuple(pid for pid, name in session_processes(self.proc.pid).items()
+                                    if name.startswith("sglang::sched"))
         if not self.scheduler_pids:
             raise RuntimeError(f"SGLang answers but no sglang::scheduler process is in its group "
                                f"({self.proc.pid})" + (f" (log: {self.log})" if self.log else ""))
@@ -149,20 +149,20 @@ class SGLangServer(VLLMServer):
                 os.sched_setaffinity(int(tid), {cpu})
 
 
-def group_processes(pgid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of the live processes in process group ``pgid`` (Linux /proc)."""
-    out = []
+def session_processes(session: int) -> dict[int, str]:
+    """pid -> command name (``/proc/<pid>/comm``) of every live process in the session ``session``
+    (a server started with ``start_new_session=True``: its API server, engine core and workers;
+    SGLang's HTTP server, scheduler and detokenizer). Linux only."""
+    out = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[2]) != pgid:
-                continue
-            title = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            # "pid (comm) state ppid pgrp session ...": comm may hold spaces, split after its ')'
+            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[3]) == session:
+                out[int(entry)] = Path(f"/proc/{entry}/comm").read_text().strip()
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
-        out.append((int(entry), title.strip()))
     return out
 
 

@@ -18,14 +18,14 @@ pytestmark = [pytest.mark.engine, pytest.mark.skipif(sglang_missing() is not Non
 
 
 def test_replay_then_validate_against_sglang(tmp_path):
-    from pdsim.replay.local_server import SGLangServer, group_processes
+    from pdsim.replay.local_server import SGLangServer, session_processes
 
     with SGLangServer(SGLANG_PYTHON, SGLANG_MODEL, free_port(), log=tmp_path / "sglang.log") as srv:
         # the scheduler (and the model's forward) on the first CPU, every thread of it
         assert srv.scheduler_pids
         for pid in srv.scheduler_pids:
             assert all(os.sched_getaffinity(int(t)) == {0} for t in os.listdir(f"/proc/{pid}/task"))
-        assert any("sglang::detokenizer" in title for _, title in group_processes(srv.proc.pid))
+        assert "sglang::detoken" in session_processes(srv.proc.pid).values()  # comm: 15 bytes
         ing = replay_into(srv.url, tmp_path, 30, "sglang-engine-test")
     log = (tmp_path / "sglang.log").read_text()
     assert "Prefill batch" in log and "Decode batch" in log  # the engine's own scheduler ran these steps

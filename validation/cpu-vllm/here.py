@@ -17,6 +17,10 @@ them apart. So the CPU validation does, in this order, on one machine:
    path (``overheads.router_ms``).
 3. ``pdsim validate`` on each new case; a table of errors.
 
+The engine is vLLM's CPU build (default) or, with ``--engine sglang``, SGLang on the CPU
+(``.ci/sglang.sh``; its scenario ``workloads/scenarios/cpu-sglang-tiny-llama.yaml``): the same three
+steps, its kernels timed as SGLang runs them (torch's linear and SDPA).
+
 The engine test (``tests/engine/test_engine.py``, CI's extras step) runs it with few requests;
 ``docs/validation.md`` shows the committed run (``--cases validation/``).
 
@@ -40,13 +44,11 @@ sys.path.insert(0, str(ROOT))
 ENGINES = {
     "vllm": {"scenario": "workloads/scenarios/cpu-vllm-tiny-llama.yaml", "python": "/work/venvs/vllm/bin/python",
              "model": "/work/venvs/vllm-models/tiny-llama", "budget": "--max-num-batched-tokens",
-             "seqs": "--max-num-seqs", "label": "vLLM 0.32 CPU", "env": "VLLM_CPU_KVCACHE_SPACE=1"},
+             "seqs": "--max-num-seqs", "label": "vLLM 0.32 CPU"},
     "sglang": {"scenario": "workloads/scenarios/cpu-sglang-tiny-llama.yaml", "python": "/work/venvs/sglang/bin/python",
                "model": "/work/venvs/sglang-models/tiny-llama", "budget": "--chunked-prefill-size",
-               "seqs": "--max-running-requests", "label": "SGLang 0.5.10 CPU",
-               "env": "SGLANG_USE_CPU_ENGINE=1 OMP_NUM_THREADS=1"},
+               "seqs": "--max-running-requests", "label": "SGLang 0.5.10 CPU"},
 }
-SCENARIO = ENGINES["vllm"]["scenario"]
 LOADS = {"light": 0.3, "knee": 0.8, "overload": 1.3}  # fractions of the priced capacity
 DEFAULT_LOADS = ("light", "knee")  # overload on request: its queue grows for the whole run
 DEFAULT_REQUESTS = (40, 60, 80)  # requests of each load, in the order of LOADS
@@ -157,7 +159,7 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     import yaml
 
     from pdsim.replay import ReplayConfig, replay
-    from pdsim.replay.local_server import ENGINE_ARGS, SGLANG_ARGS, SGLangServer, VLLMServer, with_engine_arg
+    from pdsim.replay.local_server import SGLangServer, VLLMServer, with_engine_arg
     from pdsim.validate.case import run_case, write_case
     from pdsim.workload import materialize
     from pdsim.workload.shaping import open_loop
@@ -190,7 +192,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         env = vllm_step_trace.trace_env(args.trace_steps)
     # the server's arguments, and the scenario's engine as it runs (SGLang's max_prefill_tokens stays
     # its default: a prefill batch is bounded by the chunk size alone)
-    engine_args, engine_set = (ENGINE_ARGS if args.engine == "vllm" else SGLANG_ARGS), []
+    server = VLLMServer if args.engine == "vllm" else SGLangServer
+    engine_args, engine_set = server.default_args, []
     for flag, value, fields in ((eng["budget"], args.token_budget, ("chunked_prefill_size",) + (
                                     ("max_prefill_tokens",) if args.engine == "vllm" else ())),
                                 (eng["seqs"], args.max_num_seqs, ("max_running_requests",))):
@@ -200,7 +203,6 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
     if args.mixed_chunk:
         engine_args = (*engine_args, "--enable-mixed-chunk")
         engine_set.append("cluster.colocated.0.engine.enable_mixed_chunk=true")
-    server = VLLMServer if args.engine == "vllm" else SGLangServer
     with server(args.python, args.model, args.port, args=engine_args, log=log, env=env) as srv:
         if not args.skip_remeasure:  # kernels, then host overheads on this server, then the profile
             rc = subprocess.run([sys.executable, str(ROOT / "calibration/microbench/cpu_profile.py"), "remeasure",
@@ -266,7 +268,8 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
                            what="recorded by validation/cpu-vllm/here.py (pdsim replay), after cpu_profile.py "
                                 "remeasure",
                            provenance=f"{rec.meta.get('server_version')} at 127.0.0.1, {rec.meta['date']}, engine: "
-                                      f"{' '.join(engine_args)}, {eng['env']}; {pinning}",
+                                      f"{' '.join(engine_args)}, "
+                                      f"{' '.join(f'{k}={v}' for k, v in server.engine_env.items())}; {pinning}",
                            scenario=os.path.relpath(ROOT / scenario, folder))
                 if args.workload:
                     (folder / "workload.yaml").write_bytes(Path(args.workload).read_bytes())
