@@ -40,14 +40,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # pdsim from this checkout
 
-# Llama-3.1-8B's config.json (meta-llama/Llama-3.1-8B) and a tiny shape for CPU tests.
+# Llama-3.1-8B's config.json (meta-llama/Llama-3.1-8B), Qwen2.5-14B's (Qwen/Qwen2.5-14B: 48 layers,
+# QKV bias; workloads/models/qwen2.5-14b.yaml) and tiny shapes of each architecture for CPU tests.
 SHAPES = {
     "llama-3.1-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                          num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
                          max_position_embeddings=131072, rope_theta=500000.0, rms_norm_eps=1e-5),
+    "qwen2.5-14b": dict(arch="qwen2", hidden_size=5120, intermediate_size=13824, num_hidden_layers=48,
+                        num_attention_heads=40, num_key_value_heads=8, vocab_size=152064,
+                        max_position_embeddings=131072, rope_theta=1000000.0, rms_norm_eps=1e-5),
     "tiny": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=1024,
                  max_position_embeddings=8192, rope_theta=10000.0, rms_norm_eps=1e-5),
+    "tiny-qwen2": dict(arch="qwen2", hidden_size=256, intermediate_size=512, num_hidden_layers=3,
+                       num_attention_heads=4, num_key_value_heads=2, vocab_size=1024,
+                       max_position_embeddings=8192, rope_theta=10000.0, rms_norm_eps=1e-5),
 }
 
 
@@ -62,14 +69,20 @@ class Engine:
     async_batching: bool = False   # its default without CUDA graphs
 
 
-def build_model(shape: str, device: str, seed: int):
+def build_model(shape: str, device: str, seed: int, layers: int = 0):
+    """The shape's model with random bf16 weights; ``layers`` > 0 replaces its layer count (the
+    structure probe, gpu_hf_structure.py)."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
     torch.manual_seed(seed)
-    cfg = LlamaConfig(**SHAPES[shape], tie_word_embeddings=False,
-                      attn_implementation="paged|sdpa", dtype="bfloat16")
+    dims = dict(SHAPES[shape])
+    config, model_class = ((Qwen2Config, Qwen2ForCausalLM) if dims.pop("arch", "llama") == "qwen2"
+                           else (LlamaConfig, LlamaForCausalLM))
+    if layers:
+        dims["num_hidden_layers"] = layers
+    cfg = config(**dims, tie_word_embeddings=False, attn_implementation="paged|sdpa", dtype="bfloat16")
     with torch.device(device):
-        model = LlamaForCausalLM(cfg).to(torch.bfloat16)
+        model = model_class(cfg).to(torch.bfloat16)
     return model.eval()
 
 
@@ -91,9 +104,17 @@ class StepTrace:
 
     def install(self) -> None:
         from transformers.generation.continuous_batching import continuous_api as api
+        from transformers.generation.continuous_batching.model_runner import ModelRunner
         from transformers.generation.continuous_batching.scheduler import FIFOScheduler
         trace = self
         schedule, update = FIFOScheduler.schedule_batch, api.ContinuousBatchProcessor.update_batch
+        compute = ModelRunner.compute_batch
+
+        def compute_batch(runner, model, batch_data):  # the host's issue of forward + sampling
+            t0 = time.perf_counter()
+            compute(runner, model, batch_data)
+            if trace._open is not None:
+                trace._open[8:10] = [t0, time.perf_counter()]
 
         def schedule_batch(sched, token_budget, cache_budget):
             t0 = time.perf_counter()
@@ -105,7 +126,8 @@ class StepTrace:
                 trace._open = [t0, 0.0, len(dec), len(pre), sum(f.query_length for f in pre),
                                sum(f.state.position_offset for f in dec),
                                sum(f.state.position_offset for f in pre),
-                               sum(f.query_length * (f.state.position_offset + f.query_length / 2) for f in pre)]
+                               sum(f.query_length * (f.state.position_offset + f.query_length / 2) for f in pre),
+                               t0, t0]
             return out
 
         def update_batch(proc):
@@ -117,11 +139,15 @@ class StepTrace:
 
         FIFOScheduler.schedule_batch = schedule_batch
         api.ContinuousBatchProcessor.update_batch = update_batch
+        ModelRunner.compute_batch = compute_batch
 
     # pdsim/calibrate/from_steps.py reads these (prefill_attn: sum over chunks of tokens x
-    # (computed + tokens / 2); the traces of 2026-11-28 predate it)
+    # (computed + tokens / 2); the traces of 2026-11-28 predate it). issue_start_s / issue_end_s:
+    # the host inside the model runner's compute_batch (forward, logits, sampling issued; eager,
+    # so every kernel launched from Python); before it the step schedules and builds its inputs,
+    # after it the host waits for the GPU and updates the requests (traces from 2026-11-29 on).
     COLUMNS = ["start_s", "end_s", "decodes", "prefills", "prefill_tokens", "decode_context",
-               "prefill_context", "prefill_attn"]
+               "prefill_context", "prefill_attn", "issue_start_s", "issue_end_s"]
 
 
 def run_load(model, engine: Engine, reqs: dict, vocab: int, seed: int, trace: StepTrace,
@@ -173,7 +199,7 @@ def run_load(model, engine: Engine, reqs: dict, vocab: int, seed: int, trace: St
         tokens.append([t - t0 for t in ts])
         errors.append("" if out is not None and out.error is None
                       else (out.error if out is not None else "not finished"))
-    steps = [[r[0] - t0, r[1] - t0, *r[2:]] for r in trace.rows]
+    steps = [[r[0] - t0, r[1] - t0, *r[2:8], r[8] - t0, r[9] - t0] for r in trace.rows]
     return {"send": [s - t0 for s in sent], "tokens": tokens, "errors": errors, "steps": steps}
 
 
@@ -236,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=8, help="requests sent at once before the runs")
     ap.add_argument("--replay", action="append", default=[],
                     help="a run file this script wrote: its requests again (a repeat), first")
+    ap.add_argument("--requests", action="append", default=[],
+                    help="a requests file (rate, send_s, input_len, output_len: written before the run, "
+                         "so pdsim's prediction can be too): a run named by its stem, after the replays")
     ap.add_argument("--capacity", type=float, default=0.0,
                     help="req/s the loads are fractions of (0: measure it with the burst)")
     ap.add_argument("--seed", type=int, default=0)
@@ -283,6 +312,12 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(Path(path).read_text())
         reqs = old["pdsim_meta"]["requests"]
         one(f"{Path(path).stem}-repeat", old["request_rate"], len(reqs["send_s"]), reqs)
+    for path in args.requests:  # requests fixed before the run, at their send times
+        reqs = json.loads(Path(path).read_text())
+        one(Path(path).stem, reqs.pop("rate", None), len(reqs["send_s"]), reqs)
+    loads = [float(x) for x in args.loads.split(",") if x]
+    if not loads:  # no Poisson runs asked for: no capacity burst either
+        return 0
     if args.capacity:
         capacity = args.capacity
     else:
@@ -291,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["capacity_rps"] = capacity
     names: list[str] = []
     replays: list[tuple[float, dict]] = []
-    for frac in (float(x) for x in args.loads.split(",") if x):
+    for frac in loads:
         rate = frac * capacity
         n = int(min(args.max_requests, max(30, rate * args.seconds)))
         name = f"load{frac:g}"
