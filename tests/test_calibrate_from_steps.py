@@ -90,14 +90,16 @@ def test_the_attention_rate_is_refused_where_the_steps_cannot_fix_it(tmp_path):
 
 def test_the_h200_traces_measure_the_packed_attention_faster_than_its_prior(monkeypatch):
     """Fitted with the host constants, the packed attention of transformers' continuous batching
-    on the H200 (one SDPA call over the packed batch, torch 2.11) runs at 1.61x the rate the
-    prior SDPA_PACKED = 0.35 (the FA3 paper's FA2-era figure) gives it: the H200's FA3 fit 0.526
-    comes out 0.847 (light load with the burst), 0.818 on the knee's trace alone (within 5%).
-    SDPA_PACKED = 0.56 = 0.35 x 1.61 is that measurement (costs/attention_backends.py), so with it
-    the same fit gives the profile's own 0.526 back (the constant reproduces what it was fitted
-    to), and the knee's trace, which it was not fitted to, within 5%. Fitted on the knee alone from
-    the prior, the rate prices the five unseen traces' steps that carry a prefill chunk closer:
-    mean |1 - median real/price| 9.6% -> 5.9%."""
+    on the H200 (one SDPA call over the packed batch, torch 2.11) runs at 1.33x the rate the prior
+    SDPA_PACKED = 0.35 (the FA3 paper's FA2-era figure) gives it: the H200's FA3 fit 0.526 comes out
+    0.702 (light load with the burst), 0.619 on the knee's trace alone. SDPA_PACKED = 0.465 = 0.35 x
+    1.33 is that measurement (costs/attention_backends.py), so with it the same fit gives the
+    profile's own 0.526 back (the constant reproduces what it was fitted to), and the knee's trace,
+    which it was not fitted to, 0.466 (-11%). (Before the decode keys' copies were priced and the
+    eager issue hid the attention, the same traces gave 1.61x.) Fitted on the knee alone, the rate
+    no longer prices the five unseen traces' steps with a prefill chunk closer than the prior
+    (mean |1 - median real/price| 5.6% -> 5.9%): their error is the decode keys' traffic and the
+    host, not the chunk's arithmetic."""
     from pdsim.costs import attention_backends
 
     path = "calibration.attention_prefill.eff"
@@ -110,12 +112,12 @@ def test_the_h200_traces_measure_the_packed_attention_faster_than_its_prior(monk
                 from_steps(sc, light_burst, names=[*HOST, "attention"]))
     knee, both = fits()
     assert both.after[path] == pytest.approx(0.526176, rel=0.01)
-    assert knee.after[path] == pytest.approx(0.526176, rel=0.05)
+    assert knee.after[path] == pytest.approx(0.466, rel=0.02)
     with monkeypatch.context() as m:
         m.setattr(attention_backends, "SDPA_PACKED", 0.35)
         knee_prior, both_prior = fits()
-    assert both_prior.after[path] == pytest.approx(0.847, rel=0.01)
-    assert knee_prior.after[path] == pytest.approx(0.818, rel=0.01)
+    assert both_prior.after[path] == pytest.approx(0.702, rel=0.01)
+    assert knee_prior.after[path] == pytest.approx(0.619, rel=0.01)
     unseen = [chunk, *light_burst, str(SESSION / "run2/load0.8-repeat.steps.json"),
               str(SESSION / "run2/load1.3.steps.json")]
 
@@ -126,16 +128,16 @@ def test_the_h200_traces_measure_the_packed_attention_faster_than_its_prior(monk
     with monkeypatch.context() as m:
         m.setattr(attention_backends, "SDPA_PACKED", 0.35)
         prior, fitted = mixed_error(None), mixed_error([*HOST, "attention"])
-    assert prior == pytest.approx(0.096, abs=0.005) and fitted == pytest.approx(0.059, abs=0.005)
+    assert prior == pytest.approx(0.056, abs=0.005) and fitted == pytest.approx(0.059, abs=0.005)
 
 
 def test_mixed_steps_need_the_engines_packed_attention():
     """The burst's steps that carry a prefill chunk beside ~60 decodes: priced with a paged
-    kernel's attention (auto) they take 1.57x their price; with transformers' packed attention
-    (every query against every key read, sdpa_packed) 0.97x. The packed form is the engine's own
-    (transformers/integrations/sdpa_paged.py); its kernel rate SDPA_PACKED was measured on these
-    traces (the light load and this burst: the test above), and at the prior's rate (0.35, the
-    FA2-era figure) the same steps took 0.80x."""
+    kernel's attention (auto) they take 1.69x their price; with transformers' packed attention
+    (every query against every key read, each key copied out to every query head: sdpa_packed)
+    0.98x. The packed form is the engine's own (transformers/integrations/sdpa_paged.py); its
+    kernel rate SDPA_PACKED was measured on these traces (the light load and this burst: the test
+    above), its copies' HBM share on the burst (validation/hf-cb-h200-structure/fit_probe.py)."""
     def mixed(backend: str) -> float:
         sc = api.load_scenario(SCENARIO, ["hardware=h200", f"cluster.colocated.0.engine.attention_backend={backend}"])
         res = from_steps(sc, [str(SESSION / "run1/load0.8.steps.json")], holdout=[str(SESSION / "run1/burst.steps.json")])
@@ -156,9 +158,11 @@ def test_the_cli_writes_an_overlay_that_scenarios_load(tmp_path, capsys):
     import yaml
 
     doc = yaml.safe_load(out.read_text())  # the fit's own held-out error, not the 75% prior it replaced
-    assert doc["uncertainty"]["efficiency.step_overhead_us"] == pytest.approx(0.0245, abs=0.005)
+    assert doc["uncertainty"]["efficiency.step_overhead_us"] == pytest.approx(0.01, abs=0.005)
     sc = api.load_scenario(SCENARIO, [f"hardware={out}"])
-    assert sc.hardware.efficiency.step_overhead_us == pytest.approx(55200, rel=0.02)
+    # 47 ms: the idle probe's 41.4 ms a step plus the faster per-kernel issue of the bare profile
+    # (11.5 us, not the probe's 16.2: 32 layers x 50.7 kernels x 4.7 us = 7.6 ms) it was fitted beside
+    assert sc.hardware.efficiency.step_overhead_us == pytest.approx(47245, rel=0.02)
     assert sc.hardware.name == "h200-fitted"
 
 
@@ -179,7 +183,7 @@ def test_the_cli_writes_the_fitted_attention_rate_where_the_profile_keeps_it(tmp
     assert "calibration.attention_prefill.eff" in doc["sources"]
     sc = api.load_scenario(SCENARIO, [f"hardware={out}"])
     cal = sc.hardware.calibration["attention_prefill"]
-    assert cal["eff"] == pytest.approx(0.51, abs=0.02) and cal["latency_us"] == pytest.approx(18.053106)
+    assert cal["eff"] == pytest.approx(0.466, abs=0.01) and cal["latency_us"] == pytest.approx(18.053106)
 
 
 @pytest.mark.parametrize("doc, says", [
@@ -336,12 +340,13 @@ def test_a_pd_deployments_p_and_d_are_fitted_apart(tmp_path, capsys):
 
 def test_each_fitted_constant_comes_with_the_spread_its_steps_leave_it(capsys):
     """The relative standard error of each constant (least squares at the residuals' variance):
-    the H200 knee's 841 steps pin the packed attention's rate to +-7%; on the CPU engine (zen1b's
+    the H200 knee's 841 steps pin the packed attention's rate to +-5% (a one-dimensional search
+    there, the eager issue hiding the attention: from_steps._search_attention); on the CPU engine (zen1b's
     knee), where attention is 4% of the steps' time, to only +-19%: there the fit drives the
     profile's 0.37 to 0.996, which the spread says not to trust."""
     sc = api.load_scenario(SCENARIO, ["hardware=h200"])
     h200 = from_steps(sc, [str(SESSION / "run1/load0.8.steps.json")], names=[*HOST, "attention"])
-    assert h200.rel_se["calibration.attention_prefill.eff"] == pytest.approx(0.07, abs=0.01)
+    assert h200.rel_se["calibration.attention_prefill.eff"] == pytest.approx(0.048, abs=0.01)
     zen1b = REPO / "validation/cpu-vllm-calibration/zen1b"
     cpu = api.load_scenario(CPU_SCENARIO, [f"hardware={zen1b / 'cpu-epyc-2c.yaml'}"])
     assert main(["calibrate", "from-steps", str(zen1b / "step-traces/co@cpu-vllm-zen1b-knee"), "--scenario",

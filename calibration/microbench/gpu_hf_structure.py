@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # pdsim from this checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the driver beside it
 
-from calibration.microbench.gpu_hf_serving import (  # noqa: E402
-    SHAPES, Engine, StepTrace, build_model, provenance, run_load)
+from gpu_hf_serving import SHAPES, Engine, StepTrace, build_model, provenance, run_load  # noqa: E402
 
 
 def probe(model, engine: Engine, batch: int, prompt: int, output: int, vocab: int, seed: int,

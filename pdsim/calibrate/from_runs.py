@@ -240,9 +240,27 @@ def fit(sc, runs: list[Run], names: list[str], start: dict[str, float], max_eval
         r = [log_errors(simulate_metrics(s, run), run.real) for run in runs]
         return np.concatenate(r + [PRIOR_WEIGHT * (z - z0)])
 
-    # diff_step 5% of a search unit: a step the discrete-event results answer smoothly to
-    r = least_squares(resid, z0, bounds=(0.0, np.inf), method="trf", diff_step=0.05, x_scale=1.0,
-                      max_nfev=max_evals, xtol=1e-3, ftol=1e-4)
+    # where to start: the profile's values, or the best of each constant alone moved 1-4 search
+    # units up (up to ~50x its scale): a trust region started at the prior can stop on a shelf
+    # where one constant trades against another (an eager engine hiding attention behind its
+    # issue), far from a host whose work is tens of times the prior's
+    def cost(z) -> float:
+        r = resid(z)
+        return float(r @ r)
+
+    z_start, best = z0, cost(z0)
+    for i in range(len(names)):
+        for k in (1.0, 2.0, 3.0, 4.0):
+            z = z0.copy()
+            z[i] += k
+            c = cost(z)
+            if c < best:
+                z_start, best = z, c
+    # diff_step 5% of a search unit: a step the discrete-event results answer smoothly to; from the
+    # profile's values and, where the scan found a better start, from there too: the better end
+    starts = [z0] if z_start is z0 else [z0, z_start]
+    r = min((least_squares(resid, z, bounds=(0.0, np.inf), method="trf", diff_step=0.05, x_scale=1.0,
+                           max_nfev=max_evals, xtol=1e-3, ftol=1e-4) for z in starts), key=lambda x: x.cost)
     return Fit({n: float(v) for n, v in zip(names, from_search(r.x, scales))}, float(r.cost), calls[0],
                r.message)
 

@@ -52,12 +52,18 @@ KNOWN = {**PARAMS, **{path: Param(path, "hardware", 0.1, "", _ATTN_WHAT) for pat
 BATCH_BINS = ((1, 3), (4, 15), (16, 31), (32, 63), (64, 10**9))
 
 
-def design(sc, t: Trace, names: list[str], group: tuple[str, int] = COLOCATED) -> tuple[np.ndarray, np.ndarray]:
+class NotLinear(SpecError):
+    """The price is not linear in 1 / the attention rate on these steps."""
+
+
+def design(sc, t: Trace, names: list[str], group: tuple[str, int] = COLOCATED,
+           fixed: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(the price with every fitted constant at zero, one column per constant: d price / d constant).
     For ``efficiency.attention`` the constant is the multiple of the attention seconds at the
-    profile's value, and "at zero" means without them (module doc)."""
+    profile's value, and "at zero" means without them (module doc). ``fixed``: constants held at
+    these values meanwhile."""
     host = [n for n in names if n in HOST]
-    zero = {n: 0.0 for n in host}
+    zero = {**(fixed or {}), **{n: 0.0 for n in host}}
     p0 = prices(step_cost_of(sc, zero, group), t)
     cols = {n: prices(step_cost_of(sc, {**zero, n: 1.0}, group), t) - p0 for n in host}
     for path in [n for n in names if n not in HOST]:  # the attention rate (module doc)
@@ -67,7 +73,7 @@ def design(sc, t: Trace, names: list[str], group: tuple[str, int] = COLOCATED) -
         att = half - p0  # attention seconds at a0: K / a0, when the price is R + K / attention
         bent = np.flatnonzero(np.abs((quarter - half) - 2.0 * att) > 1e-9 * np.maximum(quarter, 1e-12))
         if len(bent):
-            raise SpecError(f"step {int(bent[0])}: the price is not linear in 1 / {path} for this engine "
+            raise NotLinear(f"step {int(bent[0])}: the price is not linear in 1 / {path} for this engine "
                             "(its decode attention is a roofline of HBM and FLOP time); from-steps fits the attention "
                             "rate only where one attention kernel prices every query (engine.attention_backend: "
                             "sdpa_packed)", source=t.path, field="--param")
@@ -80,12 +86,60 @@ def fit_steps(sc, traces: list[Trace], names: list[str],
               group: tuple[str, int] = COLOCATED) -> tuple[dict[str, float], dict[str, float]]:
     """Non-negative least squares of the host constants on the traces' steps (module doc): (the
     constants, each one's relative standard error: the least-squares covariance at the residuals'
-    variance, the spread the steps leave it, not a bound on what a misfit form does to it)."""
+    variance, the spread the steps leave it, not a bound on what a misfit form does to it).
+    Where the price is not linear in 1 / the attention rate (an eager packed step hides its
+    attention behind the host's issue: costs/step.py), the rate is searched in one dimension with
+    the host constants refitted at each value (``_search_attention``)."""
+    try:
+        return _fit_linear(sc, traces, names, group)
+    except NotLinear:
+        attn = [n for n in names if n not in HOST]
+        if len(attn) != 1 or not step_cost_of(sc, {}, group).packed_attention:
+            raise
+        return _search_attention(sc, traces, names, attn[0], group)
+
+
+def _search_attention(sc, traces: list[Trace], names: list[str], path: str,
+                      group: tuple[str, int]) -> tuple[dict[str, float], dict[str, float]]:
+    """The attention rate in (0, 1] minimising the weighted squared residuals, the host constants
+    fitted by least squares at each rate; its relative standard error from the residuals'
+    curvature in log(rate)."""
+    from scipy.optimize import minimize_scalar
+
+    host = [n for n in names if n in HOST]
+
+    def rss(log_a: float) -> tuple[float, dict, dict, int]:
+        a = math.exp(log_a)
+        if not host:
+            r = np.concatenate([(t.took - prices(step_cost_of(sc, {path: a}, group), t)) / t.took for t in traces])
+            return float(r @ r), {}, {}, len(r)
+        out, se = _fit_linear(sc, traces, host, group, {path: a})
+        cost = step_cost_of(sc, {**out, path: a}, group)
+        r = np.concatenate([(t.took - prices(cost, t)) / t.took for t in traces])
+        return float(r @ r), out, se, len(r)
+
+    best = minimize_scalar(lambda x: rss(x)[0], bounds=(math.log(1e-3), 0.0), method="bounded",
+                           options={"xatol": 1e-9})
+    f0, out, se, n = rss(best.x)
+    h = 0.02
+    curv = (rss(best.x + h)[0] - 2.0 * f0 + rss(best.x - h)[0]) / (h * h)
+    sigma2 = f0 / max(n - len(names), 1)
+    se[path] = math.sqrt(2.0 * sigma2 / curv) if curv > 0 else math.inf  # of log(rate): a relative error
+    a = math.exp(best.x)
+    if a >= 0.999:
+        raise SpecError("the fit gives the attention kernel its whole peak or more: these steps do not pin its rate "
+                        "down (too little attention work beside the host's); fit the host constants alone",
+                        field="--param")
+    return {**out, path: a}, se
+
+
+def _fit_linear(sc, traces: list[Trace], names: list[str], group: tuple[str, int],
+                fixed: dict[str, float] | None = None) -> tuple[dict[str, float], dict[str, float]]:
     from scipy.optimize import nnls
 
     ys, xs = [], []
     for t in traces:
-        p0, x = design(sc, t, names, group)
+        p0, x = design(sc, t, names, group, fixed)
         w = 1.0 / t.took
         ys.append((t.took - p0) * w)
         xs.append(x * w[:, None])

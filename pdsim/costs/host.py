@@ -64,15 +64,21 @@ def kernels_per_layer(moe: bool, shared_experts: int, tp: int, ep: int) -> int:
 def eager_layer_s(model, group, eff, attn_tp: int) -> float:
     """Host time per layer of an eager step, averaged over the model's dense and MoE layers:
     the structural form when the profile gives ``kernel_launch_us`` or ``module_call_us``,
-    else its flat ``layer_launch_us``."""
+    else its flat ``layer_launch_us``. An engine that writes its layer otherwise states its own
+    count (``engine.eager_kernels_per_layer``: transformers' unfused layer launches ~5x the
+    fused one's kernels), which replaces the count below."""
     if not (eff.kernel_launch_us or eff.module_call_us):
         return eff.layer_launch_us * 1e-6
-    moe = model.moe
-    shared = moe.num_shared_experts if moe is not None else 0
-    n_moe = model.n_moe_layers
-    n_dense = model.num_layers - n_moe
-    k = (n_dense * kernels_per_layer(False, 0, attn_tp, 1)
-         + n_moe * kernels_per_layer(True, shared, attn_tp, group.ep)) / model.num_layers
+    own = group.engine.eager_kernels_per_layer
+    if own:
+        k = own
+    else:
+        moe = model.moe
+        shared = moe.num_shared_experts if moe is not None else 0
+        n_moe = model.n_moe_layers
+        n_dense = model.num_layers - n_moe
+        k = (n_dense * kernels_per_layer(False, 0, attn_tp, 1)
+             + n_moe * kernels_per_layer(True, shared, attn_tp, group.ep)) / model.num_layers
     return (k * eff.kernel_launch_us + LAYER_MODULES * eff.module_call_us) * 1e-6
 
 

@@ -129,6 +129,11 @@ class RooflineStepCost:
         # transformers' paged|sdpa: one dense attention over the packed batch with a mask
         # (costs/attention_backends.py), priced as every query against every key read
         self.packed_attention = eng.attention_backend == "sdpa_packed"
+        self.packed_copy_s = self.packed_read_s = 0.0
+        if self.packed_attention:  # seconds per key read per layer: its copies, the SDPA's reads
+            rate = self.hbm_peak * e.hbm * ab.SDPA_PACKED_HBM
+            copies, reads = ab.packed_key_bytes(model.num_heads / model.num_kv_heads, self.kv_read_tok)
+            self.packed_copy_s, self.packed_read_s = copies / rate, reads / rate
         if self.packed_attention and self.tbo:
             raise SpecError("sdpa_packed (transformers' continuous batching) has no two-batch overlap",
                             field="engine.attention_backend")
@@ -136,6 +141,8 @@ class RooflineStepCost:
         # linear in decode_ctx: the world prices each step (no memo by shape) and step_coeffs
         # holds the core at its least work
         self.linear = not (self.tbo and role != "prefill")
+        # an eager packed step hides its attention behind the host's issue too (step.py): not linear
+        self.linear = self.linear and not self.packed_attention
         self.sm_share_normal = e.deepep_normal_sm_share
         self.graph_bs = eng.cuda_graph_max_bs
         self.launch_eager = eager_layer_s(model, group, e, A) * L  # costs/host.py: from the layer's structure

@@ -19,8 +19,9 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   paged|sdpa: one ``scaled_dot_product_attention`` call over the packed batch with a 4-D mask,
   transformers/integrations/sdpa_paged.py) every query token of the step meets every key the step
   reads, so the work is (prefill tokens + decodes) x (decode context + decodes + the chunks'
-  computed and new tokens), at the prefill kernel's rate: still linear in ``prefill_attn`` and
-  ``decode_ctx``, with coefficients that grow with the step's tokens;
+  computed and new tokens), at the prefill kernel's rate, and each key read is first gathered out
+  of the paged cache and copied out to every query head (attention_backends.packed_key_bytes), so
+  per key a layer the copies plus the larger of the SDPA's arithmetic and its reads of the copies;
 - dense MLP: GEMM(M) over the dense weights / attention TP (data-parallel dense layers under DP
   attention, SGLang's large-EP setup) + its all-reduce;
 - MoE (with its small kernels: gating, activation, permutation, elementwise.py): routed experts on the busiest GPU (imbalance x mean assignments, moe_load.py), each
@@ -49,7 +50,12 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   where the batch crosses ``cuda_graph_max_bs``. The GPU work counted as hiding it is the step's parts that do
   not depend on ``prefill_attn`` / ``decode_ctx`` (projections, MLP, MoE, comm, LM head), so the
   step stays exactly linear in those two (base.py); the attention core is not counted as
-  hiding, a lower bound on the hiding (an upper bound on the step). Measured on an H100
+  hiding, a lower bound on the hiding (an upper bound on the step). Under ``sdpa_packed``
+  (transformers' eager engine, whose host issue is most of its step) the decode attention is
+  counted too: its key copies grow with the batch's context and the issue hides them until they
+  outgrow it (the H200 knee's decode steps, 3k to 35k keys read: 0.97-1.06 of their price with
+  both, 0.97-1.52 with neither); the cost is then priced step by step (roofline.py sets ``linear``
+  False). Measured on an H100
   (calibration/data/forward.csv, the repo's torch Llama-8B): prefill 2048 tokens eager 65.3 ms vs
   graph 63.9 ms (hidden), 128 tokens 31.5 vs 10.2 ms (host-bound); per-step host overhead
 plus a per-sequence share (input preparation, sampling, output processing: ``seq_overhead_us``) and
@@ -103,6 +109,7 @@ def make_coeffs(c):
     lm_on = c.lm_head_on
     tbo = c.tbo
     packed = c.packed_attention
+    pk_copy, pk_read = c.packed_copy_s, c.packed_read_s
     core_share = attention_core_share(c.model) if tbo else 0.0  # decode TBO's attention-core stage
     sm_share = c.sm_share_normal
     h2 = c.hidden * 2.0
@@ -216,10 +223,14 @@ def make_coeffs(c):
         # attention core: linear in the work; kernel latencies once per micro-batch
         if packed:  # one masked dense attention over the packed batch: every query x every key
             # read (module doc); kv = decode_ctx + the decodes' new tokens + the chunks' keys,
-            # sum(computed + tokens) = seqs x prefill_attn / tokens + tokens / 2 (equal chunks)
-            c_attn = L * pf_c * n_tok * prefill_seqs / prefill_tokens / D if prefill else 0.0
-            c_ctx = L * pf_c * n_tok / D + ctx_overhead if decode_batch else 0.0
-            core = per_layer * pf_lat + L * pf_c * n_tok * (decode_batch * q + prefill_tokens / 2.0) / (D * D)
+            # sum(computed + tokens) = seqs x prefill_attn / tokens + tokens / 2 (equal chunks).
+            # Per key a layer: its gather and expand copies, then the SDPA at the larger of its
+            # arithmetic (every query) and its reads of the expanded keys (attention_backends.packed_key_bytes)
+            per_key = pf_c * n_tok / D
+            per_key = pk_copy + (per_key if per_key > pk_read else pk_read)
+            c_attn = L * per_key * prefill_seqs / prefill_tokens if prefill else 0.0
+            c_ctx = L * per_key + ctx_overhead if decode_batch else 0.0
+            core = per_layer * pf_lat + L * per_key * (decode_batch * q + prefill_tokens / 2.0) / D
         else:
             c_attn = L * pf_c if prefill else 0.0
             core = 0.0
@@ -278,6 +289,8 @@ def make_coeffs(c):
         launch = launch_graph * (per_layer / L)
         if prefill or m / q > graph_bs:  # eager: the issue time the GPU work does not cover (docstring)
             exposed = launch_eager * (per_layer / L) - (proj + mlp + moe + comm + lm_head)
+            if packed and decode_ctx is not None:  # priced step by step (not linear): its attention hides the issue too
+                exposed -= core + (c_ctx - ctx_overhead) * decode_ctx
             if exposed > launch:
                 launch = exposed
         host = overhead + seq_overhead * (decode_batch + prefill_seqs) if seq_overhead else overhead

@@ -64,6 +64,10 @@ class EngineSpec:
     # (torch_native: SGLang's per-sequence SDPA on a CPU profile, each chunk's query spanning the whole sequence)
     attention_backend: Literal["auto", "flashmla", "flashinfer", "fa3", "triton", "sdpa_packed",
                                "torch_native"] = "auto"
+    # kernels one decoder layer launches without CUDA graphs, as this engine writes the layer
+    # (costs/host.py); 0 = pdsim's count of vLLM's / SGLang's fused layer. transformers' own
+    # unfused layer (continuous batching): 50.7, counted on an H200 (gpu_hf_profile.py)
+    eager_kernels_per_layer: float = 0.0
 
     def __post_init__(self) -> None:
         check(self.chunked_prefill_size == -1 or self.chunked_prefill_size >= 1,
@@ -80,6 +84,8 @@ class EngineSpec:
         check(self.new_token_ratio_decay_steps >= 1, "must be >= 1", "new_token_ratio_decay_steps")
         check(self.min_kv_reserve_tokens >= 0, "must be >= 0", "min_kv_reserve_tokens")
         check(self.max_retractions_per_request >= 0, "must be >= 0", "max_retractions_per_request")
+        check(self.eager_kernels_per_layer >= 0, "must be >= 0 (0: pdsim's count of the layer)",
+              "eager_kernels_per_layer")
 
     def prefill_budget(self, dp: int = 1) -> int:
         """Tokens one of ``dp`` attention-DP ranks prefills per step: its share of the chunk
