@@ -257,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-requests", type=int, default=400)
     ap.add_argument("--lens", default="128,2048,64,384", help="input min,max, output min,max (tokens)")
     ap.add_argument("--num-blocks", type=int, default=Engine.num_blocks)
+    ap.add_argument("--max-batch-tokens", type=int, default=Engine.max_batch_tokens,
+                    help="the step's token budget (chunked prefill size)")
+    ap.add_argument("--max-requests-per-batch", type=int, default=Engine.max_requests_per_batch,
+                    help="requests one step carries at most (max running requests)")
     ap.add_argument("--chunk-variant", type=int, default=0,
                     help="also replay the second load's requests with this token budget (0: no)")
     ap.add_argument("--warmup", type=int, default=8, help="requests sent at once before the runs")
@@ -274,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     lo_in, hi_in, lo_out, hi_out = (int(x) for x in args.lens.split(","))
     lens = {"input_min": lo_in, "input_max": hi_in, "output_min": lo_out, "output_max": hi_out}
-    engine = Engine(num_blocks=args.num_blocks)
+    engine = Engine(num_blocks=args.num_blocks, max_batch_tokens=args.max_batch_tokens,
+                    max_requests_per_batch=args.max_requests_per_batch)
     args.out.mkdir(parents=True, exist_ok=True)
     prov = provenance(device)
     t_build = time.perf_counter()
