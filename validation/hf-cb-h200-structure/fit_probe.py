@@ -48,6 +48,7 @@ SCENARIO = REPO / "workloads/scenarios/hf-cb-h200-qwen14b.yaml"
 SCENARIO_8B = REPO / "workloads/scenarios/hf-cb-h200-llama8b.yaml"
 BURST = REPO / "calibration/sessions/h200-2026-11-28/run1/burst.steps.json"
 WARMUP_RUN2 = REPO / "calibration/sessions/h200-2026-11-28/run2/warmup.steps.json"
+WARMUP_RUN5 = REPO / "calibration/sessions/h200-2026-11-28-structure/run5/warmup.steps.json"
 MODELS = {"llama-3.1-8b": "llama-3.1-8b", "qwen2.5-14b": "qwen2.5-14b"}
 
 
@@ -132,17 +133,17 @@ def packed_hbm_fit() -> tuple[float, float]:
     return float(best.x), float(best.fun)
 
 
-def start_factor(probe: Path, overlay: dict) -> float:
-    """The second machine start of 2026-11-28 (run2): its host speed from its own warm-up steps
-    (recorded before its loads), as the factor on the probe's host work that prices them at 1 by
-    median."""
+def start_factor(probe: Path, overlay: dict, warmup: Path = None, scenario: Path = None) -> float:
+    """A machine start's host speed from its own warm-up steps (recorded before its loads), as the
+    factor on the probe's host work that prices them at 1 by median; by default the first
+    session's second start (run2, Llama-3.1-8B)."""
     from scipy.optimize import brentq
 
-    t = read_trace(str(WARMUP_RUN2))
+    t = read_trace(str(warmup or WARMUP_RUN2))
     eff, host = overlay["efficiency"], overlay["calibration"]["host"]
 
     def ratio(f: float) -> float:
-        sc = api.load_scenario(str(SCENARIO_8B), [f"hardware={probe}"])
+        sc = api.load_scenario(str(scenario or SCENARIO_8B), [f"hardware={probe}"])
         hw = sc.hardware
         scaled = dataclasses.replace(hw, efficiency=dataclasses.replace(
             hw.efficiency, step_overhead_us=eff["step_overhead_us"] * f, seq_overhead_us=eff["seq_overhead_us"] * f),
@@ -154,24 +155,36 @@ def start_factor(probe: Path, overlay: dict) -> float:
     return float(brentq(ratio, 0.5, 2.0, xtol=1e-6))
 
 
+STARTS = {  # overlay -> (the start's warm-up steps, the scenario they ran, what the start was)
+    "run2-start.yaml": (WARMUP_RUN2, SCENARIO_8B, "the second H200 start of the first session (run2)"),
+    "run5-start.yaml": (WARMUP_RUN5, SCENARIO, "the third H200 start of this session (run5: the "
+                                                "running-requests what-if)"),
+}
+
+
 def start_lines(probe: Path, overlay: dict) -> list[str]:
-    """``run2-start.yaml`` (base: probe.yaml): the probe's host work at run2's speed (start_factor),
-    for the cases that start recorded."""
-    f = start_factor(probe, overlay)
+    return [line for name in STARTS for line in start_overlay(probe, overlay, name)]
+
+
+def start_overlay(probe: Path, overlay: dict, name: str) -> list[str]:
+    """``name`` (base: probe.yaml): the probe's host work at one machine start's speed
+    (start_factor), for the cases that start recorded."""
+    warmup, scenario_path, what = STARTS[name]
+    f = start_factor(probe, overlay, warmup, scenario_path)
     eff, host = overlay["efficiency"], overlay["calibration"]["host"]
-    start = {"base": "probe.yaml", "name": "h200-transformers-cb-run2-start",
-             "description": "the probe's host work at the speed of the second H200 start of 2026-11-28 (run2), "
-                            "measured by that start's warm-up steps before its loads",
+    start = {"base": "probe.yaml", "name": f"h200-transformers-cb-{name.removesuffix('.yaml')}",
+             "description": f"the probe's host work at the speed of {what}, measured by that start's warm-up "
+                            "steps before its loads",
              "efficiency": {"step_overhead_us": round(eff["step_overhead_us"] * f, 1),
                             "seq_overhead_us": round(eff["seq_overhead_us"] * f, 2)},
              "calibration": {"host": {"eager_us_per_kernel": round(host["eager_us_per_kernel"] * f, 3)}},
-             "sources": {k: f"measured: probe.yaml's value x {f:.4f}, the factor at which run2's warm-up steps "
-                            f"(calibration/sessions/h200-2026-11-28/run2/warmup.steps.json, 1-2 decodes) price at "
-                            "their median" for k in ("efficiency.step_overhead_us", "efficiency.seq_overhead_us",
-                                                     "calibration.host.eager_us_per_kernel")}}
-    (HERE / "run2-start.yaml").write_text("# Written by validation/hf-cb-h200-structure/fit_probe.py; do not edit "
-                                          "by hand.\n" + yaml.safe_dump(start, sort_keys=False, width=120))
-    return ["", f"run2's start: its warm-up steps price at 1 with the probe's host work x {f:.3f} (run2-start.yaml)"]
+             "sources": {k: f"measured: probe.yaml's value x {f:.4f}, the factor at which the start's warm-up steps "
+                            f"({warmup.relative_to(REPO)}) price at 1 by median"
+                         for k in ("efficiency.step_overhead_us", "efficiency.seq_overhead_us",
+                                   "calibration.host.eager_us_per_kernel")}}
+    (HERE / name).write_text("# Written by validation/hf-cb-h200-structure/fit_probe.py; do not edit "
+                             "by hand.\n" + yaml.safe_dump(start, sort_keys=False, width=120))
+    return ["", f"{what}: its warm-up steps price at 1 with the probe's host work x {f:.3f} ({name})"]
 
 
 def main() -> int:
