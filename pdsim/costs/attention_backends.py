@@ -54,10 +54,10 @@ TRITON_GQA_DECODE = 0.8  # relative to FA3's HBM fraction
 SDPA_PACKED = 0.465  # PyTorch SDPA under a 4-D mask: measured on an H200 (the table), 0.35-0.77 elsewhere
 # transformers' paged|sdpa moves every key it reads through HBM several times a layer
 # (packed_key_bytes); the share of the profile's effective HBM bandwidth those copies and the
-# masked SDPA's reads reach: 0.20, fitted on one H200 step trace (Llama-3.1-8B at the knee,
-# calibration/sessions/h200-2026-11-28/run1/load0.8, torch 2.11 cuDNN SDPA;
+# masked SDPA's reads reach: 0.236, fitted on one H200 step trace (Llama-3.1-8B, the burst of 128
+# requests, calibration/sessions/h200-2026-11-28/run1/burst, torch 2.11 cuDNN SDPA;
 # validation/hf-cb-h200-structure/fit_probe.py), 0.18-0.24 over that session's other traces;
-# held out, Qwen2.5-14B's knee (another model, group size and machine start) prices at 0.98 by
+# held out, Qwen2.5-14B's knee (another model, group size and machine start) prices at 1.00 by
 # median. A masked SDPA over a few queries and many keys runs on a few SMs (one query tile per head)
 SDPA_PACKED_HBM = 0.236
 
