@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import signal
+import socket
 from pathlib import Path
 
 import pdsim
@@ -99,3 +100,10 @@ def fit_cpu_profile(folder: Path, rows: Path, machine: dict | None = None, overh
     profile(argparse.Namespace(out=str(folder), model=str(REPO / "workloads/models/tiny-llama.yaml"), name="cpu-t",
                                yaml=str(out), fresh=True, bounds=""))
     return out
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nothing listens on now (the servers tests start bind there)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

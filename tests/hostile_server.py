@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 
 from aiohttp import web
+from builders import free_port
 
 ENDLESS_S = 20.0  # an endless answer ends by itself after this (the client is expected to stop far sooner)
 
@@ -27,14 +27,6 @@ BYMAX = {4: "ok", 5: "choices_int", 6: "usage_str", 7: "delta_str", 8: "malforme
          10: "s500_endless", 11: "endless_nonl", 12: "s500", 13: "redirect307", 14: "ok", 15: "hugecount",
          16: "bigline", 17: "nonutf8", 18: "redirect302",
          19: "halfclose", 20: "badchunked"}
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def ev(d) -> bytes:

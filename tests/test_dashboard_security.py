@@ -13,7 +13,7 @@ import time
 
 import pytest
 import yaml
-
+from builders import free_port
 from pdsim.dashboards.app import create_app, request_body_limit
 from pdsim.dashboards.exposure import exposure_warning, is_loopback
 from test_dashboard import SID, make_services, make_sweep, payload, small_yaml
@@ -325,14 +325,6 @@ def test_debug_writes_tracebacks_to_the_server_log_only(tmp_path, monkeypatch, c
         svc.close()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_real_server_answers_a_bomb_at_once_with_bounded_memory_and_has_no_debugger(tmp_path):
     """`pdsim --debug dashboard` as a user starts it (a subprocess on 127.0.0.1), then HTTP; a
     foreign Host header gets 403; SIGTERM removes the upload folder."""
@@ -341,7 +333,7 @@ def test_the_real_server_answers_a_bomb_at_once_with_bounded_memory_and_has_no_d
     import urllib.error
     import urllib.request
 
-    port = _free_port()
+    port = free_port()
     tmp = tmp_path / "tmp"  # the server's TMPDIR: its upload folder is made there
     tmp.mkdir()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TMPDIR=str(tmp))

@@ -219,12 +219,13 @@ def test_the_engines_own_kernel_count_prices_its_eager_layer():
 
     fp = _fit_probe()
     assert fp.kernels_per_layer() == 50.7
+    from dataclasses import replace
+
     sc = api.load_scenario(str(REPO / "workloads/scenarios/hf-cb-h200-llama8b.yaml"))
     group = sc.scenario.cluster.colocated[0]
-    eff = sc.hardware.efficiency.__class__(**{**sc.hardware.efficiency.__dict__, "kernel_launch_us": 16.0})
+    eff = replace(sc.hardware.efficiency, kernel_launch_us=16.0)
     assert eager_layer_s(sc.model, group, eff, 1) == pytest.approx(50.7 * 16e-6, rel=1e-12)
-    fused = sc.scenario.cluster.colocated[0].__class__(**{**group.__dict__, "engine": group.engine.__class__(
-        **{**group.engine.__dict__, "eager_kernels_per_layer": 0.0})})
+    fused = replace(group, engine=replace(group.engine, eager_kernels_per_layer=0.0))
     assert eager_layer_s(sc.model, fused, eff, 1) == pytest.approx(kernels_per_layer(False, 0, 1, 1) * 16e-6)
 
 

@@ -19,7 +19,7 @@ import pytest
 aiohttp = pytest.importorskip("aiohttp")
 from aiohttp import web  # noqa: E402
 
-from hostile_server import free_port  # noqa: E402
+from builders import free_port  # noqa: E402
 
 from pdsim.replay.pd_proxy import make_app  # noqa: E402
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import warnings
 
@@ -12,6 +11,7 @@ import pytest
 
 aiohttp = pytest.importorskip("aiohttp")
 from aiohttp import web  # noqa: E402
+from builders import free_port  # noqa: E402
 
 from pdsim.ingest import read_run  # noqa: E402
 from pdsim.metrics.results import Results  # noqa: E402
@@ -22,20 +22,12 @@ from pdsim.workload.table import RequestTable  # noqa: E402
 ITL = 0.004  # seconds between streamed tokens of the fake server
 
 
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class FakeServer:
     """Streams ``max_tokens`` tokens ITL apart; prompts with first id 13 get HTTP 503, with first id
     14 stall past any timeout, with first id 15 stop after 2 tokens; records every body."""
 
     def __init__(self):
-        self.port = _free_port()
+        self.port = free_port()
         self.bodies: list[dict] = []
         self.loop = asyncio.new_event_loop()
         self.started = threading.Event()

@@ -247,6 +247,21 @@ def provenance(device: str) -> dict:
     return info
 
 
+def read_requests(path: str) -> dict:
+    """A requests file (``--requests``): rate, and send_s, input_len, output_len of equal length;
+    a one-line error naming the file and what is wrong."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"--requests {path}: cannot read it: {err}") from None
+    keys = ("send_s", "input_len", "output_len")
+    if not isinstance(doc, dict) or any(not isinstance(doc.get(k), list) for k in keys):
+        raise SystemExit(f"--requests {path}: expected a JSON object with the lists {', '.join(keys)} (and rate)")
+    if len({len(doc[k]) for k in keys}) != 1 or not doc["send_s"]:
+        raise SystemExit(f"--requests {path}: {', '.join(keys)} must be non-empty and of one length")
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", choices=sorted(SHAPES), default="llama-3.1-8b")
@@ -274,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout-s", type=float, default=300.0)
     args = ap.parse_args(argv)
+    fixed = [(Path(p).stem, read_requests(p)) for p in args.requests]  # refused before the model is built
     import torch
     device = "cuda" if torch.cuda.is_available() else "cpu"
     lo_in, hi_in, lo_out, hi_out = (int(x) for x in args.lens.split(","))
@@ -317,9 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(Path(path).read_text())
         reqs = old["pdsim_meta"]["requests"]
         one(f"{Path(path).stem}-repeat", old["request_rate"], len(reqs["send_s"]), reqs)
-    for path in args.requests:  # requests fixed before the run, at their send times
-        reqs = json.loads(Path(path).read_text())
-        one(Path(path).stem, reqs.pop("rate", None), len(reqs["send_s"]), reqs)
+    for name, reqs in fixed:  # requests fixed before the run, at their send times
+        one(name, reqs.pop("rate", None), len(reqs["send_s"]), reqs)
     loads = [float(x) for x in args.loads.split(",") if x]
     if not loads:  # no Poisson runs asked for: no capacity burst either
         return 0

@@ -140,9 +140,8 @@ class RooflineStepCost:
         # decode TBO hides communication behind the attention core (tbo.py), so the step is not
         # linear in decode_ctx: the world prices each step (no memo by shape) and step_coeffs
         # holds the core at its least work
-        self.linear = not (self.tbo and role != "prefill")
-        # an eager packed step hides its attention behind the host's issue too (step.py): not linear
-        self.linear = self.linear and not self.packed_attention
+        # and an eager packed step hides its attention behind the host's issue too (step.py)
+        self.linear = not (self.tbo and role != "prefill") and not self.packed_attention
         self.sm_share_normal = e.deepep_normal_sm_share
         self.graph_bs = eng.cuda_graph_max_bs
         self.launch_eager = eager_layer_s(model, group, e, A) * L  # costs/host.py: from the layer's structure

@@ -1,33 +1,42 @@
-"""Where the engine tests find vLLM's CPU build and the tiny Llama (.ci/engine.sh builds both)."""
+"""Where the engine tests find each engine's venv and the tiny Llama beside it (.ci/engine.sh builds
+vLLM's CPU build, .ci/sglang.sh SGLang's)."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-VENV = Path(os.environ.get("PDSIM_ENGINE_VENV", "/work/venvs/vllm"))
-MODEL = Path(os.environ.get("PDSIM_ENGINE_MODEL", f"{VENV}-models/tiny-llama"))
-PYTHON = VENV / "bin" / "python"
+
+@dataclass(frozen=True)
+class EngineVenv:
+    name: str  # vLLM, SGLang
+    venv: Path
+    model: Path
+    venv_var: str  # the variables that override them
+    model_var: str
+    script: str  # the .ci script that builds both
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    def missing(self) -> str | None:
+        """Why this engine's tests cannot run here, or None."""
+        if not self.python.is_file():
+            return f"no {self.name} venv at {self.venv} (build it with {self.script}, or set {self.venv_var})"
+        if not (self.model / "config.json").is_file():
+            return f"no tiny Llama at {self.model} ({self.script} generates it, or set {self.model_var})"
+        return None
 
 
-def missing() -> str | None:
-    """Why the engine tests cannot run here, or None."""
-    if not PYTHON.is_file():
-        return f"no vLLM engine venv at {VENV} (build it with .ci/engine.sh, or set PDSIM_ENGINE_VENV)"
-    if not (MODEL / "config.json").is_file():
-        return f"no tiny Llama at {MODEL} (.ci/engine.sh generates it, or set PDSIM_ENGINE_MODEL)"
-    return None
+def _venv(name: str, default: str, venv_var: str, model_var: str, script: str) -> EngineVenv:
+    venv = Path(os.environ.get(venv_var, default))
+    return EngineVenv(name, venv, Path(os.environ.get(model_var, f"{venv}-models/tiny-llama")), venv_var, model_var,
+                      script)
 
 
-# SGLang on the CPU (.ci/sglang.sh builds its venv and the same tiny Llama)
-SGLANG_VENV = Path(os.environ.get("PDSIM_SGLANG_VENV", "/work/venvs/sglang"))
-SGLANG_MODEL = Path(os.environ.get("PDSIM_SGLANG_MODEL", f"{SGLANG_VENV}-models/tiny-llama"))
-SGLANG_PYTHON = SGLANG_VENV / "bin" / "python"
+VLLM = _venv("vLLM", "/work/venvs/vllm", "PDSIM_ENGINE_VENV", "PDSIM_ENGINE_MODEL", ".ci/engine.sh")
+SGLANG = _venv("SGLang", "/work/venvs/sglang", "PDSIM_SGLANG_VENV", "PDSIM_SGLANG_MODEL", ".ci/sglang.sh")
 
-
-def sglang_missing() -> str | None:
-    """Why the SGLang engine tests cannot run here, or None."""
-    if not SGLANG_PYTHON.is_file():
-        return f"no SGLang venv at {SGLANG_VENV} (build it with .ci/sglang.sh, or set PDSIM_SGLANG_VENV)"
-    if not (SGLANG_MODEL / "config.json").is_file():
-        return f"no tiny Llama at {SGLANG_MODEL} (.ci/sglang.sh generates it, or set PDSIM_SGLANG_MODEL)"
-    return None
+# the names the vLLM tests use
+MODEL, PYTHON, missing = VLLM.model, VLLM.python, VLLM.missing

@@ -1,23 +1,14 @@
-"""What the engine tests share: a free port on 127.0.0.1, and the round trip every engine takes
+"""What the engine tests share: the round trip every engine takes
 (`pdsim replay` of a short Poisson run into a server, then `pdsim validate` of the recording against
 the engine's scenario, both through the CLI)."""
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def replay_into(url: str, tmp_path: Path, requests: int, name: str):

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from builders import free_port
 
 from .paths import MODEL, PYTHON, missing
-from .roundtrip import free_port, replay_into, validate_against
+from .roundtrip import replay_into, validate_against
 
 pytestmark = [pytest.mark.engine, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,17 +10,18 @@ from __future__ import annotations
 import os
 
 import pytest
+from builders import free_port
 
-from .paths import SGLANG_MODEL, SGLANG_PYTHON, sglang_missing
-from .roundtrip import free_port, replay_into, validate_against
+from .paths import SGLANG
+from .roundtrip import replay_into, validate_against
 
-pytestmark = [pytest.mark.engine, pytest.mark.skipif(sglang_missing() is not None, reason=str(sglang_missing()))]
+pytestmark = [pytest.mark.engine, pytest.mark.skipif(SGLANG.missing() is not None, reason=str(SGLANG.missing()))]
 
 
 def test_replay_then_validate_against_sglang(tmp_path):
     from pdsim.replay.local_server import SGLangServer, session_processes
 
-    with SGLangServer(SGLANG_PYTHON, SGLANG_MODEL, free_port(), log=tmp_path / "sglang.log") as srv:
+    with SGLangServer(SGLANG.python, SGLANG.model, free_port(), log=tmp_path / "sglang.log") as srv:
         # the scheduler (and the model's forward) on the first CPU, every thread of it
         assert srv.scheduler_pids
         for pid in srv.scheduler_pids:

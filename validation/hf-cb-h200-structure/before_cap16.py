@@ -13,24 +13,17 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
 
-from pdsim import api  # noqa: E402
-from pdsim.workload.table import RequestTable  # noqa: E402
+from before_run import METRICS, REPO, predict  # noqa: E402
 
 SCENARIO = REPO / "workloads/scenarios/hf-cb-h200-qwen14b.yaml"
-METRICS = ("mean_ttft_ms", "p90_ttft_ms", "mean_itl_ms", "p90_itl_ms")
 
 
 def simulate(cap: int, reqs: dict) -> dict:
-    sc = api.load_scenario(str(SCENARIO), [f"cluster.colocated.0.engine.max_running_requests={cap}"])
-    table = RequestTable(np.asarray(reqs["send_s"]), np.asarray(reqs["input_len"]), np.asarray(reqs["output_len"]))
-    s = api.simulate(sc, table=table).summary()
-    return {k: round(float(s[k]), 2) for k in METRICS}
+    out = predict(SCENARIO, [f"cluster.colocated.0.engine.max_running_requests={cap}"], reqs)
+    return {k: out[k] for k in METRICS}
 
 
 def main() -> int:

@@ -46,15 +46,20 @@ LOADS = {"light": (0.3, 24), "knee": (0.8, 40)}
 SEED = 14
 
 
-def table(reqs: dict) -> RequestTable:
-    return RequestTable(np.asarray(reqs["send_s"]), np.asarray(reqs["input_len"]), np.asarray(reqs["output_len"]))
+METRICS = ("mean_ttft_ms", "p90_ttft_ms", "mean_itl_ms", "p90_itl_ms")
+
+
+def predict(scenario: Path, sets: list[str], reqs: dict) -> dict:
+    """pdsim's latencies for ``reqs`` (send_s, input_len, output_len) on ``scenario`` with ``sets``."""
+    sc = api.load_scenario(str(scenario), sets)
+    table = RequestTable(np.asarray(reqs["send_s"]), np.asarray(reqs["input_len"]), np.asarray(reqs["output_len"]))
+    s = api.simulate(sc, table=table).summary()
+    return {k: round(float(s[k]), 2) for k in METRICS} | {
+        "duration_s": round(float(s["sim_time_s"]), 2), "completed": int(s["completed"])}
 
 
 def simulate(reading: str, reqs: dict) -> dict:
-    sc = api.load_scenario(str(SCENARIO), ["model=qwen2.5-14b", f"hardware={READINGS[reading]}"])
-    s = api.simulate(sc, table=table(reqs)).summary()
-    return {k: round(float(s[k]), 2) for k in ("mean_ttft_ms", "p90_ttft_ms", "mean_itl_ms", "p90_itl_ms")} | {
-        "duration_s": round(float(s["sim_time_s"]), 2), "completed": int(s["completed"])}
+    return predict(SCENARIO, ["model=qwen2.5-14b", f"hardware={READINGS[reading]}"], reqs)
 
 
 def main() -> int:

@@ -109,8 +109,8 @@ def _log_rms(sc, t) -> tuple[float, float]:
 def packed_hbm_lines() -> list[str]:
     from pdsim.costs import attention_backends as ab
     share, rms = packed_hbm_fit()
-    return ["", f"the packed form's HBM share on {BURST.relative_to(REPO)}: {share:.3f} (log-RMS {rms:.3f}); "
-                f"costs/attention_backends.py SDPA_PACKED_HBM = {ab.SDPA_PACKED_HBM}"]
+    return ["", (f"the packed form's HBM share on {BURST.relative_to(REPO)}: {share:.3f} (log-RMS {rms:.3f}); "
+                 f"costs/attention_backends.py SDPA_PACKED_HBM = {ab.SDPA_PACKED_HBM}")]
 
 
 def packed_hbm_fit() -> tuple[float, float]:
@@ -133,7 +133,7 @@ def packed_hbm_fit() -> tuple[float, float]:
     return float(best.x), float(best.fun)
 
 
-def start_factor(probe: Path, overlay: dict, warmup: Path = None, scenario: Path = None) -> float:
+def start_factor(probe: Path, overlay: dict, warmup: Path | None = None, scenario: Path | None = None) -> float:
     """A machine start's host speed from its own warm-up steps (recorded before its loads), as the
     factor on the probe's host work that prices them at 1 by median; by default the first
     session's second start (run2, Llama-3.1-8B)."""
@@ -142,9 +142,10 @@ def start_factor(probe: Path, overlay: dict, warmup: Path = None, scenario: Path
     t = read_trace(str(warmup or WARMUP_RUN2))
     eff, host = overlay["efficiency"], overlay["calibration"]["host"]
 
+    sc = api.load_scenario(str(scenario or SCENARIO_8B), [f"hardware={probe}"])
+    hw = sc.hardware
+
     def ratio(f: float) -> float:
-        sc = api.load_scenario(str(scenario or SCENARIO_8B), [f"hardware={probe}"])
-        hw = sc.hardware
         scaled = dataclasses.replace(hw, efficiency=dataclasses.replace(
             hw.efficiency, step_overhead_us=eff["step_overhead_us"] * f, seq_overhead_us=eff["seq_overhead_us"] * f),
             calibration={**hw.calibration, "host": {**hw.calibration["host"],
