@@ -229,6 +229,48 @@ def test_the_engines_own_kernel_count_prices_its_eager_layer():
     assert eager_layer_s(sc.model, fused, eff, 1) == pytest.approx(kernels_per_layer(False, 0, 1, 1) * 16e-6)
 
 
+def test_the_unfused_layers_small_kernels_price_the_probes_prefill_steps():
+    """transformers' eager layer runs its small kernels op by op (modeling_llama.py: an FP32
+    RMSNorm in five passes, rotary by slices and cat, SiLU and the gate product apart, the
+    attention output copied to contiguous): 606 KB a token a layer at Llama-3.1-8B's dimensions
+    against 248 KB fused (costs/elementwise.py counts both). Priced at the profile's HBM rate
+    (engine.elementwise: unfused), the idle probe's prefill steps (1,000-2,048 prompt tokens a step,
+    held out of every fit) come closer to their price at every layer count:
+    median real / price 1.059 -> 1.020 at 16 layers, 1.156 -> 1.088 at 32, Qwen2.5-14B's 1.243 ->
+    1.157 at 48 (validation/hf-cb-h200-structure/probe.txt). What is left grows with the layers,
+    about half of it: not explained yet. The bundled hf-cb-h200 scenarios do not state it: with it
+    the packed attention's rate, refit on the same traces, comes out 4% faster and the cases no
+    better (validation/README.md)."""
+    from pdsim.costs import elementwise as ew
+
+    assert ew.unfused_attn_side_bytes(4096, 4096, 1024) + ew.unfused_mlp_side_bytes(4096, 14336) == 606_208
+    assert ew.attn_side_bytes(4096, 4096) + ew.mlp_side_bytes(4096, 14336) == 247_808
+    r = _fit_probe().prefill_ratios(REPO / "validation/hf-cb-h200-structure/probe.yaml")
+    assert r[("llama-3.1-8b", 16)]["fused"] == pytest.approx(1.059, abs=5e-4)
+    assert r[("llama-3.1-8b", 16)]["unfused"] == pytest.approx(1.020, abs=5e-4)
+    assert r[("llama-3.1-8b", 32)]["fused"] == pytest.approx(1.156, abs=5e-4)
+    assert r[("llama-3.1-8b", 32)]["unfused"] == pytest.approx(1.088, abs=5e-4)
+    assert r[("qwen2.5-14b", 48)]["fused"] == pytest.approx(1.243, abs=5e-4)
+    assert r[("qwen2.5-14b", 48)]["unfused"] == pytest.approx(1.157, abs=5e-4)
+    for key, v in r.items():
+        assert abs(v["unfused"] - 1) <= abs(v["fused"] - 1), key
+
+
+def test_unfused_small_kernels_leave_host_bound_decode_steps_alone():
+    """The extra traffic is per token: a decode step of a few sequences stays host-bound, its
+    price unchanged (the issue still exceeds the GPU work), while a 2,048-token prefill grows by
+    the added bytes over the HBM rate (~6 ms at 32 layers)."""
+    from pdsim import api
+    from pdsim.validate.traced_steps import step_cost_of
+
+    path = str(REPO / "workloads/scenarios/hf-cb-h200-llama8b.yaml")
+    fused = step_cost_of(api.load_scenario(path), {})
+    unfused = step_cost_of(api.load_scenario(path, ["cluster.colocated.0.engine.elementwise=unfused"]), {})
+    assert unfused.step_time(0, 0.0, 0, 8, 8000.0) == pytest.approx(fused.step_time(0, 0.0, 0, 8, 8000.0), rel=1e-12)
+    grew = unfused.step_time(2048, 2048 * 1024.0, 1, 0, 0.0) - fused.step_time(2048, 2048 * 1024.0, 1, 0, 0.0)
+    assert grew == pytest.approx(32 * 2048 * (606_208 - 247_808) / (4.8e12 * 0.8), rel=0.02)
+
+
 def test_the_probe_splits_the_host_work_and_pdsim_gives_its_points_back():
     """The idle probe (calibration/sessions/h200-2026-11-28-structure run2 + run3): least squares of
     the 8B-dimension points' median decode step on (1, decodes, layers x 50.7 kernels) gives 41.4 ms

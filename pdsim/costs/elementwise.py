@@ -25,6 +25,27 @@ profile's ``elementwise`` uncertainty is perturbed by ``pdsim sensitivity``). Th
 where activations are large (prefill: ~0.55 MB per token per DeepSeek layer, ~13% of an H100
 prefill layer) and, through their latencies, where batches are small (decode, and twice under
 two-batch overlap: each micro-batch launches every kernel).
+
+**An unfused layer** (``engine.elementwise: unfused``): the decoder layer as a model's PyTorch code
+writes it, module by module, each operator its own kernel and its own pass over HBM
+(transformers' ``modeling_llama.py`` / ``modeling_qwen2.py`` in eager mode, which its continuous
+batching runs). Bytes per element, BF16 activations (2 B) with the norm computed in FP32 (4 B):
+
+- ``LlamaRMSNorm.forward``: ``to(float32)`` 2 + 4, ``pow(2)`` 4 + 4, ``mean(-1)`` 4, ``x * rsqrt``
+  4 + 4, ``to(bfloat16)`` 4 + 2, ``weight * x`` 2 + 2: ``UNFUSED_NORM_BYTES`` = 36 per hidden
+  element (a fused RMSNorm: 2 + 2), twice a layer;
+- ``apply_rotary_pos_emb`` on q and k: ``q * cos`` 2 + 2, ``rotate_half`` (``-x2`` over half the
+  elements 1 + 1, ``cat`` 2 + 2), ``* sin`` 2 + 2, the sum 4 + 2: ``UNFUSED_ROPE_BYTES`` = 20 per
+  element of q and of k (fused engines rotate inside the KV-write or attention kernel);
+- the attention output's ``transpose(1, 2).contiguous()`` before o_proj: 2 + 2 per q element;
+- each residual add (``residual + hidden_states``): 4 + 2 per hidden element, twice a layer;
+- ``LlamaMLP``: ``act_fn(gate)`` 2 + 2 and ``* up`` 4 + 2: ``UNFUSED_SWIGLU_BYTES`` = 10 per
+  intermediate element (a fused SwiGLU: 4 + 2).
+
+Llama-3.1-8B: 606 KB a token a layer, against 248 KB by the fused tally above. The kernels' count
+(``engine.eager_kernels_per_layer``, counted by a profile) prices their launches (costs/host.py);
+this prices their traffic, which matters where tokens are many (prefill chunks) and the GPU,
+not the host, sets the step.
 """
 from __future__ import annotations
 
@@ -36,6 +57,11 @@ HEAD_PASSES = 1.5
 INTER_PASSES = 4.5
 PERMUTE_PASSES = 2.0
 ACT_BYTES = 2.0
+UNFUSED_NORM_BYTES = 36.0
+UNFUSED_ROPE_BYTES = 20.0
+UNFUSED_OUT_COPY_BYTES = 4.0
+UNFUSED_RESIDUAL_BYTES = 6.0
+UNFUSED_SWIGLU_BYTES = 10.0
 
 
 def attn_side_bytes(hidden: int, heads_v_per_gpu: float) -> float:
@@ -52,3 +78,17 @@ def mlp_side_bytes(hidden: int, inter_per_token: float) -> float:
 def assignment_bytes(hidden: int, expert_inter: int, expert_parallel: bool) -> float:
     """Bytes per routed (token, expert) assignment on the GPU that computes it."""
     return ACT_BYTES * (INTER_PASSES * expert_inter + (PERMUTE_PASSES * hidden if expert_parallel else 0.0))
+
+
+def unfused_attn_side_bytes(hidden: int, q_width: float, kv_width: float) -> float:
+    """Bytes per token of an unfused layer's attention side on one GPU (module doc): the input
+    RMSNorm, rotary on q (``q_width`` = its heads x head_dim) and k (``kv_width``), the output's
+    copy to contiguous, the residual add."""
+    return (UNFUSED_NORM_BYTES * hidden + UNFUSED_ROPE_BYTES * (q_width + kv_width)
+            + UNFUSED_OUT_COPY_BYTES * q_width + UNFUSED_RESIDUAL_BYTES * hidden)
+
+
+def unfused_mlp_side_bytes(hidden: int, inter_per_token: float) -> float:
+    """Bytes per token of an unfused layer's MLP side (module doc): the post-attention RMSNorm,
+    SiLU and the gate product apart, the residual add."""
+    return (UNFUSED_NORM_BYTES + UNFUSED_RESIDUAL_BYTES) * hidden + UNFUSED_SWIGLU_BYTES * inter_per_token

@@ -97,6 +97,11 @@ class RooflineStepCost:
         heads_v = model.num_heads * (model.mla.v_head_dim if model.mla else model.head_dim) / A
         self.ew_attn_bytes = ew.attn_side_bytes(model.hidden, heads_v)
         self.ew_dense_bytes = ew.mlp_side_bytes(model.hidden, model.ffn / self.dense_tp if model.ffn else 0.0)
+        if eng.elementwise == "unfused":  # the layer module by module (elementwise.py; dense GQA/MHA: scenario.py)
+            q_w = model.num_heads * model.head_dim / A
+            kv_w = model.num_kv_heads * model.head_dim * model.kv_replication(A) / A
+            self.ew_attn_bytes = ew.unfused_attn_side_bytes(model.hidden, q_w, kv_w)
+            self.ew_dense_bytes = ew.unfused_mlp_side_bytes(model.hidden, model.ffn / self.dense_tp)
         moe = model.moe
         self.ew_moe_bytes = self.ew_assign_bytes = 0.0
         if moe:

@@ -19,7 +19,8 @@ dimensions) and every serving run are held out.
 
 It then checks (a) that pdsim's own step price, with these constants, gives back the probe
 points it was fitted to, (b) the held-out Qwen2.5-14B probe, (c) the host-bound condition (the
-issue exceeds the GPU work at every point), and writes ``probe.yaml`` (a hardware overlay:
+issue exceeds the GPU work at every point), (d) the probe's prefill steps, held out, priced with
+the small kernels fused and unfused (``engine.elementwise``), and writes ``probe.yaml`` (a hardware overlay:
 the H200 with this engine's host work) and ``probe.txt``.
 
     PYTHONPATH=. python validation/hf-cb-h200-structure/fit_probe.py
@@ -188,6 +189,50 @@ def start_overlay(probe: Path, overlay: dict, name: str) -> list[str]:
     return ["", f"{what}: its warm-up steps price at 1 with the probe's host work x {f:.3f} ({name})"]
 
 
+def prefill_ratios(overlay: Path) -> dict[tuple[str, int], dict[str, float]]:
+    """The probe's prefill steps of 1,000 prompt tokens or more (each probe's first steps: its
+    requests' prompts, 8 to 16 of them a step), held out of every fit: per (shape, layers), the
+    median step time over its price with the small kernels fused and unfused (costs/elementwise.py).
+    Each model build's first probe is left out: its first step also builds the engine's buffers."""
+    out: dict[tuple[str, int], dict[str, list]] = {}
+    for path in PROBES:
+        doc = json.loads(path.read_text())
+        c = doc["columns"]
+        seen: set = set()
+        for p in doc["probes"]:
+            key = (p["shape"], p["layers"])
+            first = key not in seen
+            seen.add(key)
+            rows = np.asarray(p["rows"], float)
+            rows = rows[rows[:, c.index("prefill_tokens")] >= 1000]
+            if first or not len(rows):
+                continue
+            sc = scenario(p["shape"], p["layers"], overlay)
+            for mode in ("fused", "unfused"):
+                cost = step_cost_of(_elementwise(sc, mode), {})
+                r = out.setdefault(key, {}).setdefault(mode, [])
+                for row in rows:
+                    pt, pa, ch, d, ctx = (row[c.index(n)] for n in ("prefill_tokens", "prefill_attn", "prefills",
+                                                                      "decodes", "decode_context"))
+                    r.append((row[1] - row[0]) / cost.step_time(int(pt), float(pa), int(ch), int(d), float(ctx)))
+    return {k: {m: float(np.median(v)) for m, v in d.items()} | {"steps": len(d["fused"])} for k, d in sorted(out.items())}
+
+
+def _elementwise(sc, mode: str):
+    g = sc.scenario.cluster.colocated[0]
+    cluster = dataclasses.replace(sc.scenario.cluster, colocated=[
+        dataclasses.replace(g, engine=dataclasses.replace(g.engine, elementwise=mode))])
+    return dataclasses.replace(sc, scenario=dataclasses.replace(sc.scenario, cluster=cluster))
+
+
+def prefill_lines(overlay: Path) -> list[str]:
+    lines = ["", "the probe's prefill steps (>= 1,000 prompt tokens; held out): median real time over the price",
+             "shape         layers  steps   small kernels fused   unfused (engine.elementwise)"]
+    for (shape, layers), r in prefill_ratios(overlay).items():
+        lines.append(f"{shape:12s}  {layers:6d}  {r['steps']:5d}   {r['fused']:19.3f}   {r['unfused']:7.3f}")
+    return lines
+
+
 def main() -> int:
     k = kernels_per_layer()
     pts = points()
@@ -238,7 +283,7 @@ def main() -> int:
                      f"{got * 1e3:9.2f}  {err:+6.1%}  {gpu * 1e3:11.2f}  {p['layers'] * k * issue * 1e3:9.2f}"
                      + ("   held out" if held else ""))
     lines.append(f"\nfitted points: worst |error| {worst:.1%}")
-    lines += packed_hbm_lines() + start_lines(path, overlay)
+    lines += prefill_lines(path) + packed_hbm_lines() + start_lines(path, overlay)
     (HERE / "probe.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
