@@ -15,13 +15,13 @@ from builders import REPO
 
 def test_a_traced_case_says_how_its_steps_are_priced():
     """The knee recorded again on the H200 of the second start: priced with the probe's host work
-    at that start's speed (its warm-up steps: x1.092), its steps still took 1.11x their price by
-    median (the host slowed further during the run), which is why its p90 ITL is 24% under the
-    engine's; the same requests on the first machine: 1.03x."""
+    at that start's speed (its warm-up steps: x1.092), its steps still took 1.10x their price by
+    median (the host slowed further during the run), which is why its p90 ITL is 23% under the
+    engine's; the same requests on the first machine: 1.02x."""
     notes = {c: next(n for n in run_case(REPO / "validation" / c).notes if "the engine's own steps" in n)
              for c in ("hf-cb-h200-knee-repeat", "hf-cb-h200-knee")}
-    assert "750 steps: median real time over the step price all 1.11" in notes["hf-cb-h200-knee-repeat"]
-    assert "841 steps: median real time over the step price all 1.03" in notes["hf-cb-h200-knee"]
+    assert "750 steps: median real time over the step price all 1.10" in notes["hf-cb-h200-knee-repeat"]
+    assert "841 steps: median real time over the step price all 1.02" in notes["hf-cb-h200-knee"]
 
 
 def test_a_pd_case_prices_p_and_d_on_their_own_groups():

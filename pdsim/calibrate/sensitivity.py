@@ -249,9 +249,9 @@ ASSUMPTIONS = (
     Assumption(_AB, "TRITON_MLA_DECODE_HBM", 0.33, _attn("triton"), cap=1.0),
     Assumption(_AB, "TRITON_MLA_DECODE_EFF", 0.4, _attn("triton"), cap=1.0),
     Assumption(_AB, "TRITON_GQA_DECODE", 0.25, _attn("triton"), cap=1.0),
-    # measured on one H200 (0.465); other GPUs and torch versions unmeasured: 0.35 (FA2-era) to 0.77
+    # measured on one H200 (0.486); other GPUs and torch versions unmeasured: 0.35 (FA2-era) to 0.77
     Assumption(_AB, "SDPA_PACKED", 0.375, _attn("sdpa_packed"), cap=1.0),
-    # the packed form's key copies' HBM share, fitted on one H200 trace (0.236; 0.18-0.24 on the
+    # the packed form's key copies' HBM share, fitted on one H200 trace (0.241; 0.18-0.24 on the
     # same session's other traces); other GPUs and torch versions unmeasured
     Assumption(_AB, "SDPA_PACKED_HBM", 0.3, _attn("sdpa_packed"), cap=1.0),
 )

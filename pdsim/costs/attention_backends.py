@@ -21,7 +21,7 @@ Fractions (of the BF16 tensor-core peak; of HBM bandwidth), one per backend and 
 | fa3        | 0.75        | = flashmla (assumed) | 1.0 (reference)| FA3 paper (Shah et al. 2024, arXiv 2407.08608): "up to 740 TFLOPs/s (75% utilization)" BF16 on H100 |
 | flashmla   | = flashinfer (its prefill runs FlashInfer's ragged MHA) | 0.895 / 0.586 | n/a (MLA only) | FlashMLA README (deepseek-ai/FlashMLA, H800 SXM5): "up to 3000 GB/s in memory-bound configuration and 580 TFLOPS in computation-bound"; 3352 GB/s, 989 TFLOPS |
 | flashinfer | 0.65 (assumed, 0.5-0.75) | 0.84 / 0.35 | 1.0 (assumed, 0.9-1.1) | FlashInfer PR #952 (2025-03-17), its FA3-style MLA kernel before the 2WG pipeline (FlashInfer 0.2.2-0.2.3, SGLang 0.4.x's flashinfer MLA): best 2821 GB/s (batch 768, 64 heads) and 345.7 TFLOPs (128 heads) on a 3352 GB/s, 989 TFLOPS Hopper |
-| sdpa_packed | 0.465 (measured on one H200; 0.35-0.77) | n/a (GQA/MHA only) | n/a: its decode runs the prefill kernel (below) | transformers' paged/sdpa attention (integrations/sdpa_paged.py): one PyTorch scaled_dot_product_attention call over the packed batch with a 4-D float mask. Every query of the step meets every key the step reads, decodes included (costs/step.py). Before it, each layer gathers the keys out of the paged cache and copies them out to every query head (packed_key_bytes: (6 + 4g) units a key, g query heads per KV head), at SDPA_PACKED_HBM = 0.236 of the profile's HBM rate (fitted on the burst's step trace, validation/hf-cb-h200-structure/fit_probe.py; 0.18-0.24 on the session's other traces): in a decode step that traffic is the work. Measured: `pdsim calibrate from-steps --param attention` on transformers 5.17's step traces (torch 2.11, calibration/sessions/h200-2026-11-28, validation/hf-cb-h200-fits): fitted with the host constants on the light load and the burst, the kernel runs at 1.33x the rate of the prior 0.35 (the FA3 paper's figure for FA2-style kernels, ~35% of H100 peak), so 0.35 x 1.33 = 0.465 here (1.61x before the key copies were priced and the eager issue hid the attention); other GPUs and torch versions are unmeasured |
+| sdpa_packed | 0.486 (measured on one H200; 0.35-0.77) | n/a (GQA/MHA only) | n/a: its decode runs the prefill kernel (below) | transformers' paged/sdpa attention (integrations/sdpa_paged.py): one PyTorch scaled_dot_product_attention call over the packed batch with a 4-D float mask. Every query of the step meets every key the step reads, decodes included (costs/step.py). Before it, each layer gathers the keys out of the paged cache and copies them out to every query head (packed_key_bytes: (6 + 4g) units a key, g query heads per KV head), at SDPA_PACKED_HBM = 0.241 of the profile's HBM rate (fitted on the burst's step trace, validation/hf-cb-h200-structure/fit_probe.py; 0.18-0.24 on the session's other traces): in a decode step that traffic is the work. Measured: `pdsim calibrate from-steps --param attention` on transformers 5.17's step traces (torch 2.11, calibration/sessions/h200-2026-11-28, validation/hf-cb-h200-fits): fitted with the host constants on the light load and the burst, the kernel runs at 1.39x the rate of the prior 0.35 (the FA3 paper's figure for FA2-style kernels, ~35% of H100 peak), so 0.35 x 1.39 = 0.486 here, with the engine's small kernels priced unfused (engine.elementwise; 1.33x with them fused, 1.61x before the key copies were priced and the eager issue hid the attention); other GPUs and torch versions are unmeasured |
 | triton     | 0.45 (assumed, 0.35-0.6) | 0.6 / 0.25 (assumed, 0.4-0.8 / 0.15-0.35) | 0.8 (assumed, 0.6-1.0) | no published kernel figure: SGLang PR #3550 (FlashInfer MLA for DeepSeek-V3) measured 3.93x the Triton backend's throughput at 32K-token prompts; FA3 paper: FA2-style kernels (no WGMMA) reach ~35% of H100 peak; FlashAttention issue #1310 (H20): FA2 causal head-dim 128 at 0.45 of peak |
 | torch_native | the CPU profile's own SDPA rows (cpu_profile.py measure --attention sdpa) | n/a (GQA/MHA only) | the profile's | SGLang's torch-native backend (layers/attention/torch_native_backend.py): one causal scaled_dot_product_attention per sequence, its query spanning the whole sequence, prefix included, so a chunk after the first recomputes the earlier chunks' attention (sim/engine/admission.py prices those pairs). CPU profiles only: the SGLang CPU validation (validation/cpu-sglang-emr-*) |
 
@@ -51,15 +51,15 @@ TRITON_PREFILL = 0.45
 TRITON_MLA_DECODE_HBM = 0.6
 TRITON_MLA_DECODE_EFF = 0.25
 TRITON_GQA_DECODE = 0.8  # relative to FA3's HBM fraction
-SDPA_PACKED = 0.465  # PyTorch SDPA under a 4-D mask: measured on an H200 (the table), 0.35-0.77 elsewhere
+SDPA_PACKED = 0.486  # PyTorch SDPA under a 4-D mask: measured on an H200 (the table), 0.35-0.77 elsewhere
 # transformers' paged|sdpa moves every key it reads through HBM several times a layer
 # (packed_key_bytes); the share of the profile's effective HBM bandwidth those copies and the
-# masked SDPA's reads reach: 0.236, fitted on one H200 step trace (Llama-3.1-8B, the burst of 128
+# masked SDPA's reads reach: 0.241, fitted on one H200 step trace (Llama-3.1-8B, the burst of 128
 # requests, calibration/sessions/h200-2026-11-28/run1/burst, torch 2.11 cuDNN SDPA;
-# validation/hf-cb-h200-structure/fit_probe.py), 0.18-0.24 over that session's other traces;
-# held out, Qwen2.5-14B's knee (another model, group size and machine start) prices at 1.00 by
-# median. A masked SDPA over a few queries and many keys runs on a few SMs (one query tile per head)
-SDPA_PACKED_HBM = 0.236
+# validation/hf-cb-h200-structure/fit_probe.py; 0.236 with the small kernels priced fused),
+# 0.18-0.24 over that session's other traces (fused); held out, Qwen2.5-14B's knee (another model,
+# group size and machine start) prices at 1.00 by median. A masked SDPA over a few queries and many keys runs on a few SMs (one query tile per head)
+SDPA_PACKED_HBM = 0.241
 
 
 def default_backend(arch: str) -> str:

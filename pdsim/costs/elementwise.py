@@ -42,6 +42,11 @@ batching runs). Bytes per element, BF16 activations (2 B) with the norm computed
 - ``LlamaMLP``: ``act_fn(gate)`` 2 + 2 and ``* up`` 4 + 2: ``UNFUSED_SWIGLU_BYTES`` = 10 per
   intermediate element (a fused SwiGLU: 4 + 2).
 
+Each operator is a kernel with its fixed latency: the norm 8 (the six passes, the epsilon add and
+the rsqrt over one value a row), rotary 5 for q and 5 for k, the copy and the residual add on the
+attention side (``UNFUSED_ATTN_KERNELS`` = 20), the norm, SiLU, the product and the residual add on
+the MLP side (``UNFUSED_MLP_KERNELS`` = 11), against 5 and 5 fused.
+
 Llama-3.1-8B: 606 KB a token a layer, against 248 KB by the fused tally above. The kernels' count
 (``engine.eager_kernels_per_layer``, counted by a profile) prices their launches (costs/host.py);
 this prices their traffic, which matters where tokens are many (prefill chunks) and the GPU,
@@ -62,6 +67,8 @@ UNFUSED_ROPE_BYTES = 20.0
 UNFUSED_OUT_COPY_BYTES = 4.0
 UNFUSED_RESIDUAL_BYTES = 6.0
 UNFUSED_SWIGLU_BYTES = 10.0
+UNFUSED_ATTN_KERNELS = 20
+UNFUSED_MLP_KERNELS = 11
 
 
 def attn_side_bytes(hidden: int, heads_v_per_gpu: float) -> float:

@@ -94,14 +94,16 @@ class RooflineStepCost:
         # bytes one GPU reads per context token per layer (MLA: whole latent; GQA: its heads)
         self.kv_read_tok = kvb / L * model.kv_replication(A) / A
         # the small memory-bound kernels between GEMMs (elementwise.py): bytes per token / assignment
-        heads_v = model.num_heads * (model.mla.v_head_dim if model.mla else model.head_dim) / A
-        self.ew_attn_bytes = ew.attn_side_bytes(model.hidden, heads_v)
-        self.ew_dense_bytes = ew.mlp_side_bytes(model.hidden, model.ffn / self.dense_tp if model.ffn else 0.0)
-        if eng.elementwise == "unfused":  # the layer module by module (elementwise.py; dense GQA/MHA: scenario.py)
+        self.unfused = eng.elementwise == "unfused"
+        if self.unfused:  # the layer module by module (elementwise.py; dense GQA/MHA only: scenario.py)
             q_w = model.num_heads * model.head_dim / A
             kv_w = model.num_kv_heads * model.head_dim * model.kv_replication(A) / A
             self.ew_attn_bytes = ew.unfused_attn_side_bytes(model.hidden, q_w, kv_w)
             self.ew_dense_bytes = ew.unfused_mlp_side_bytes(model.hidden, model.ffn / self.dense_tp)
+        else:
+            heads_v = model.num_heads * (model.mla.v_head_dim if model.mla else model.head_dim) / A
+            self.ew_attn_bytes = ew.attn_side_bytes(model.hidden, heads_v)
+            self.ew_dense_bytes = ew.mlp_side_bytes(model.hidden, model.ffn / self.dense_tp if model.ffn else 0.0)
         moe = model.moe
         self.ew_moe_bytes = self.ew_assign_bytes = 0.0
         if moe:
@@ -261,7 +263,11 @@ class RooflineStepCost:
         lat, bw = e.mem_latency_us * 1e-6, hbm * e.hbm
         if self.cpu_device:  # the CPU profile's whole-step fit already holds this work (its host overheads)
             lat, bw = 0.0, float("inf")
-        self.c_ew = (ew.ATTN_KERNELS * lat, self.ew_attn_bytes / bw, ew.MLP_KERNELS * lat, self.ew_dense_bytes / bw,
+        if self.unfused:
+            k_attn, k_mlp = ew.UNFUSED_ATTN_KERNELS, ew.UNFUSED_MLP_KERNELS
+        else:
+            k_attn, k_mlp = ew.ATTN_KERNELS, ew.MLP_KERNELS
+        self.c_ew = (k_attn * lat, self.ew_attn_bytes / bw, k_mlp * lat, self.ew_dense_bytes / bw,
                      self.ew_moe_bytes / bw, self.ew_assign_bytes / bw)
         A, W = self.attn_tp, self.world
         self.c_ar_attn = k.allreduce(A) if A > 1 else (0.0, 0.0)

@@ -243,3 +243,13 @@ def check_args(table: dict[str, tuple[str, tuple | None]], args: list[str]) -> l
 #: scenario parts no engine's launch flags express (every engine's knob table lists them as None)
 NO_LAUNCH_FORM: dict[str, None] = dict.fromkeys(
     ("transfer.params", "transfer.link", "kv_offload", "overheads", "faults", "autoscaler", "experts", "network"))
+
+#: engine fields that describe how the served engine's code is written, not how it is launched
+#: (transformers' continuous batching): no engine's flags set them, so a scenario that changes one
+#: is told why (every engine's knob table lists them as None and its WHY_NOT takes these reasons)
+ENGINE_FACTS: dict[str, str] = {
+    "engine.eager_kernels_per_layer": "a fact about the engine's own eager layer (transformers' continuous "
+                                      "batching), not a launch flag",
+    "engine.elementwise": "a fact about how the engine's layer is written (transformers' modeling code runs "
+                          "unfused), not a launch flag",
+}

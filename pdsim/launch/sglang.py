@@ -22,7 +22,7 @@ attention), so no ``--schedule-conservativeness`` is written unless the scenario
 from __future__ import annotations
 
 from ..specs.errors import SpecError
-from .flags import NO_LAUNCH_FORM, SGLANG_ROUTER_POLICIES
+from .flags import ENGINE_FACTS, NO_LAUNCH_FORM, SGLANG_ROUTER_POLICIES
 from .placement import DIST_PORT, Placement, gpus_per_node_of, node_var, place
 from .plan import MODEL_IDS, Command, LaunchPlan, changed, model_path
 from .versions import Release, release
@@ -80,8 +80,7 @@ KNOBS: dict[str, str | None] = {
     "engine.disable_radix_cache": "--disable-radix-cache",
     "engine.prefix_share": None,
     "engine.max_retractions_per_request": None,
-    "engine.eager_kernels_per_layer": None,
-    "engine.elementwise": None,
+    **dict.fromkeys(ENGINE_FACTS),
     "engine.schedule_policy": "--schedule-policy (fcfs, lpm, dfs-weight, lof); priority: --enable-priority-scheduling "
                               "(--schedule-low-priority-values-first for priority-low-first)",
     "engine.schedule_params": None,
@@ -105,8 +104,7 @@ WHY_NOT = {
     "engine.min_kv_reserve_tokens": "pdsim's memory check only",
     "engine.prefix_share": "SGLang lends a chunked prompt's KV blocks to other prompts after each chunk's step (cache_unfinished_req: after_step); no switch changes it",
     "engine.max_retractions_per_request": "pdsim's guard against retraction livelock; SGLang retracts without a limit",
-    "engine.eager_kernels_per_layer": "a fact about the engine's own eager layer (transformers' continuous batching), not a launch flag",
-    "engine.elementwise": "a fact about how the engine's layer is written (transformers' modeling code runs unfused), not a launch flag",
+    **ENGINE_FACTS,
     "router.params": "the router's balance thresholds count requests, not tokens: set --balance-abs-threshold / "
                      "--balance-rel-threshold by hand",
     "transfer.batched": "Mooncake batch transfer is the default (transfer engine >= 0.3.4, SGLang PR #7236); false "
@@ -414,8 +412,8 @@ def _unmapped_changes(sc) -> list[tuple[str, str]]:
     """Knobs without a launch equivalent that the scenario sets away from their defaults."""
     out = []
     for role, gi, g in sc.cluster.groups():
-        for k in ("min_kv_reserve_tokens", "max_retractions_per_request", "eager_kernels_per_layer",
-                  "elementwise"):
+        for k in ("min_kv_reserve_tokens", "max_retractions_per_request",
+                  *(f.split(".", 1)[1] for f in ENGINE_FACTS)):
             if changed(g.engine, k):
                 out.append((f"cluster.{role}[{gi}].engine.{k}", WHY_NOT[f"engine.{k}"]))
         if g.engine.prefix_share != "after_step":  # the engine's own behaviour, not the scenario's

@@ -22,7 +22,7 @@ import json
 
 from ..specs.errors import SpecError
 from ..specs.memory import instance_memory
-from .flags import NO_LAUNCH_FORM, VLLM_ATTENTION_BACKENDS, VLLM_PROXY_DISCOVERY_PORT
+from .flags import ENGINE_FACTS, NO_LAUNCH_FORM, VLLM_ATTENTION_BACKENDS, VLLM_PROXY_DISCOVERY_PORT
 from .placement import Placement, gpus_per_node_of, node_var, place
 from .plan import MODEL_IDS, Command, LaunchPlan, changed, model_path
 from .versions import Release, release
@@ -77,8 +77,7 @@ KNOBS: dict[str, str | None] = {
     "engine.disable_radix_cache": "--no-enable-prefix-caching",
     "engine.prefix_share": None,
     "engine.max_retractions_per_request": None,
-    "engine.eager_kernels_per_layer": None,
-    "engine.elementwise": None,
+    **dict.fromkeys(ENGINE_FACTS),
     "engine.schedule_policy": "--scheduling-policy fcfs; priority-low-first: --scheduling-policy priority",
     "engine.schedule_params": None,
     "engine.speculative": "--speculative-config (method deepseek_mtp / eagle / eagle3, num_speculative_tokens)",
@@ -101,8 +100,7 @@ WHY_NOT = {
     "engine.min_kv_reserve_tokens": "pdsim's memory check only",
     "engine.prefix_share": "vLLM V1 lends a chunked prompt's KV blocks to other prompts when it schedules the step computing them (at_schedule); no switch changes it",
     "engine.max_retractions_per_request": "pdsim's guard against retraction livelock",
-    "engine.eager_kernels_per_layer": "a fact about the engine's own eager layer (transformers' continuous batching), not a launch flag",
-    "engine.elementwise": "a fact about how the engine's layer is written (transformers' modeling code runs unfused), not a launch flag",
+    **ENGINE_FACTS,
     "router.params": "the example proxy takes no parameters",
     "transfer.batched": "a Mooncake option",
     "transfer.setup_ms": "a price override of the simulator",
@@ -330,8 +328,8 @@ def _unmapped_changes(sc) -> list[tuple[str, str]]:
     out = []
     for role, gi, g in sc.cluster.groups():
         for k in ("init_new_token_ratio", "min_new_token_ratio", "new_token_ratio_decay_steps",
-                  "min_kv_reserve_tokens", "max_retractions_per_request", "eager_kernels_per_layer",
-                  "elementwise"):
+                  "min_kv_reserve_tokens", "max_retractions_per_request",
+                  *(f.split(".", 1)[1] for f in ENGINE_FACTS)):
             if changed(g.engine, k):
                 out.append((f"cluster.{role}[{gi}].engine.{k}", WHY_NOT[f"engine.{k}"]))
         if g.engine.prefix_share != "at_schedule":  # the engine's own behaviour, not the scenario's

@@ -70,7 +70,7 @@ class EngineSpec:
     eager_kernels_per_layer: float = 0.0
     # the small kernels between the GEMMs (costs/elementwise.py): fused (vLLM's and SGLang's
     # CUDA kernels: one pass each) or unfused (the layer as a model's PyTorch code writes it,
-    # transformers' eager modeling code: an FP32 RMSNorm in five passes, rotary by slices and
+    # transformers' eager modeling code: an FP32 RMSNorm in six passes, rotary by slices and
     # cat, SiLU and the gate product apart); dense GQA/MHA models on GPU profiles
     elementwise: Literal["fused", "unfused"] = "fused"
 
@@ -523,10 +523,9 @@ def _validate_group(sc: Scenario, role: str, i: int, g: GroupSpec, hw: HardwareP
             raise SpecError("unfused is counted for GPU profiles; a CPU profile measures the engine's work per prompt "
                             "token outside its timed kernels (efficiency.prefill_token_ns)", source=source,
                             field=f"{where}.engine.elementwise")
-        if model.moe or model.attention == "mla" or not model.ffn:
+        if model.moe or model.attention == "mla":
             raise SpecError("unfused is counted for dense GQA/MHA decoder layers (transformers' Llama and Qwen2 "
-                            f"modeling code); model {model.name!r} is "
-                            + ("MoE" if model.moe else "MLA" if model.attention == "mla" else "without a dense MLP"),
+                            f"modeling code); model {model.name!r} is {'MoE' if model.moe else 'MLA'}",
                             source=source, field=f"{where}.engine.elementwise")
     if g.pp > model.num_layers:
         raise SpecError(f"pp_size {g.pp} exceeds the model's {model.num_layers} layers", source=source,

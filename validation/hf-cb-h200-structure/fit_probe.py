@@ -82,8 +82,9 @@ def points() -> list[dict]:
     return out
 
 
-def scenario(shape: str, layers: int, overlay: Path | None = None):
-    sets = [f"model={MODELS[shape]}"] + ([f"hardware={overlay}"] if overlay else [])
+def scenario(shape: str, layers: int, overlay: Path | None = None, elementwise: str | None = None):
+    sets = [f"model={MODELS[shape]}"] + ([f"hardware={overlay}"] if overlay else []) + (
+        [f"cluster.colocated.0.engine.elementwise={elementwise}"] if elementwise else [])
     sc = api.load_scenario(str(SCENARIO), sets)
     return dataclasses.replace(sc, model=dataclasses.replace(sc.model, num_layers=layers))
 
@@ -207,22 +208,14 @@ def prefill_ratios(overlay: Path) -> dict[tuple[str, int], dict[str, float]]:
             rows = rows[rows[:, c.index("prefill_tokens")] >= 1000]
             if first or not len(rows):
                 continue
-            sc = scenario(p["shape"], p["layers"], overlay)
             for mode in ("fused", "unfused"):
-                cost = step_cost_of(_elementwise(sc, mode), {})
+                cost = step_cost_of(scenario(p["shape"], p["layers"], overlay, mode), {})
                 r = out.setdefault(key, {}).setdefault(mode, [])
                 for row in rows:
                     pt, pa, ch, d, ctx = (row[c.index(n)] for n in ("prefill_tokens", "prefill_attn", "prefills",
                                                                       "decodes", "decode_context"))
                     r.append((row[1] - row[0]) / cost.step_time(int(pt), float(pa), int(ch), int(d), float(ctx)))
     return {k: {m: float(np.median(v)) for m, v in d.items()} | {"steps": len(d["fused"])} for k, d in sorted(out.items())}
-
-
-def _elementwise(sc, mode: str):
-    g = sc.scenario.cluster.colocated[0]
-    cluster = dataclasses.replace(sc.scenario.cluster, colocated=[
-        dataclasses.replace(g, engine=dataclasses.replace(g.engine, elementwise=mode))])
-    return dataclasses.replace(sc, scenario=dataclasses.replace(sc.scenario, cluster=cluster))
 
 
 def prefill_lines(overlay: Path) -> list[str]:
