@@ -2,10 +2,11 @@
 
 vLLM 0.32's engine core waits for its worker's answer spinning on sched_yield() for 1 s after its
 last read (``vllm/distributed/device_communicators/shm_broadcast.py``, ``SpinCondition.wait``,
-``busy_loop_s=1``). Measured on the 2-core validation host (``calibration/microbench/poller_share.py``,
-2026-11-27): a CPU-bound job beside such a loop on its core took 2.07x, 2.52x and 2.94x its time
-alone (three runs) when the loop ran in another session with autogroup scheduling on, 0.84-1.04x
-in its own session, and 0.87-1.06x with autogroup off. The 1P1D step traces (``validation/cpu-vllm-calibration/zen1/
+``busy_loop_s=1``). Measured on a 2-core validation host (``calibration/microbench/poller_share.py``,
+2026-11-28, a one-thread job): a CPU-bound job beside such a loop on its core took 1.68-2.10x its
+time alone when the loop ran in another session with autogroup scheduling on, ~1x in its own
+session (the Zen 1 host's 2.07-2.94x / 0.84-1.04x of 2026-11-27 came from a two-thread job, and
+0.87-1.06x with autogroup off). The 1P1D step traces (``validation/cpu-vllm-calibration/zen1/
 step-traces/pd-*/pd_trace.json``) show the same from the engine: P's prefills ran 1.81x / 2.05x
 their price while D was busy and 1.11x / 1.07x while it was idle (light / knee).
 """

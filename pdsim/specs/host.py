@@ -70,10 +70,11 @@ class HostSpec:
     # core away to every runnable process of its own group, so a poller costs its own server nothing,
     # and with autogroup off nothing at all; with autogroup on it is a group of its own to every other
     # server's processes, and the fair scheduler gives it an equal share of their core. Measured on the
-    # 2-core validation host (calibration/microbench/poller_share.py, three runs): a CPU-bound process
-    # pinned beside a ``sched_yield`` loop ran at 0.84-1.06x its time alone with autogroup off or in the
-    # same session, 2.07-2.94x with autogroup on and the loop in another session
-    # (validation/cpu-vllm-calibration/zen1/host-contention/).
+    # 2-core validation hosts (calibration/microbench/poller_share.py): a one-thread CPU-bound process
+    # pinned beside a ``sched_yield`` loop ran at ~1x its time alone in the same session, 1.68-2.10x
+    # with autogroup on and the loop in another session, 1.49-1.56x when that session also keeps the
+    # other core busy (validation/cpu-vllm-calibration/emr2b/host-contention/, 2026-11-28; the Zen 1
+    # host's 2.07-2.94x of 2026-11-27 in zen1/host-contention/ came from a two-thread job).
     # ``poll_away``: per placed group, the share of its pollers' spinning they spend on another
     # server's core (1, the default: all of it); the rest they spin beside their own worker, where a
     # yielding process costs nothing. Where a spinning process sits is the kernel's choice (a waking
