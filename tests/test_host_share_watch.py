@@ -111,3 +111,29 @@ def test_watch_names_bad_arguments_in_one_line(tmp_path, out, cmd, words):
         server.kill()
         server.wait()
     assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_core_sampler_counts_every_threads_cpu_on_its_core():
+    """A process whose main thread sleeps while another thread spins: ``ran_on`` (the main thread's
+    core) says where it sleeps, ``cpu_s_on`` puts the spinning thread's CPU seconds on its core."""
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location("host_share", SCRIPT)
+    hs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hs)
+    core = min(os.sched_getaffinity(0))
+    code = ("import os, threading, time\nos.sched_setaffinity(0, {%d})\n"
+            "def spin():\n    t = time.process_time()\n    while time.process_time() - t < 1.2: pass\n"
+            "threading.Thread(target=spin, daemon=True).start()\ntime.sleep(30)\n" % core)
+    p = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.1)
+        sampler = hs.CoreSampler({p.pid: "spinner"}, period_s=0.1)
+        time.sleep(1.5)
+        rep = sampler.stop()[f"spinner[{p.pid}]"]
+    finally:
+        p.kill()
+        p.wait()
+    assert set(rep["cpu_s_on"]) <= {str(core)}  # every thread was held to that core
+    assert rep["cpu_s_on"].get(str(core), 0.0) >= 0.5  # the spinning thread's CPU, not the sleeping main thread's

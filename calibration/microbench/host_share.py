@@ -104,12 +104,21 @@ def descendants(pid: int) -> dict[int, str]:
 class CoreSampler:
     """Which core each process ran on: ``/proc/<pid>/stat`` field 39 (the CPU it last ran on)
     sampled every ``period_s`` in a thread, and its allowed CPUs (``sched_getaffinity``, what
-    ``taskset -p`` shows). ``stop()`` returns per process its affinity and the share of samples
-    on each core."""
+    ``taskset -p`` shows). ``stop()`` returns per process its affinity, the share of samples on
+    each core (``ran_on``, the main thread's) and the CPU seconds it spent on each core, all its
+    threads (``cpu_s_on``: each thread's user + system ticks since its previous sample, put on the
+    core it was on at this one; to ``period_s``, a thread's move between samples blurs it). The
+    second is what a spinning process costs the other processes of a core: on 2026-11-28 it showed
+    D's engine core taking 0.61-0.78 s of P's core in ~0.9 s prefills (validation/README.md, 'vLLM
+    1P1D on a host whose kernels are fast'), where ``ran_on`` only said it sat there 66-72% of the
+    time."""
 
     def __init__(self, procs: dict[int, str], period_s: float = 0.2):
         self.procs, self.period_s = procs, period_s
         self.counts: dict[int, dict[int, int]] = {pid: {} for pid in procs}
+        self.ticks_on: dict[int, dict[int, int]] = {pid: {} for pid in procs}  # pid -> core -> ticks
+        self._last_ticks: dict[tuple[int, int], int] = {}  # (pid, tid) -> user + system ticks
+        self._hz = os.sysconf("SC_CLK_TCK")
         self.last_sched: dict[int, tuple[int, int]] = {}  # pid -> (run ns, wait ns) at its last sample
         self.affinity = {}
         for pid in procs:
@@ -134,6 +143,26 @@ class CoreSampler:
                     continue
                 c[cpu] = c.get(cpu, 0) + 1
                 self.last_sched[pid] = (run, wait)
+                self._thread_ticks(pid)
+
+    def _thread_ticks(self, pid: int) -> None:
+        """Each thread's ticks since its previous sample, on the core it is on now."""
+        on = self.ticks_on[pid]
+        try:
+            tids = os.listdir(PROC / str(pid) / "task")
+        except OSError:
+            return
+        for tid in tids:
+            try:
+                f = (PROC / str(pid) / "task" / tid / "stat").read_text().rsplit(")", 1)[1].split()
+                cpu, ticks = int(f[36]), int(f[11]) + int(f[12])
+            except (OSError, IndexError, ValueError):
+                continue
+            key = (pid, int(tid))
+            before = self._last_ticks.get(key)
+            self._last_ticks[key] = ticks
+            if before is not None and ticks > before:
+                on[cpu] = on.get(cpu, 0) + ticks - before
 
     def stop(self) -> dict:
         self._stop.set()
@@ -143,7 +172,8 @@ class CoreSampler:
             n = sum(self.counts[pid].values())
             out[f"{name}[{pid}]"] = {"affinity": self.affinity[pid],
                                      "ran_on": {str(k): round(v / n, 3) for k, v in sorted(self.counts[pid].items())}
-                                     if n else {}}
+                                     if n else {},
+                                     "cpu_s_on": {str(k): round(v / self._hz, 2) for k, v in sorted(self.ticks_on[pid].items())}}
         return out
 
 
