@@ -31,7 +31,7 @@ def test_the_job_runs_on_one_thread_on_its_core():
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a BLAS starts no second thread on one CPU")
-def test_a_job_on_more_threads_is_refused_not_timed(monkeypatch):
+def test_a_job_on_more_threads_is_refused_not_timed(monkeypatch, capsys):
     ps = _module()
     monkeypatch.setattr(ps, "ONE_THREAD", {"OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"})
     # numpy loaded before the pinning, as the old job did (pinned first, OpenBLAS counts one CPU)
@@ -39,6 +39,12 @@ def test_a_job_on_more_threads_is_refused_not_timed(monkeypatch):
     monkeypatch.setattr(ps, "JOB", ps.JOB.replace(pin, "").replace("import numpy as np\n", "import numpy as np\n" + pin))
     with pytest.raises(RuntimeError, match="ran 2 threads, expected 1"):
         ps.job(min(os.sched_getaffinity(0)), reps=2, n=64)
+    # the script says so in one line and exits 2, with nothing timed or written
+    with pytest.raises(SystemExit) as ex:
+        ps.main(["--core", str(min(os.sched_getaffinity(0))), "--repeats", "1"])
+    assert ex.value.code == 2
+    err = capsys.readouterr().err
+    assert "ran 2 threads, expected 1" in err and "Traceback" not in err
 
 
 def test_the_engines_arrangement_needs_its_own_session_and_another_core():

@@ -38,6 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # pdsim from this 
 from pdsim.replay.local_server import session_processes as processes  # noqa: E402  (pid -> name of a session)
 
 PROC = Path("/proc")
+
+
+def stat_fields(path: Path) -> list[str]:
+    """A ``/proc/.../stat`` line's fields after the command name (which may hold spaces and
+    parentheses): index 0 is the state, 1 the parent pid, 11-12 user and system ticks, 36 the CPU
+    it last ran on."""
+    return path.read_text().rsplit(")", 1)[1].split()
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -83,7 +90,7 @@ def descendants(pid: int) -> dict[int, str]:
     for p in PROC.iterdir():
         if p.name.isdigit():
             try:
-                parent[int(p.name)] = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                parent[int(p.name)] = int(stat_fields(p / "stat")[1])
             except (OSError, IndexError, ValueError):
                 continue
     keep, todo = set(), [pid]
@@ -134,7 +141,7 @@ class CoreSampler:
         while not self._stop.wait(self.period_s):
             for pid, c in self.counts.items():
                 try:
-                    cpu = int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[36])
+                    cpu = int(stat_fields(PROC / str(pid) / "stat")[36])
                     run, wait = (int(x) for x in (PROC / str(pid) / "schedstat").read_text().split()[:2])
                     # read again while it runs: a command started as `taskset -c 1 ...` pins itself
                     # only after the spawn, where the first read saw every CPU
@@ -154,7 +161,7 @@ class CoreSampler:
             return
         for tid in tids:
             try:
-                f = (PROC / str(pid) / "task" / tid / "stat").read_text().rsplit(")", 1)[1].split()
+                f = stat_fields(PROC / str(pid) / "task" / tid / "stat")
                 cpu, ticks = int(f[36]), int(f[11]) + int(f[12])
             except (OSError, IndexError, ValueError):
                 continue

@@ -29,7 +29,7 @@ Measured with one thread on the 2-core Intel validation host (family 6 model 207
 2026-11-28; validation/cpu-vllm-calibration/emr2b/host-contention/): with autogroup on, a
 ``sched_yield`` loop in another session 1.68-2.10x, in the same session ~1x, and one in another
 session whose group also keeps the other core busy (a server's engine core beside its worker)
-1.51-1.56x, the group's weight being shared between the cores it loads. The Zen 1 host's figures of
+1.49-1.56x, the group's weight being shared between the cores it loads. The Zen 1 host's figures of
 2026-11-27 (validation/cpu-vllm-calibration/zen1/host-contention/: 2.07-2.94x other session, 0.84-1.04x
 same session, 0.87-1.06x with autogroup off) were taken with the two-thread job: their split between
 same and other session stands, their size is an upper bound.
@@ -60,7 +60,7 @@ LOOPS = {"yield": "import os\nos.sched_setaffinity(0, {%(core)d})\nwhile True:\n
 
 
 #: the timed job, run in a child: pinned first, numpy loaded after the thread limits, its threads counted
-JOB = """import os, sys, time
+JOB = """import os, time
 os.sched_setaffinity(0, {%(core)d})
 import numpy as np
 a = np.random.default_rng(0).standard_normal((%(n)d, %(n)d)).astype(np.float32)
@@ -105,6 +105,21 @@ def beside(kind: str, new_session: bool, core: int, repeats: int, other: int | N
         p.wait()
 
 
+def measure(core: int, repeats: int) -> dict:
+    """The job alone and beside each loop: its slowdowns (medians of ``repeats``)."""
+    alone = float(np.median([job(core) for _ in range(repeats)]))
+    out = {"autogroup": sched_autogroup(), "core": core, "alone_s": alone, "slowdown": {}}
+    for kind in ("yield", "busy"):
+        for new in (False, True):
+            t = float(np.median(beside(kind, new, core, repeats)))
+            out["slowdown"][f"{kind}, {'other' if new else 'same'} session"] = round(t / alone, 3)
+    others = sorted(os.sched_getaffinity(0) - {core})
+    if others:  # the engine's arrangement: the poller's group also keeps another core busy
+        t = float(np.median(beside("yield+busy", True, core, repeats, others[0])))
+        out["slowdown"]["yield, other session, its group busy on another core"] = round(t / alone, 3)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--core", type=int, default=0, help="the core to time on (default 0)")
@@ -115,19 +130,14 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"--core {a.core}: this process may not run there (allowed: {sorted(os.sched_getaffinity(0))})")
     if a.repeats < 1:
         ap.error(f"--repeats: expected >= 1, got {a.repeats}")
-    alone = float(np.median([job(a.core) for _ in range(a.repeats)]))
-    out = {"autogroup": sched_autogroup(), "core": a.core, "alone_s": alone, "slowdown": {}}
-    for kind in ("yield", "busy"):
-        for new in (False, True):
-            t = float(np.median(beside(kind, new, a.core, a.repeats)))
-            out["slowdown"][f"{kind}, {'other' if new else 'same'} session"] = round(t / alone, 3)
-    others = sorted(os.sched_getaffinity(0) - {a.core})
-    if others:  # the engine's arrangement: the poller's group also keeps another core busy
-        t = float(np.median(beside("yield+busy", True, a.core, a.repeats, others[0])))
-        out["slowdown"]["yield, other session, its group busy on another core"] = round(t / alone, 3)
+    try:
+        out = measure(a.core, a.repeats)
+    except RuntimeError as err:  # a job that ran on more threads than one: nothing is timed
+        print(err, file=sys.stderr)
+        raise SystemExit(2) from None
     ag = out["autogroup"]
     print(f"autogroup scheduling: {'not built in' if ag is None else ('on' if ag else 'off')}; the job alone "
-          f"{alone * 1e3:.0f} ms")
+          f"{out['alone_s'] * 1e3:.0f} ms")
     for k, v in out["slowdown"].items():
         print(f"  beside a {k + ' loop:':<55} {v:.2f}x")
     other = out["slowdown"]["yield, other session"]
