@@ -39,7 +39,8 @@ def test_a_hop_whose_work_ended_as_the_world_stopped_ends_now():
     HostCores._complete."""
     import simpy
 
-    from pdsim.sim.host_cores import HostCores, SerialFront
+    from pdsim.sim.host_cores import HostCores
+    from pdsim.sim.host_front import SerialFront
 
     env = simpy.Environment()
     front = SerialFront(HostCores(env, 2, {}))

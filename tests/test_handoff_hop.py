@@ -10,7 +10,8 @@ import pytest
 import simpy
 
 from pdsim import api
-from pdsim.sim.host_cores import HostCores, SerialFront
+from pdsim.sim.host_cores import HostCores
+from pdsim.sim.host_front import SerialFront
 from pdsim.workload.table import RequestTable
 
 from builders import REPO

@@ -205,9 +205,9 @@ def test_instances_the_autoscaler_adds_share_their_groups_core(monkeypatch):
     jobs = []
     start = HostCores.start
 
-    def counted(self, core, work, extra=0.0, poll=0.0):
+    def counted(self, core, work, *args):
         jobs.append(core.cid)
-        return start(self, core, work, extra, poll)
+        return start(self, core, work, *args)
 
     monkeypatch.setattr(HostCores, "start", counted)
     sets = ["host.cores=1", "host.placement={prefill: [0], decode: [0]}",

@@ -6,7 +6,9 @@ vLLM V1's engine core waits for its worker's answer by spinning on ``sched_yield
 another server's worker anything depends on the kernel's scheduling groups: a process that yields
 gives the core to every runnable process of its own group, but with autogroup scheduling on
 (``/proc/sys/kernel/sched_autogroup_enabled`` = 1) each session is a group of its own, and the fair
-scheduler shares a core equally between groups whatever they do with their share.
+scheduler shares a core between groups whatever they do with their share, each weighing its runnable
+load on that core over its load on all cores (``group_share.py`` checks that price in eight
+arrangements).
 
 This times a fixed CPU-bound job (single-thread float32 GEMMs) pinned to one core: alone, beside a
 ``sched_yield`` loop pinned to the same core in the same session, and beside one in a session of its
@@ -120,6 +122,21 @@ def measure(core: int, repeats: int) -> dict:
     return out
 
 
+def measured_or_exit(measure_fn, *args) -> dict:
+    """``measure_fn(*args)``, or exit 2 with its one-line reason when a timed job ran on more threads
+    than one (RuntimeError): nothing is timed then."""
+    try:
+        return measure_fn(*args)
+    except RuntimeError as err:
+        print(err, file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def autogroup_said(ag: int | None) -> str:
+    """The host's autogroup setting in words."""
+    return "not built in" if ag is None else ("on" if ag else "off")
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--core", type=int, default=0, help="the core to time on (default 0)")
@@ -130,14 +147,8 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"--core {a.core}: this process may not run there (allowed: {sorted(os.sched_getaffinity(0))})")
     if a.repeats < 1:
         ap.error(f"--repeats: expected >= 1, got {a.repeats}")
-    try:
-        out = measure(a.core, a.repeats)
-    except RuntimeError as err:  # a job that ran on more threads than one: nothing is timed
-        print(err, file=sys.stderr)
-        raise SystemExit(2) from None
-    ag = out["autogroup"]
-    print(f"autogroup scheduling: {'not built in' if ag is None else ('on' if ag else 'off')}; the job alone "
-          f"{out['alone_s'] * 1e3:.0f} ms")
+    out = measured_or_exit(measure, a.core, a.repeats)
+    print(f"autogroup scheduling: {autogroup_said(out['autogroup'])}; the job alone {out['alone_s'] * 1e3:.0f} ms")
     for k, v in out["slowdown"].items():
         print(f"  beside a {k + ' loop:':<55} {v:.2f}x")
     other = out["slowdown"]["yield, other session"]

@@ -39,6 +39,7 @@ class Elastic:
                 if cores is not None:  # on its group's core when the placement gives one for all
                     inst.host_core, inst.host_extra = cores.core_of(role, index, k), cores.extra_of(role, index)
                     inst.host_pollers = cores.pollers_of(role, index)
+                    inst.host_poll_away = cores.away_of(role, index)
                 inst.state = "down"  # not serving until started
                 self.instances.append(inst)
                 self.fabric.add_links()

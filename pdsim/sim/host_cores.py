@@ -31,18 +31,22 @@ keeps the fixed delays (world.py).
 
 The request path's processes are single threads (issue 24 item 5): the proxy and each API server
 run one asyncio event loop, each engine core one Python thread, so a hop waits for the hops ahead of
-it in the same process before its own work starts (``SerialFront``: FIFO, one hop at a time, each on
-the cores as above). Two hops submitted together end at the sum of their works on an idle host.
+it in the same process before its own work starts (``SerialFront``, sim/host_front.py: FIFO, one hop
+at a time, each on the cores as above). Two hops submitted together end at the sum of their works on an idle host.
 
 Engine cores that poll (``host.pollers``, ``host.autogroup``; docs/mechanisms/engine-core-polling.md):
 vLLM's engine core waits for its worker's answer spinning on ``sched_yield()``, for up to
 ``poll_window_ms`` after its last read. A yielding process gives the core to every process of its
 own scheduling group, so it costs its own server's worker nothing; under autogroup scheduling each
-server's session is a group of its own, and the fair scheduler gives the spinning group an equal
-share of whichever core it sits on. A step of an instance with pollers therefore adds their
-weight (the share of the step they spin, ``poll_weight``, times the share of that spinning they
-spend away from their own worker's core, ``host.poll_away``) as a busy process on the least busy
-other core while it runs; with autogroup off, or on a host of one core, they weigh nothing.
+server's session is a group of its own, and the fair scheduler shares each core between the groups
+runnable there, each weighing its runnable load on that core over its load on all cores (Linux
+``calc_group_shares``; the price in costs/group_share.py, measured in eight arrangements within 4%).
+While an instance with pollers steps, its server is such a group: its worker working on its core,
+its pollers spinning (the share of the step they spin, ``poll_weight``) on the least busy other core
+for the share ``host.poll_away`` of that spinning and beside the worker for the rest (``_grouped``).
+So D's engine core spinning on P's core while D's worker steps weighs half a group there (P's
+step 1.5x, not the 2x of an equal share). Hops and the spread unpinned load stay outside every
+group, one process each. With autogroup off, or on a host of one core, pollers weigh nothing.
 
 Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
 its prefills at 1.07x their price while D's worker was idle and 1.71x while it computed; D's
@@ -51,28 +55,30 @@ server, proxy, client) ran on either core.
 """
 from __future__ import annotations
 
-from collections import deque
-
+from ..costs.group_share import autogroup_speeds
 from ..specs.host import group_keys
 from .host_stalls import Visits
 
 
 class _Job:
-    __slots__ = ("left", "done", "core", "extra", "poll", "poll_core")
+    __slots__ = ("away", "core", "done", "extra", "group", "left", "poll", "poll_core", "spin")
 
-    def __init__(self, work: float, done, core: "HostCore", extra: float):
+    def __init__(self, work: float, done, core: HostCore, extra: float, group=None):
         self.left = work  # seconds of work still to do at full speed
         self.done = done  # triggered when ``left`` reaches 0
         self.core = core
         self.extra = extra  # unpinned busy processes it adds to the host while it runs
         self.poll = 0.0  # its server's pollers' weight on core ``poll_core`` while it runs (autogroup)
         self.poll_core = -1  # -1: none
+        self.spin = 0.0  # its server's spinning processes while it runs, wherever they are (autogroup)
+        self.away = 1.0  # the share of that spinning on core ``poll_core``; the rest beside this job
+        self.group = group  # its server (a scheduling group under autogroup); None: a group of its own
 
 
 class HostCore:
     """One host core of ``host``: the steps running on it share its speed (seconds of work each)."""
 
-    def __init__(self, host: "HostCores", cid: int):
+    def __init__(self, host: HostCores, cid: int):
         self.host, self.cid = host, cid
         self.jobs: list[_Job] = []
 
@@ -81,12 +87,13 @@ class HostCore:
         """Workers stepping on this core now."""
         return len(self.jobs)
 
-    def run(self, work: float, extra: float = 0.0, poll: float = 0.0) -> _Job:
+    def run(self, work: float, extra: float = 0.0, poll: float = 0.0, away: float = 1.0, group=None) -> _Job:
         """Start a step of ``work`` seconds (at full speed) on this core, adding ``extra`` unpinned
-        busy processes to the host while it runs and ``poll`` busy-waiting ones of its own server
-        (HostCores ``start``); ``.done`` of the returned job fires when it is done (a SimPy event
-        to ``yield``)."""
-        return self.host.start(self, float(work), extra, poll)
+        busy processes to the host while it runs and ``poll`` busy-waiting ones of its own server,
+        ``away`` of their spinning on another core (HostCores ``start``); ``group``: its server, the
+        scheduling group the pollers share. ``.done`` of the returned job fires when it is done (a
+        SimPy event to ``yield``)."""
+        return self.host.start(self, float(work), extra, poll, away, group)
 
     def cancel(self, job: _Job) -> None:
         """Take ``job`` off the core (its instance failed mid-step); the others speed up."""
@@ -106,7 +113,7 @@ class HostCores:
     def __init__(self, env, cores: int, placement: dict[tuple[str, int], tuple[int, ...]],
                  unpinned: dict[tuple[str, int], float] | None = None, background: float = 0.0,
                  visit_s: float = 0.0, seed: int = 0, pollers: dict[tuple[str, int], float] | None = None,
-                 poll_window_s: float = 1.0):
+                 poll_window_s: float = 1.0, poll_away: dict[tuple[str, int], float] | None = None):
         self.env = env
         self.cores = [HostCore(self, c) for c in range(cores)]
         self.placement = placement  # (role, group index) -> core id per instance (or one for all)
@@ -114,6 +121,7 @@ class HostCores:
         # (role, group index) -> its server's busy-waiting processes while it steps, weighed against
         # other servers' processes (host.autogroup on; off: none weigh anything, so none are kept)
         self.pollers = pollers or {}
+        self.poll_away = poll_away or {}  # (role, group index) -> the share of its spinning on another core
         self.poll_window_s = float(poll_window_s)
         self.poll = [0.0] * cores  # pollers' weight on each core now
         self._polls = 0  # jobs with a poller on some core now (0: the per-core sum is skipped)
@@ -126,7 +134,7 @@ class HostCores:
         self.visits = Visits(cores, visit_s, seed) if visit_s > 0 else None
 
     @classmethod
-    def of(cls, env, scenario) -> "HostCores | None":
+    def of(cls, env, scenario) -> HostCores | None:
         """The scenario's placed cores, or None when it places nothing (no sharing)."""
         host = getattr(scenario, "host", None)
         if host is None or not host.placement:
@@ -134,14 +142,11 @@ class HostCores:
         keys = group_keys(scenario.cluster)
         # a poller weighs on another server's core only for the share of its spinning it spends there
         away = {keys[g][:2]: f for g, f in host.poll_away.items()}  # by group, whatever name it used
-        pollers = {}
-        if host.autogroup:
-            for g, n in host.pollers.items():
-                if w := n * away.get(keys[g][:2], 1.0):
-                    pollers[keys[g][:2]] = w
+        pollers = {keys[g][:2]: n for g, n in host.pollers.items() if n > 0} if host.autogroup else {}
         return cls(env, host.cores, {keys[g][:2]: ids for g, ids in host.placement.items()},
                    {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background * host.background_weight,
-                   host.visit_ms * 1e-3, getattr(scenario, "seed", 0), pollers, host.poll_window_ms * 1e-3)
+                   host.visit_ms * 1e-3, getattr(scenario, "seed", 0), pollers, host.poll_window_ms * 1e-3,
+                   {g: away.get(g, 1.0) for g in pollers})
 
     def core_of(self, role: str, index: int, k: int) -> HostCore | None:
         """The core of instance ``k`` of group ``index`` of ``role``: its own id, or the group's
@@ -162,6 +167,10 @@ class HostCores:
         """Busy-waiting processes of an instance of that group that weigh on other servers while it
         steps (0 with autogroup off)."""
         return self.pollers.get((role, index), 0.0)
+
+    def away_of(self, role: str, index: int) -> float:
+        """The share of those processes' spinning they spend on another server's core."""
+        return self.poll_away.get((role, index), 1.0)
 
     def poll_weight(self, pollers: float, since_read: float, work: float) -> float:
         """The pollers' mean weight over a step of ``work`` seconds that starts ``since_read``
@@ -204,27 +213,36 @@ class HostCores:
             raise ValueError("the job is already done")
         self._settle()
         core = job.core
-        return self.env.now + max(job.left, 0.0) / core.rate(self._extra(self._spread())[core.cid])
+        extra = self._extra(self._spread())
+        rate = self._grouped(extra)[job] if self._polls else core.rate(extra[core.cid])
+        return self.env.now + max(job.left, 0.0) / rate
 
     # ---- processor sharing -------------------------------------------------------------------
-    def start(self, core: HostCore, work: float, extra: float = 0.0, poll: float = 0.0) -> _Job:
+    def start(self, core: HostCore, work: float, extra: float = 0.0, poll: float = 0.0, away: float = 1.0,
+              group=None) -> _Job:
         """A step of ``work`` seconds on ``core`` (``HostCore.run``). ``poll``: its server's pollers,
-        which yield to their own server's worker wherever they run, so they weigh on the least busy
-        other core (the lowest id on a tie), where the kernel's wake-up path finds room for them; on
-        a host of one core they weigh on nothing."""
-        return self._start(core, work, extra, poll)
+        which yield to their own server's worker wherever they run; ``away`` of their spinning is on
+        the least busy other core (the lowest id on a tie), where the kernel's wake-up path finds
+        room for them, the rest beside the step. Both count in the server's scheduling group
+        (``group``), whose weight on each core follows its runnable load there (``_grouped``); on a
+        host of one core they weigh on nothing."""
+        return self._start(core, work, extra, poll, away, group)
 
-    def _start(self, core: HostCore, work: float, extra: float = 0.0, poll: float = 0.0) -> _Job:
+    def _start(self, core: HostCore, work: float, extra: float = 0.0, poll: float = 0.0, away: float = 1.0,
+               group=None) -> _Job:
         self._settle()
         if self.visits is not None and not core.jobs:
             self.visits.wake(core.cid, self.env.now)
-        job = _Job(work, self.env.event(), core, extra)
-        if poll > 0.0:
+        job = _Job(work, self.env.event(), core, extra, group)
+        if poll > 0.0 and away > 0.0:
             others = [c for c in self.cores if c is not core]
             if others:
                 at = min(others, key=lambda c: (c.busy, c.cid)).cid
-                job.poll, job.poll_core = poll, at
-                self.poll[at] += poll
+                job.poll, job.poll_core = poll * away, at
+                job.spin, job.away = poll, away
+                if job.group is None:  # a server of its own (a caller that names none)
+                    job.group = job
+                self.poll[at] += job.poll
                 self._polls += 1
         core.jobs.append(job)
         self.load += extra
@@ -263,17 +281,43 @@ class HostCores:
         return [max(0.0, w - b) for b in per_core]
 
     def _extra(self, spread: list[float]) -> list[float]:
-        """Extra busy processes on each core now: the mean ones, or as visits realise them, and the
-        pollers weighing on it."""
-        out = spread if self.visits is None else self.visits.extra(spread)
-        if self._polls:
-            out = [x + p for x, p in zip(out, self.poll)]
-        return out
+        """Extra busy processes on each core now, outside every server's group: the mean ones, or as
+        visits realise them (the pollers weigh through their groups, ``_grouped``)."""
+        return spread if self.visits is None else self.visits.extra(spread)
+
+    def _grouped(self, extra: list[float]) -> dict[_Job, float]:
+        """Each job's speed while some server's pollers spin (autogroup on): each server a
+        scheduling group, its steps working and its pollers spinning where they are, its weight on a
+        core its share of its runnable load there (costs/group_share.py); hops and the spread load
+        outside every group, one each."""
+        runnable: list[dict] = [{} for _ in self.cores]
+        other = list(extra)
+        for c in self.cores:
+            here = runnable[c.cid]
+            for j in c.jobs:
+                if j.group is None:
+                    other[c.cid] += 1.0
+                    continue
+                w, s = here.get(j.group, (0.0, 0.0))
+                here[j.group] = (w + 1.0, s + j.spin * (1.0 - j.away))
+                if j.poll_core >= 0:
+                    there = runnable[j.poll_core]
+                    w, s = there.get(j.group, (0.0, 0.0))
+                    there[j.group] = (w, s + j.poll)
+        speeds, others = autogroup_speeds(runnable, other)
+        return {j: (others[c.cid] if j.group is None else speeds[c.cid][j.group]) for c in self.cores
+                for j in c.jobs}
 
     def _settle(self) -> None:
         now = self.env.now
         if now > self._t:
             spread = self._extra(self._spread())
+            if self._polls:
+                dt = now - self._t
+                for j, r in self._grouped(spread).items():
+                    j.left -= dt * r
+                self._t = now
+                return
             for c in self.cores:
                 if c.jobs:
                     done = (now - self._t) * c.rate(spread[c.cid])
@@ -286,7 +330,12 @@ class HostCores:
         mean = self._spread()
         spread = self._extra(mean)
         best, first = None, None
-        for c in self.cores:
+        if self._polls:
+            for j, r in self._grouped(spread).items():
+                t = max(j.left, 0.0) / r
+                if best is None or t < best:
+                    best, first = t, j
+        for c in ([] if self._polls else self.cores):
             if c.jobs:
                 j = min(c.jobs, key=lambda j: j.left)
                 t = max(j.left, 0.0) / c.rate(spread[c.cid])
@@ -325,78 +374,3 @@ class HostCores:
                 self._leave(j)
                 j.done.succeed()
         self._reschedule()
-
-
-class FrontHop:
-    """One hop queued at or served by a ``SerialFront``: ``done`` fires when its work is done."""
-
-    __slots__ = ("work", "done", "job")
-
-    def __init__(self, work: float, done):
-        self.work = work  # seconds of CPU at full speed
-        self.done = done
-        self.job: _Job | None = None  # its job on the cores once it is served
-
-
-class SerialFront:
-    """The request path's front process (issue 24 item 5): the proxy's or API server's one event
-    loop and an engine core's one thread serve the request path's hops (the way in, the P -> D
-    hand-off, the first token's way out) one after another, FIFO; each hop, once served, is a job
-    on the host cores (``HostCores.hop``: the least loaded core, processor sharing there). Exact
-    for the recorded CPU deployments, where every hop passes one process: the 1P1D proxy (vLLM's
-    disaggregation example, ``pdsim.replay.pd_proxy``: one aiohttp loop) or a single server's API
-    server; with several API servers and no proxy in front it serialises hops that would overlap."""
-
-    def __init__(self, host: HostCores):
-        self.host = host
-        self.queue: deque[FrontHop] = deque()  # submitted, not yet served
-        self.current: FrontHop | None = None  # being served
-
-    def hop(self, work: float) -> FrontHop:
-        """Submit a hop of ``work`` seconds of CPU (at full speed); it starts when the hops ahead of
-        it are done. Returns it (``.done``: the SimPy event that fires when its work is done)."""
-        if not (work >= 0.0 and work < float("inf")):
-            raise ValueError(f"a hop's work must be >= 0 s and finite, got {work}")
-        h = FrontHop(float(work), self.host.env.event())
-        if self.current is None:
-            self._serve(h)
-        else:
-            self.queue.append(h)
-        return h
-
-    def _serve(self, h: FrontHop) -> None:
-        self.current = h
-        h.job = self.host.hop(h.work)
-        h.job.done.callbacks.append(lambda _e, h=h: self._served(h))
-
-    def _served(self, h: FrontHop) -> None:
-        # the next hop takes the process before anything ``h`` sets off can queue behind it
-        self.current = None
-        if self.queue:
-            self._serve(self.queue.popleft())
-        h.done.succeed()
-
-    def finish_time(self, h: FrontHop) -> float:
-        """When ``h`` would be done if who runs where stayed as it is now (the world stops with hops
-        left): the hop in service at the rates of this moment, the queued ones after it in turn,
-        each stretched as the one in service is."""
-        if h.done.triggered:  # done this instant; the world stopped before its callbacks ran
-            return self.host.env.now
-        cur = self.current
-        if cur is None:
-            raise ValueError("the hop is not at this front")
-        now = self.host.env.now
-        if cur.job.done.triggered:
-            # its work ended this instant and the world stopped before the front moved on (the last
-            # request done at the same time): it ends now, the queued ones after it at full speed
-            end, stretch = now, 1.0
-        else:
-            end = self.host.finish_time(cur.job)
-            stretch = (end - now) / cur.job.left if cur.job.left > 0 else 1.0
-        if h is cur:
-            return end
-        for q in self.queue:
-            end += q.work * stretch
-            if q is h:
-                return end
-        raise ValueError("the hop is not at this front")

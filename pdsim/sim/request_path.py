@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from .host_cores import SerialFront
+from .host_front import SerialFront
 from .request import Request
 
 

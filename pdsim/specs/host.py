@@ -68,13 +68,17 @@ class HostSpec:
     # = 1, Linux's default where built in) and each server runs in a session of its own (as
     # ``pdsim.replay.local_server`` and ``run_case.py`` start them). A process that yields gives the
     # core away to every runnable process of its own group, so a poller costs its own server nothing,
-    # and with autogroup off nothing at all; with autogroup on it is a group of its own to every other
-    # server's processes, and the fair scheduler gives it an equal share of their core. Measured on the
-    # 2-core validation hosts (calibration/microbench/poller_share.py): a one-thread CPU-bound process
-    # pinned beside a ``sched_yield`` loop ran at ~1x its time alone in the same session, 1.68-2.10x
-    # with autogroup on and the loop in another session, 1.49-1.56x when that session also keeps the
-    # other core busy (validation/cpu-vllm-calibration/emr2b/host-contention/, 2026-11-28; the Zen 1
-    # host's 2.07-2.94x of 2026-11-27 in zen1/host-contention/ came from a two-thread job).
+    # and with autogroup off nothing at all; with autogroup on its server's session is a scheduling
+    # group that the fair scheduler weighs against every other server's processes, on each core in
+    # proportion to the group's runnable load there over its load on all cores (Linux
+    # ``calc_group_shares``; costs/group_share.py): a poller whose server also keeps its own worker's
+    # core busy weighs half a group on the other core. Measured on the 2-core validation hosts
+    # (calibration/microbench/poller_share.py, group_share.py): a one-thread CPU-bound process pinned
+    # beside a ``sched_yield`` loop ran at ~1x its time alone in the same session, 1.68-2.10x with
+    # autogroup on and the loop in another session, 1.49-1.56x when that session also keeps the other
+    # core busy; eight such arrangements within 4% of the group price, 1.5-4.2x
+    # (validation/cpu-vllm-calibration/emr2b/ and emr3/host-contention/, 2026-11-28; the Zen 1 host's
+    # 2.07-2.94x of 2026-11-27 in zen1/host-contention/ came from a two-thread job).
     # ``poll_away``: per placed group, the share of its pollers' spinning they spend on another
     # server's core (1, the default: all of it); the rest they spin beside their own worker, where a
     # yielding process costs nothing. Where a spinning process sits is the kernel's choice (a waking

@@ -26,6 +26,7 @@ class Stepping:
     host_core = None  # the host core its CPU worker shares with other placed workers (sim/host_cores.py)
     host_extra = 0.0  # its unpinned processes busy while it steps (host.unpinned)
     host_pollers = 0.0  # its server's busy-waiting processes that weigh on other servers (host.pollers)
+    host_poll_away = 1.0  # the share of their spinning on another server's core (host.poll_away)
     _last_end = -math.inf  # when its previous step ended: its pollers' last read
     _core_job = None  # its step on that core, while one runs
     dispersion = None  # its steps' spread around their price (dispersion.py); None: each takes its price
@@ -153,7 +154,7 @@ class Stepping:
                     self.read_on_core = False
                     poll = self.host_pollers and core.host.poll_weight(self.host_pollers, env.now - self._last_end,
                                                                        work)
-                    self._core_job = core.run(work, self.host_extra, poll)
+                    self._core_job = core.run(work, self.host_extra, poll, self.host_poll_away, self)
                     yield self._core_job.done
                     self._core_job = None
                     self._last_end = env.now
