@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +30,55 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SCENARIO = "workloads/scenarios/cpu-vllm-tiny-llama-1p1d.yaml"
 LOADS = {"light": (3.0, 150)}
+
+
+def session_tasks(sid: int) -> list[int]:
+    """Every thread of every process in session ``sid`` (a server started in a session of its own)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            st = Path(f"/proc/{d}/stat").read_text()
+            if int(st[st.rindex(")") + 2:].split()[3]) == sid:
+                out.extend(int(t) for t in os.listdir(f"/proc/{d}/task"))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return out
+
+
+class SessionPinner:
+    """Keeps every thread of each server's session on its own core (``--pin-servers``): the API
+    server, engine core and worker of P on P's core, D's on D's, re-applied every ``period_s`` for
+    threads started later; the proxy and the client stay free. What it changes: a spinning engine
+    core never sits on the other server's core (host.poll_away 0), and under autogroup no server's
+    group loads the other's core (validation/README.md, 'Each server on its own cores')."""
+
+    def __init__(self, cores: dict[int, int], period_s: float = 0.5):
+        self.cores, self.period_s = cores, period_s  # session id -> core
+        self.pinned = 0
+        self._stop = threading.Event()
+        self._pin()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _pin(self) -> None:
+        for sid, core in self.cores.items():
+            for tid in session_tasks(sid):
+                try:
+                    if os.sched_getaffinity(tid) != {core}:
+                        os.sched_setaffinity(tid, {core})
+                        self.pinned += 1
+                except OSError:
+                    continue
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self._pin()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def main() -> None:
@@ -50,6 +100,8 @@ def main() -> None:
     ap.add_argument("--client-fifo", type=int, metavar="PRIO",
                     help="read the streams at SCHED_FIFO priority PRIO (root): each token is stamped when it "
                          "arrives instead of after the servers' processes had their turn (pdsim/replay/priority.py)")
+    ap.add_argument("--pin-servers", action="store_true",
+                    help="keep every thread of P's server on core 0 and D's on core 1 (SessionPinner)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="scenario overrides written into the case (a profile re-measured on this host: "
                          "hardware=PATH, overheads.router_ms=...)")
@@ -113,6 +165,8 @@ def main() -> None:
                        env=d_env, log=f"/tmp/pdsim-vllm-d-{args.port}.log")
     try:
         with p_srv, d_srv, PDProxy(sys.executable, p_srv.url, d_srv.url, args.port + 2) as proxy:
+            # each server was started in a session of its own: its session id is its pid
+            pinner = SessionPinner({p_srv.proc.pid: 0, d_srv.proc.pid: 1}) if args.pin_servers else None
             warm = materialize(sc.scenario.workload, seed=99)
             replay(RequestTable(np.zeros(16), warm.input_len[:16], np.full(16, 16), max_concurrency=4),
                    ReplayConfig(proxy.url, seed=99), name="warm-up")
@@ -161,7 +215,9 @@ def main() -> None:
                                f"engine: {' '.join(ENGINE_ARGS)} (P: --max-num-batched-tokens 32768 "
                                f"--no-enable-prefix-caching) + ExampleConnector kv_both, VLLM_CPU_KVCACHE_SPACE=1; "
                                f"D logged {hits} external cache hits"
-                               + (f"; client at SCHED_FIFO priority {args.client_fifo}" if args.client_fifo else ""),
+                               + (f"; client at SCHED_FIFO priority {args.client_fifo}" if args.client_fifo else "")
+                               + ("; every thread of P's server session on core 0 and D's on core 1 "
+                                  "(run_case.py --pin-servers)" if pinner is not None else ""),
                     scenario=f"../../{SCENARIO}")
                 if args.workload:
                     (ROOT / "validation" / name / "workload.yaml").write_bytes(Path(args.workload).read_bytes())
@@ -186,6 +242,7 @@ def main() -> None:
                     case["set"] = list(args.set)
                     cf.write_text(yaml.safe_dump(case, sort_keys=False, width=110))
                 print(json.dumps({"load": load, "rate": rate, "hits": hits, "mean_ttft_ms": s["mean_ttft_ms"],
+                                  "pinned_threads": pinner.pinned if pinner is not None else None,
                                   "p90_ttft_ms": s["p90_ttft_ms"], "mean_itl_ms": s["mean_itl_ms"],
                                   "p90_itl_ms": s["p90_itl_ms"], "output_throughput": s["output_throughput"]}),
                       flush=True)
