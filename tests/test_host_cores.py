@@ -267,3 +267,30 @@ def test_an_expert_service_beside_a_placement_keeps_the_static_host_share():
     shared = with_host_sharing(r)
     assert shared.hardware_of("decode", 0).efficiency.step_overhead_us == pytest.approx(base)  # placed: simulated
     assert shared.hardware_of("experts", 0).efficiency.step_overhead_us == pytest.approx(2 * base)  # 8 busy on 2 cores vs 4
+
+
+def test_processes_beside_a_step_share_its_own_core_only():
+    """``host.beside``: busy processes an instance keeps on its own core while it steps (its API
+    server when each server's threads are bound to its cores; cpu-vllm-emr3-pd-pinned-*: D's API
+    server, proxy and client used 0.27-0.35 of D's core per second of D's stepping). A step with
+    0.5 of them beside it takes 1.5x; a step on the other core is untouched; they leave with it."""
+    env = simpy.Environment()
+    host = HostCores(env, 2, {})
+    a = host.cores[0].run(1.0, near=0.5)
+    b = host.cores[1].run(1.0)
+    env.run(b.done)
+    assert env.now == pytest.approx(1.0)
+    env.run(a.done)
+    assert env.now == pytest.approx(1.5)
+    c = host.cores[0].run(1.0)
+    env.run(c.done)
+    assert env.now == pytest.approx(2.5) and host.near == [0.0, 0.0]
+
+
+def test_beside_is_checked_like_the_other_counts():
+    sc = api.load_scenario("cpu-vllm-tiny-llama-1p1d", ["host.beside={prefill: 0.3, decode: 0.35}"])
+    assert sc.scenario.host.beside == {"prefill": 0.3, "decode": 0.35}
+    with pytest.raises(SpecError, match="beside.decode"):
+        api.load_scenario("cpu-vllm-tiny-llama-1p1d", ["host.beside={decode: -1}"])
+    with pytest.raises(SpecError, match="host.beside.dec"):
+        api.load_scenario("cpu-vllm-tiny-llama-1p1d", ["host.beside={dec: 0.3}"])

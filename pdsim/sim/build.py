@@ -252,6 +252,7 @@ class Builder:
                     out[-1].host_extra = cores.extra_of(plan.role, plan.index)
                     out[-1].host_pollers = cores.pollers_of(plan.role, plan.index)
                     out[-1].host_poll_away = cores.away_of(plan.role, plan.index)
+                    out[-1].host_beside = cores.beside_of(plan.role, plan.index)
                     if out[-1].host_core is not None and plan.hw.gpu.arch != "cpu":
                         raise SpecError(f"{plan.role}[{plan.index}] runs on {plan.hw.gpu.name}, not the host's "
                                         "CPU: only CPU devices' workers share host cores",

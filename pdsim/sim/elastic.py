@@ -40,6 +40,7 @@ class Elastic:
                     inst.host_core, inst.host_extra = cores.core_of(role, index, k), cores.extra_of(role, index)
                     inst.host_pollers = cores.pollers_of(role, index)
                     inst.host_poll_away = cores.away_of(role, index)
+                    inst.host_beside = cores.beside_of(role, index)
                 inst.state = "down"  # not serving until started
                 self.instances.append(inst)
                 self.fabric.add_links()

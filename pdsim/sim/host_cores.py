@@ -61,7 +61,7 @@ from .host_stalls import Visits
 
 
 class _Job:
-    __slots__ = ("away", "core", "done", "extra", "group", "left", "poll", "poll_core", "spin")
+    __slots__ = ("away", "core", "done", "extra", "group", "left", "near", "poll", "poll_core", "spin")
 
     def __init__(self, work: float, done, core: HostCore, extra: float, group=None):
         self.left = work  # seconds of work still to do at full speed
@@ -73,6 +73,7 @@ class _Job:
         self.spin = 0.0  # its server's spinning processes while it runs, wherever they are (autogroup)
         self.away = 1.0  # the share of that spinning on core ``poll_core``; the rest beside this job
         self.group = group  # its server (a scheduling group under autogroup); None: a group of its own
+        self.near = 0.0  # busy processes it keeps on its own core while it runs (host.beside)
 
 
 class HostCore:
@@ -87,13 +88,15 @@ class HostCore:
         """Workers stepping on this core now."""
         return len(self.jobs)
 
-    def run(self, work: float, extra: float = 0.0, poll: float = 0.0, away: float = 1.0, group=None) -> _Job:
+    def run(self, work: float, extra: float = 0.0, poll: float = 0.0, away: float = 1.0, group=None,
+            near: float = 0.0) -> _Job:
         """Start a step of ``work`` seconds (at full speed) on this core, adding ``extra`` unpinned
         busy processes to the host while it runs and ``poll`` busy-waiting ones of its own server,
         ``away`` of their spinning on another core (HostCores ``start``); ``group``: its server, the
-        scheduling group the pollers share. ``.done`` of the returned job fires when it is done (a
-        SimPy event to ``yield``)."""
-        return self.host.start(self, float(work), extra, poll, away, group)
+        scheduling group the pollers share; ``near``: busy processes beside it on this core while it
+        runs (host.beside). ``.done`` of the returned job fires when it is done (a SimPy event to
+        ``yield``)."""
+        return self.host.start(self, float(work), extra, poll, away, group, near)
 
     def cancel(self, job: _Job) -> None:
         """Take ``job`` off the core (its instance failed mid-step); the others speed up."""
@@ -113,7 +116,8 @@ class HostCores:
     def __init__(self, env, cores: int, placement: dict[tuple[str, int], tuple[int, ...]],
                  unpinned: dict[tuple[str, int], float] | None = None, background: float = 0.0,
                  visit_s: float = 0.0, seed: int = 0, pollers: dict[tuple[str, int], float] | None = None,
-                 poll_window_s: float = 1.0, poll_away: dict[tuple[str, int], float] | None = None):
+                 poll_window_s: float = 1.0, poll_away: dict[tuple[str, int], float] | None = None,
+                 beside: dict[tuple[str, int], float] | None = None):
         self.env = env
         self.cores = [HostCore(self, c) for c in range(cores)]
         self.placement = placement  # (role, group index) -> core id per instance (or one for all)
@@ -122,6 +126,9 @@ class HostCores:
         # other servers' processes (host.autogroup on; off: none weigh anything, so none are kept)
         self.pollers = pollers or {}
         self.poll_away = poll_away or {}  # (role, group index) -> the share of its spinning on another core
+        self.beside = beside or {}  # (role, group index) -> busy processes on its own core while it steps
+        self.near = [0.0] * cores  # those processes on each core now
+        self._nears = 0  # jobs with some now (0: nothing added)
         self.poll_window_s = float(poll_window_s)
         self.poll = [0.0] * cores  # pollers' weight on each core now
         self._polls = 0  # jobs with a poller on some core now (0: the per-core sum is skipped)
@@ -146,7 +153,7 @@ class HostCores:
         return cls(env, host.cores, {keys[g][:2]: ids for g, ids in host.placement.items()},
                    {keys[g][:2]: n for g, n in host.unpinned.items()}, host.background * host.background_weight,
                    host.visit_ms * 1e-3, getattr(scenario, "seed", 0), pollers, host.poll_window_ms * 1e-3,
-                   {g: away.get(g, 1.0) for g in pollers})
+                   {g: away.get(g, 1.0) for g in pollers}, {keys[g][:2]: n for g, n in host.beside.items()})
 
     def core_of(self, role: str, index: int, k: int) -> HostCore | None:
         """The core of instance ``k`` of group ``index`` of ``role``: its own id, or the group's
@@ -167,6 +174,10 @@ class HostCores:
         """Busy-waiting processes of an instance of that group that weigh on other servers while it
         steps (0 with autogroup off)."""
         return self.pollers.get((role, index), 0.0)
+
+    def beside_of(self, role: str, index: int) -> float:
+        """Busy processes an instance of that group keeps on its own core while it steps."""
+        return self.beside.get((role, index), 0.0)
 
     def away_of(self, role: str, index: int) -> float:
         """The share of those processes' spinning they spend on another server's core."""
@@ -197,7 +208,7 @@ class HostCores:
             busy[c.cid] += 1
             spread = self._spread(busy)
             busy[c.cid] -= 1
-            return busy[c.cid] + 1 + spread[c.cid] + self.poll[c.cid]
+            return busy[c.cid] + 1 + spread[c.cid] + self.poll[c.cid] + self.near[c.cid]
 
         # cores with the same busy count are alike to the water filling: weigh the first of each
         candidates: dict[int, HostCore] = {}
@@ -219,17 +230,18 @@ class HostCores:
 
     # ---- processor sharing -------------------------------------------------------------------
     def start(self, core: HostCore, work: float, extra: float = 0.0, poll: float = 0.0, away: float = 1.0,
-              group=None) -> _Job:
+              group=None, near: float = 0.0) -> _Job:
         """A step of ``work`` seconds on ``core`` (``HostCore.run``). ``poll``: its server's pollers,
         which yield to their own server's worker wherever they run; ``away`` of their spinning is on
         the least busy other core (the lowest id on a tie), where the kernel's wake-up path finds
         room for them, the rest beside the step. Both count in the server's scheduling group
         (``group``), whose weight on each core follows its runnable load there (``_grouped``); on a
-        host of one core they weigh on nothing."""
-        return self._start(core, work, extra, poll, away, group)
+        host of one core they weigh on nothing. ``near``: busy processes that share ``core`` with the
+        step while it runs (host.beside)."""
+        return self._start(core, work, extra, poll, away, group, near)
 
     def _start(self, core: HostCore, work: float, extra: float = 0.0, poll: float = 0.0, away: float = 1.0,
-               group=None) -> _Job:
+               group=None, near: float = 0.0) -> _Job:
         self._settle()
         if self.visits is not None and not core.jobs:
             self.visits.wake(core.cid, self.env.now)
@@ -244,6 +256,10 @@ class HostCores:
                     job.group = job
                 self.poll[at] += job.poll
                 self._polls += 1
+        if near > 0.0:
+            job.near = near
+            self.near[core.cid] += near
+            self._nears += 1
         core.jobs.append(job)
         self.load += extra
         self._reschedule()
@@ -262,6 +278,10 @@ class HostCores:
             self._polls -= 1
             at = job.poll_core
             self.poll[at] = max(0.0, self.poll[at] - job.poll) if self._polls else 0.0  # float residue
+        if job.near:
+            self._nears -= 1
+            c = job.core.cid
+            self.near[c] = max(0.0, self.near[c] - job.near) if self._nears else 0.0
 
     def _spread(self, busy_now: list[int] | None = None) -> list[float]:
         """Unpinned load on each core: the kernel's load balancer moves runnable processes to the
@@ -282,8 +302,12 @@ class HostCores:
 
     def _extra(self, spread: list[float]) -> list[float]:
         """Extra busy processes on each core now, outside every server's group: the mean ones, or as
-        visits realise them (the pollers weigh through their groups, ``_grouped``)."""
-        return spread if self.visits is None else self.visits.extra(spread)
+        visits realise them, and those a step keeps beside it (host.beside; the pollers weigh through
+        their groups, ``_grouped``)."""
+        out = spread if self.visits is None else self.visits.extra(spread)
+        if self._nears:
+            out = [x + n for x, n in zip(out, self.near)]
+        return out
 
     def _grouped(self, extra: list[float]) -> dict[_Job, float]:
         """Each job's speed while some server's pollers spin (autogroup on): each server a

@@ -41,6 +41,12 @@ class HostSpec:
     cores: int = 0
     placement: dict[str, tuple[int, ...]] = field(default_factory=dict)
     unpinned: dict[str, float] = field(default_factory=dict)
+    # ``beside``: per placed group, busy processes on an instance's *own* core while its worker steps
+    # (its API server when each server's threads are bound to its cores, ``run_case.py --pin-servers``;
+    # the proxy or client where the kernel kept them there): their CPU seconds on that core over the
+    # worker's stepping seconds (host_share.py ``cpu_s_on``), the engine cores left out (a poller
+    # beside its own worker costs nothing). Unlike ``unpinned`` they do not spread to other cores.
+    beside: dict[str, float] = field(default_factory=dict)
     # ``background``: busy processes of other work on the host (not the deployment's), unpinned,
     # throughout the run: the other CPU seconds over the span (host_share.py ``other_cpu_s / wall_s``).
     background: float = 0.0
@@ -128,7 +134,7 @@ class HostSpec:
                             "(--set host.placement={} host.unpinned={} host.pollers={}; the CPU scenarios "
                             "bundle one)",
                             field="cpu_stretch")
-        for kind, counts in (("unpinned", self.unpinned), ("pollers", self.pollers)):
+        for kind, counts in (("unpinned", self.unpinned), ("pollers", self.pollers), ("beside", self.beside)):
             for group, n in counts.items():  # that each is a placed group: check_placement (names alias)
                 check(0.0 <= n <= 64.0, f"must be in [0, 64] (busy processes), got {n}", f"{kind}.{group}")
                 if not self.placement:
@@ -174,7 +180,7 @@ def check_placement(host: "HostSpec | None", cluster) -> None:
             raise SpecError(f"names the same group as {named[g]!r}; place each group once",
                             field=f"host.placement.{group}")
         named[g] = group
-    for kind, counts in (("unpinned", host.unpinned), ("pollers", host.pollers)):
+    for kind, counts in (("unpinned", host.unpinned), ("pollers", host.pollers), ("beside", host.beside)):
         counted: dict[tuple[str, int], str] = {}
         for group in counts:
             if group not in keys or keys[group][:2] not in named:

@@ -27,6 +27,7 @@ class Stepping:
     host_extra = 0.0  # its unpinned processes busy while it steps (host.unpinned)
     host_pollers = 0.0  # its server's busy-waiting processes that weigh on other servers (host.pollers)
     host_poll_away = 1.0  # the share of their spinning on another server's core (host.poll_away)
+    host_beside = 0.0  # busy processes it keeps on its own core while it steps (host.beside)
     _last_end = -math.inf  # when its previous step ended: its pollers' last read
     _core_job = None  # its step on that core, while one runs
     dispersion = None  # its steps' spread around their price (dispersion.py); None: each takes its price
@@ -154,7 +155,8 @@ class Stepping:
                     self.read_on_core = False
                     poll = self.host_pollers and core.host.poll_weight(self.host_pollers, env.now - self._last_end,
                                                                        work)
-                    self._core_job = core.run(work, self.host_extra, poll, self.host_poll_away, self)
+                    self._core_job = core.run(work, self.host_extra, poll, self.host_poll_away, self,
+                                              self.host_beside)
                     yield self._core_job.done
                     self._core_job = None
                     self._last_end = env.now
