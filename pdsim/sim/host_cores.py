@@ -47,6 +47,8 @@ for the share ``host.poll_away`` of that spinning and beside the worker for the 
 So D's engine core spinning on P's core while D's worker steps weighs half a group there (P's
 step 1.5x, not the 2x of an equal share). Hops and the spread unpinned load stay outside every
 group, one process each. With autogroup off, or on a host of one core, pollers weigh nothing.
+Processes bound to an instance's own core (``host.beside``: its API server when each server's
+threads are pinned to its cores) add to that core only while the instance steps, never spreading.
 
 Measured on the CPU 1P1D case (validation/README.md, 2026-11-26): P's worker bound to core 0 ran
 its prefills at 1.07x their price while D's worker was idle and 1.71x while it computed; D's
