@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.util
 import signal
 import socket
 from pathlib import Path
@@ -10,6 +11,16 @@ from pathlib import Path
 import pdsim
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(rel: str):
+    """A script of the repository that is not a package module (calibration/microbench/*.py,
+    validation/*/*.py), loaded by its path relative to the repository root."""
+    path = REPO / rel
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def scenario_dict(kind: str = "disagg", **over) -> dict:

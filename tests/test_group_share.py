@@ -9,13 +9,13 @@ interleaved rounds): validation/cpu-vllm-calibration/emr3/host-contention/group_
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
 
 import pytest
 import simpy
+from builders import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,11 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ROOT / "validation" / "cpu-vllm-calibration" / "emr3" / "host-contention" / "group_share.json"
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("group_share", ROOT / "calibration" / "microbench" / "group_share.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_the_price_meets_the_kernel_in_every_measured_arrangement():
@@ -39,7 +34,7 @@ def test_the_price_meets_the_kernel_in_every_measured_arrangement():
     said 2x), 4x for the job whose own session loads the other core beside a proxy-like third."""
     doc = json.loads(MEASURED.read_text())
     assert doc["autogroup"] == 1 and doc["rounds"] >= 5
-    tool = _tool()
+    tool = load_script("calibration/microbench/group_share.py")
     assert set(doc["arrangements"]) == set(tool.ARRANGEMENTS)
     for name, row in doc["arrangements"].items():
         price = tool.priced(*tool.ARRANGEMENTS[name])
@@ -112,7 +107,7 @@ def test_the_host_prices_a_step_beside_another_servers_poller_by_group():
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs two CPUs (Linux)")
 def test_the_tool_refuses_bad_arguments_in_one_line(capsys):
-    tool = _tool()
+    tool = load_script("calibration/microbench/group_share.py")
     with pytest.raises(SystemExit) as e:
         tool.main(["--rounds", "0"])
     assert e.value.code == 2 and "--rounds" in capsys.readouterr().err

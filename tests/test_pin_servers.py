@@ -5,16 +5,14 @@ server: a process in a session of its own with threads, and a child started afte
 began that widens its own affinity."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from builders import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                                 reason="needs Linux and two CPUs")
 
@@ -34,16 +32,11 @@ time.sleep(30)
 """
 
 
-def _run_case():
-    spec = importlib.util.spec_from_file_location("run_case", ROOT / "validation" / "cpu-vllm-pd" / "run_case.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_every_thread_of_the_session_stays_on_its_core_threads_started_later_too():
-    rc = _run_case()
-    core = sorted(os.sched_getaffinity(0))[-1]
+    rc = load_script("validation/cpu-vllm-pd/run_case.py")
+    core = max(os.sched_getaffinity(0))
     p = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                          start_new_session=True)
     try:

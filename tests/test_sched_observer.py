@@ -5,25 +5,19 @@ core goes to D: eligibility, not weight'). The excerpt in tests/data is cpu#0 of
 that run (kernel 6.18, 2026-11-28), sleeping tasks left out."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from builders import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "tests" / "data" / "sched_debug_cpu0.txt"
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("sched_observer", ROOT / "calibration" / "microbench" /
-                                                  "sched_observer.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_a_snapshot_gives_each_groups_weight_runnable_count_and_the_running_task():
-    st = _tool().parse_core(SNAPSHOT.read_text(), 0)
+    st = load_script("calibration/microbench/sched_observer.py").parse_core(SNAPSHOT.read_text(), 0)
     assert st["curr"] == 7151  # D's engine core ran while P starved
     assert st["avg_vruntime"] == pytest.approx(29077307.491214)
     p, d = st["groups"]["/autogroup-1223"], st["groups"]["/autogroup-1224"]
@@ -40,7 +34,7 @@ def test_a_snapshot_gives_each_groups_weight_runnable_count_and_the_running_task
 
 def test_a_dump_without_the_core_is_named():
     with pytest.raises(ValueError, match="no cpu#3"):
-        _tool().parse_core(SNAPSHOT.read_text(), 3)
+        load_script("calibration/microbench/sched_observer.py").parse_core(SNAPSHOT.read_text(), 3)
 
 
 def _state(curr: int, worker_ms: float, p_lag: float) -> dict:
@@ -53,7 +47,7 @@ def _state(curr: int, worker_ms: float, p_lag: float) -> dict:
 def test_the_share_is_cpu_over_wall_between_snapshots_inside_the_windows():
     """Four snapshots 10 ms apart: the worker gains 9, 0, 1 ms; the last pair lies outside the
     window. Shares 0.9 and 0 (one starved, one fine), the state at the pair's end described."""
-    tool = _tool()
+    tool = load_script("calibration/microbench/sched_observer.py")
     states = [(0.00, _state(1, 0.0, 2.0)), (0.01, _state(1, 9.0, 1.0)), (0.02, _state(2, 9.0, -6.0)),
               (0.03, _state(1, 10.0, 1.0))]
     rep = tool.share_report(states, [(0.0, 0.025)], 1, {"/ag-P": "P", "/ag-D": "D"}, {1: "P", 2: "D"})
@@ -66,7 +60,7 @@ def test_the_share_is_cpu_over_wall_between_snapshots_inside_the_windows():
 
 
 def test_bad_arguments_are_refused_in_one_line(capsys, tmp_path):
-    tool = _tool()
+    tool = load_script("calibration/microbench/sched_observer.py")
     with pytest.raises(SystemExit) as e:
         tool.main(["record", "--out", str(tmp_path / "r.gz"), "--core", "0", "--observer-core", "0"])
     assert e.value.code == 2
