@@ -13,9 +13,9 @@ import pdsim
 REPO = Path(__file__).resolve().parents[1]
 
 
-def load_script(rel: str):
+def load_script(rel: str | Path):
     """A script of the repository that is not a package module (calibration/microbench/*.py,
-    validation/*/*.py), loaded by its path relative to the repository root."""
+    validation/*/*.py), loaded by its path relative to the repository root (or absolute)."""
     path = REPO / rel
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)

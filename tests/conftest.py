@@ -43,11 +43,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def ingest_session():
     """calibration/ingest_session.py as a module (a script, not part of the package)."""
-    import importlib.util
-
+    from builders import load_script
     from pdsim.specs import catalog
 
-    spec = importlib.util.spec_from_file_location("ingest_session", catalog.calibration_dir() / "ingest_session.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(catalog.calibration_dir() / "ingest_session.py")

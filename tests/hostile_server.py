@@ -45,6 +45,9 @@ class HostileServer:
         self.port, self.sink_port = free_port(), free_port()
         self.count: dict[str, int] = {}
         self.sink_hits: list[tuple[str, str, int]] = []
+        # (behaviour, max_tokens, handler start and end in time.monotonic() seconds): what a test
+        # prints when a run took too long, to say which answer waited and on which side
+        self.handled: list[tuple[str, int, float, float]] = []
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -101,12 +104,20 @@ class HostileServer:
 
     # ---- generation endpoints
     async def complete(self, request):
+        seen = {"mode": request.match_info["mode"], "n": -1}
+        t0 = time.monotonic()
+        try:
+            return await self._complete(request, seen)
+        finally:
+            self.handled.append((seen["mode"], seen["n"], t0, time.monotonic()))
+
+    async def _complete(self, request, seen: dict):
         mode = request.match_info["mode"]
         try:
             body = await request.json()
         except ValueError:
             body = {}
-        n = int(body.get("max_tokens") or (body.get("sampling_params") or {}).get("max_new_tokens") or 5)
+        n = seen["n"] = int(body.get("max_tokens") or (body.get("sampling_params") or {}).get("max_new_tokens") or 5)
         k = self.count[mode] = self.count.get(mode, 0) + 1
         gen = request.path.endswith("/generate")
         if mode.startswith(("models_", "version_", "tokenize_", "tokens_")):  # server-info modes stream fine
@@ -115,6 +126,7 @@ class HostileServer:
             mode = BYMAX.get(n, "ok")
         elif mode.startswith("mixed_"):
             mode = "ok" if k <= 3 else mode.removeprefix("mixed_")
+        seen["mode"] = mode
         if mode == "s500":
             return web.Response(status=500, text="boom")
         if mode == "redirect307":

@@ -7,6 +7,7 @@ import dataclasses
 
 import pandas as pd
 import pytest
+from builders import load_script
 
 from pdsim.calibrate.fit_system import fit_host, fit_memcopy
 from pdsim.calibrate.forward_report import forward_comparison, forward_report
@@ -117,15 +118,10 @@ def test_forward_section_prints_every_row_with_roofline_and_calibrated_side_by_s
 
 
 def test_ingest_appends_measured_rows_once_and_refuses_dry_runs(tmp_path):
-    import importlib.util
-
     from pdsim.calibrate import data
     from pdsim.specs import catalog
 
-    path = catalog.calibration_dir() / "ingest_session.py"
-    spec = importlib.util.spec_from_file_location("ingest_session", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(catalog.calibration_dir() / "ingest_session.py")
     session, out = tmp_path / "session", tmp_path / "data"
     session.mkdir()
     out.mkdir()
@@ -146,14 +142,9 @@ def test_ingest_appends_measured_rows_once_and_refuses_dry_runs(tmp_path):
 
 
 def _ingest_module():
-    import importlib.util
-
     from pdsim.specs import catalog
 
-    spec = importlib.util.spec_from_file_location("ingest_session", catalog.calibration_dir() / "ingest_session.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(catalog.calibration_dir() / "ingest_session.py")
 
 
 @pytest.mark.parametrize("body, match", [

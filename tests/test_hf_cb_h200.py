@@ -20,7 +20,7 @@ import pytest
 
 from pdsim.validate.case import run_case
 
-from builders import REPO
+from builders import REPO, load_script
 
 SESSION = REPO / "calibration/sessions/h200-2026-11-28"
 GATED = ("mean_ttft_ms", "p90_ttft_ms", "mean_itl_ms", "p90_itl_ms")
@@ -202,11 +202,7 @@ def test_packed_attention_prices_every_query_against_every_key():
     assert t[4] - t[3] == pytest.approx(2e5 * 32 * (c.packed_copy_s + c.packed_read_s), rel=1e-6)
 
 def _fit_probe():
-    import importlib.util as iu
-    spec = iu.spec_from_file_location("fit_probe", REPO / "validation/hf-cb-h200-structure/fit_probe.py")
-    mod = iu.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("validation/hf-cb-h200-structure/fit_probe.py")
 
 
 def test_the_engines_own_kernel_count_prices_its_eager_layer():

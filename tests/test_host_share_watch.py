@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "calibration" / "microbench" / "host_share.py"
@@ -116,12 +117,9 @@ def test_watch_names_bad_arguments_in_one_line(tmp_path, out, cmd, words):
 def test_the_core_sampler_counts_every_threads_cpu_on_its_core():
     """A process whose main thread sleeps while another thread spins: ``ran_on`` (the main thread's
     core) says where it sleeps, ``cpu_s_on`` puts the spinning thread's CPU seconds on its core."""
-    import importlib.util
     import time
 
-    spec = importlib.util.spec_from_file_location("host_share", SCRIPT)
-    hs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hs)
+    hs = load_script(SCRIPT)
     core = min(os.sched_getaffinity(0))
     code = ("import os, threading, time\nos.sched_setaffinity(0, {%d})\n"
             "def spin():\n    t = time.process_time()\n    while time.process_time() - t < 1.2: pass\n"

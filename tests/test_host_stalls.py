@@ -14,7 +14,7 @@ from pdsim.sim.host_cores import HostCores
 from pdsim.sim.host_stalls import Visits, busy_balance_ms
 from pdsim.specs.errors import SpecError
 
-from builders import REPO
+from builders import REPO, load_script
 
 CPU = REPO / "workloads/scenarios/cpu-vllm-tiny-llama.yaml"
 TAU = 0.032  # s: a 2-CPU host's busy load-balance period, busy_balance_ms(2)
@@ -143,12 +143,9 @@ def test_the_traced_stalls_are_a_shared_core_not_a_bounded_wait():
     length), stalls follow stalls (visits longer than a step), and the hop back to the engine core
     shows the kernel's 4 ms tick (peaks at 3-3.5 and 7-7.5 ms)."""
     import gzip
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("stall_trace", REPO / "validation/cpu-vllm/stall_trace.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("validation/cpu-vllm/stall_trace.py")
     loads = json.loads(gzip.decompress((mod.TRACES / "trace5-steps.jsonl.loads.json.gz").read_bytes()))
     out = mod.analyse(mod.steps_of("trace5", tuple(loads["cpu-vllm-here2-light"])))
     for b in out["excess_over_median"].values():
@@ -163,11 +160,7 @@ def test_the_traced_stalls_are_a_shared_core_not_a_bounded_wait():
 def test_stall_trace_refuses_a_span_without_pure_decode_steps():
     """A case whose span holds no pure decode step (a wrong span in the loads file, a prefill-only
     recording) is a one-line error (main: exit 2), not an IndexError from np.percentile."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("stall_trace", REPO / "validation/cpu-vllm/stall_trace.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("validation/cpu-vllm/stall_trace.py")
     prefill = {"B": 0, "pf": 100, "t": 0.0, "t_end": 0.1, "hop1": 0.0, "ex": 0.1, "mid": 0.0, "sa": 0.0, "hop2": 0.0}
     for rows in ([], [prefill]):
         with pytest.raises(ValueError, match="no pure decode step"):

@@ -2,21 +2,16 @@
 every prompt P prefilled is found again as D's tail step, after P's step ended."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from builders import REPO
+from builders import REPO, load_script
 
 TRACE = REPO / "validation/cpu-vllm-calibration/here/step-traces/pd-light"
 
 
 def _module(name: str = "pd_trace"):
     """validation/cpu-vllm-pd/<name>.py as a module (a script, not part of the package)."""
-    spec = importlib.util.spec_from_file_location(name, REPO / f"validation/cpu-vllm-pd/{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(f"validation/cpu-vllm-pd/{name}.py")
 
 
 def test_the_traced_1p1d_run_adds_up():

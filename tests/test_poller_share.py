@@ -5,10 +5,10 @@ core cost it 7.5-11.3x on the Intel host of 2026-11-28 (0.84-0.87x on one thread
 it gave was inflated (its docstring)."""
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
+from builders import load_script
 
 from pdsim.specs import catalog
 
@@ -17,11 +17,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or not os.p
 
 
 def _module():
-    path = catalog.calibration_dir().parent / "calibration" / "microbench" / "poller_share.py"
-    spec = importlib.util.spec_from_file_location("poller_share", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(catalog.calibration_dir().parent / "calibration" / "microbench" / "poller_share.py")
 
 
 def test_the_job_runs_on_one_thread_on_its_core():

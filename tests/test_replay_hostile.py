@@ -72,13 +72,18 @@ EXPECT = {
 
 def test_each_bad_answer_fails_its_request_only_and_is_written(server, tmp_path, capsys):
     outs = [n for n, mode in BYMAX.items() if mode in EXPECT]
-    t0 = time.perf_counter()
+    t0, m0 = time.perf_counter(), time.monotonic()
     rc, req, bench = _replay(tmp_path, server.url("bymax"), outs)
     wall = time.perf_counter() - t0
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert "Traceback" not in err + out and "never retrieved" not in err + out
-    assert wall < float(TIMEOUT), "a bounded failure waited for the request timeout"
+    # which answer waited, and on which side (the server's handler, or the client after it)
+    handlers = [f"{mode}(max_tokens {n}): handler {a - m0:.1f}-{b - m0:.1f} s"
+                for mode, n, a, b in server.handled if b >= m0]
+    outcome = req[["output_len", "drop_reason", "error"]].to_string() if req is not None else "no requests.csv"
+    assert wall < float(TIMEOUT), (f"a bounded failure waited for the request timeout ({wall:.1f} s):\n"
+                                   + "\n".join(handlers) + "\n" + outcome)
     assert len(req) == len(outs)
     by_len = {int(r.output_len): r for r in req.itertuples()}
     for n in outs:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from builders import free_port
+from builders import free_port, load_script
 
 from .paths import MODEL, PYTHON, missing
 from .roundtrip import replay_into, validate_against
@@ -26,10 +26,7 @@ _port = free_port
 
 
 def test_model_yaml_matches_the_generator():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("mk", Path(__file__).with_name("make_tiny_llama.py"))
-    mk = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mk)
+    mk = load_script(Path(__file__).with_name("make_tiny_llama.py"))
     m = yaml.safe_load((ROOT / "workloads/models/tiny-llama.yaml").read_text())
     cfg = json.loads((MODEL / "config.json").read_text())
     assert (m["num_layers"], m["hidden"], m["vocab"], m["num_heads"], m["num_kv_heads"], m["ffn"]) == (

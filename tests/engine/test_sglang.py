@@ -8,6 +8,7 @@ sglang``). Skips, saying why, where .ci/sglang.sh has not built the venv.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from builders import free_port
@@ -26,7 +27,11 @@ def test_replay_then_validate_against_sglang(tmp_path):
         assert srv.scheduler_pids
         for pid in srv.scheduler_pids:
             assert all(os.sched_getaffinity(int(t)) == {0} for t in os.listdir(f"/proc/{pid}/task"))
-        assert "sglang::detoken" in session_processes(srv.proc.pid).values()  # comm: 15 bytes
+        # comm (15 bytes), set by the detokenizer process itself: it may rename after the server answers
+        deadline = time.monotonic() + 15
+        while "sglang::detoken" not in (names := set(session_processes(srv.proc.pid).values())):
+            assert time.monotonic() < deadline, f"no sglang::detoken process in the server's session: {names}"
+            time.sleep(0.2)
         ing = replay_into(srv.url, tmp_path, 30, "sglang-engine-test")
     log = (tmp_path / "sglang.log").read_text()
     assert "Prefill batch" in log and "Decode batch" in log  # the engine's own scheduler ran these steps
