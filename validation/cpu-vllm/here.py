@@ -304,8 +304,13 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
             "host": {k.removesuffix(".host"): v for k, v in spans.items() if k.endswith(".host")},
             "cases": {r.name: {row.metric: row.error for row in r.rows if row.tolerance is not None}
                       for r in results}}
-    (pdir / "here.json").write_text(json.dumps(info, indent=2) + "\n")
+    # a second workload against the same profile (--skip-remeasure) keeps the first one's record
+    out = pdir / "here.json"
+    if args.skip_remeasure and out.exists():
+        out = pdir / f"here-{args.prefix}.json"
+    out.write_text(json.dumps(info, indent=2) + "\n")
     print(json.dumps(info, indent=2))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
