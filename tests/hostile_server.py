@@ -26,7 +26,7 @@ ENDLESS_S = 20.0  # an endless answer ends by itself after this (the client is e
 BYMAX = {4: "ok", 5: "choices_int", 6: "usage_str", 7: "delta_str", 8: "malformed", 9: "usage_huge",
          10: "s500_endless", 11: "endless_nonl", 12: "s500", 13: "redirect307", 14: "ok", 15: "hugecount",
          16: "bigline", 17: "nonutf8", 18: "redirect302",
-         19: "halfclose", 20: "badchunked"}
+         19: "halfclose", 20: "badchunked", 21: "badchunked_late"}
 
 
 def ev(d) -> bytes:
@@ -162,6 +162,12 @@ class HostileServer:
         elif mode == "usage_str":
             await resp.write(ev({"choices": [{"text": "x"}], "usage": "lots"}))
         elif mode == "badchunked":
+            request.transport.write(b"zz\r\nnot-a-chunk\r\n")
+            request.transport.close()
+            return resp
+        elif mode == "badchunked_late":  # a good event first, so the client has the headers before the bad chunk
+            await resp.write(tok_event())
+            await asyncio.sleep(0.05)
             request.transport.write(b"zz\r\nnot-a-chunk\r\n")
             request.transport.close()
             return resp

@@ -67,6 +67,9 @@ EXPECT = {
     "bigline": ("", ""),  # a 10 MB event is valid
     "halfclose": ("connection_error", ""),
     "badchunked": ("connection_error", ""),
+    # the headers and a good event first: aiohttp's C parser then left the body open, and the
+    # request waited for its timeout in a third of runs (guards.body_ends_with_connection)
+    "badchunked_late": ("connection_error", ""),
 }
 
 

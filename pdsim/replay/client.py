@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..workload.table import RequestTable
-from .guards import COUNT_SLACK, FREE_PER_STREAM, HeldBytes, Malformed, error_text
+from .guards import COUNT_SLACK, FREE_PER_STREAM, HeldBytes, Malformed, body_ends_with_connection, error_text
 from .priority import check_fifo
 from .protocols import APIS, parse_chunk, request_body, sse_payloads
 
@@ -184,53 +184,54 @@ class Replayer:
             timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_s)
             async with session.post(url, json=body, timeout=timeout,
                                     allow_redirects=self.cfg.follow_redirects) as resp:
-                r.http_status = resp.status
-                if resp.history:  # followed (--follow-redirects): say where the request went
-                    r.redirect = " -> ".join(str(h.headers.get("Location", "?")) for h in resp.history)[:300]
-                if 300 <= resp.status < 400 and "Location" in resp.headers:
-                    r.redirect = resp.headers["Location"][:300]
-                    r.drop_reason = f"http_{resp.status}"
-                    r.error = (f"redirected to {r.redirect} (not followed; --follow-redirects follows "
-                               "redirects)")[:300]
-                    return
-                if resp.status != 200:
-                    r.error = await error_text(resp)
-                    r.drop_reason = f"http_{resp.status}"
-                    return
-                buf = bytearray()
-                finished = False
-                async for data in resp.content.iter_any():
-                    t = self.now()
-                    start = max(0, len(buf) - 3)  # an event end may straddle the previous read
-                    buf.extend(data)
-                    for payload in sse_payloads(buf, start=start):
-                        ch = parse_chunk(api, payload, state)
-                        if ch is None:
-                            finished = True
+                with body_ends_with_connection(resp):  # guards.py: a body left open by aiohttp's parser
+                    r.http_status = resp.status
+                    if resp.history:  # followed (--follow-redirects): say where the request went
+                        r.redirect = " -> ".join(str(h.headers.get("Location", "?")) for h in resp.history)[:300]
+                    if 300 <= resp.status < 400 and "Location" in resp.headers:
+                        r.redirect = resp.headers["Location"][:300]
+                        r.drop_reason = f"http_{resp.status}"
+                        r.error = (f"redirected to {r.redirect} (not followed; --follow-redirects follows "
+                                   "redirects)")[:300]
+                        return
+                    if resp.status != 200:
+                        r.error = await error_text(resp)
+                        r.drop_reason = f"http_{resp.status}"
+                        return
+                    buf = bytearray()
+                    finished = False
+                    async for data in resp.content.iter_any():
+                        t = self.now()
+                        start = max(0, len(buf) - 3)  # an event end may straddle the previous read
+                        buf.extend(data)
+                        for payload in sse_payloads(buf, start=start):
+                            ch = parse_chunk(api, payload, state)
+                            if ch is None:
+                                finished = True
+                                break
+                            if ch.error:
+                                r.error, r.drop_reason = ch.error, "stream_error"
+                            if ch.prompt_tokens is not None:
+                                r.prompt_tokens = ch.prompt_tokens
+                            if ch.completion_tokens is not None:
+                                r.completion_tokens = ch.completion_tokens
+                            if ch.finish_reason:
+                                r.finish_reason = str(ch.finish_reason)
+                            if ch.tokens and got + ch.tokens > most:
+                                raise Malformed(f"{got + ch.tokens:,} output tokens streamed for a request of "
+                                                f"max_tokens {want} (implausible; not recorded)")
+                            if ch.tokens:
+                                # several tokens in one event: spread them over the gap since the
+                                # previous token (bench_serving's convention); the first token is
+                                # the event's arrival
+                                prev = r.token_s[-1] if r.token_s else t
+                                k = ch.tokens
+                                r.token_s.extend(prev + (t - prev) * (j + 1) / k for j in range(k))
+                                got += k
+                        held = self.held.hold(held, max(0, len(buf) - FREE_PER_STREAM))
+                        if finished:
                             break
-                        if ch.error:
-                            r.error, r.drop_reason = ch.error, "stream_error"
-                        if ch.prompt_tokens is not None:
-                            r.prompt_tokens = ch.prompt_tokens
-                        if ch.completion_tokens is not None:
-                            r.completion_tokens = ch.completion_tokens
-                        if ch.finish_reason:
-                            r.finish_reason = str(ch.finish_reason)
-                        if ch.tokens and got + ch.tokens > most:
-                            raise Malformed(f"{got + ch.tokens:,} output tokens streamed for a request of "
-                                            f"max_tokens {want} (implausible; not recorded)")
-                        if ch.tokens:
-                            # several tokens in one event: spread them over the gap since the
-                            # previous token (bench_serving's convention); the first token is
-                            # the event's arrival
-                            prev = r.token_s[-1] if r.token_s else t
-                            k = ch.tokens
-                            r.token_s.extend(prev + (t - prev) * (j + 1) / k for j in range(k))
-                            got += k
-                    held = self.held.hold(held, max(0, len(buf) - FREE_PER_STREAM))
-                    if finished:
-                        break
-                r.stream_end_s = self.now()
+                    r.stream_end_s = self.now()
         except asyncio.TimeoutError:
             r.drop_reason, r.error = "timeout", f"no complete answer within {self.cfg.timeout_s:g} s"
             return

@@ -82,7 +82,7 @@ def make_app(prefill: str, decode: str, timeout_s: float = 600.0):
     import aiohttp
     from aiohttp import ClientSession, ClientTimeout, web
 
-    from .guards import Malformed, discard_bounded, read_bounded
+    from .guards import Malformed, body_ends_with_connection, discard_bounded, read_bounded
 
     log = logging.getLogger("pdsim.pd_proxy")
     session_key = web.AppKey("session", ClientSession)
@@ -107,8 +107,9 @@ def make_app(prefill: str, decode: str, timeout_s: float = 600.0):
                 out = web.StreamResponse(status=r.status, headers={k: v for k, v in r.headers.items()
                                                                    if k.lower() not in HOP})
                 await out.prepare(request)
-                async for chunk in r.content.iter_any():
-                    await out.write(chunk)
+                with body_ends_with_connection(r):  # guards.py: a body left open by aiohttp's parser
+                    async for chunk in r.content.iter_any():
+                        await out.write(chunk)
                 await out.write_eof()
                 return out
         except ConnectionResetError:  # the client went away: D's answer is dropped with it
