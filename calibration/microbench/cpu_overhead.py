@@ -34,6 +34,19 @@ def _windows(rec) -> list:
     return [s[(s >= w0) & (s <= w1)] for s in spans]
 
 
+def shape_output(b: int, p: int, out_tokens: int, budget: int = 512) -> tuple[int, int]:
+    """(output tokens per request, mean context in the timed stretch) for B requests of P prompt
+    tokens: the B prompts take about B P / ``budget`` steps to prefill (the engine's step token
+    budget, 512 in every validation run), and all B decode together only after the last one, so
+    the output is lengthened to leave ``out_tokens``-worth of the stretch past them (32 x 2,048
+    with 48 tokens left none: every repeat NaN, 2026-11-29). Inside the stretch a request has
+    generated from ~0 (the last prefilled) to ~B P / budget (the first) tokens at its start and
+    ``out`` minus that at its end: mean context P + (B P / budget + out) / 2."""
+    steps = -(-b * p // budget)
+    out = max(out_tokens, steps + 16)
+    return out, p + (min(steps, out) + out) // 2
+
+
 def _median_itl_us(rec) -> float:
     """One decode step of batch B, timed only inside ``_windows``: per request the mean gap over its
     tokens there (robust to the server coalescing tokens into one read), the median over the
@@ -131,14 +144,16 @@ def overhead(args) -> None:
         for b in batches:
             for p in prompts:
                 n, seed = b, seed + 1  # a new prompt seed: no prefix-cache hit across runs
-                table = RequestTable(np.zeros(n), np.full(n, p), np.full(n, out_tokens), max_concurrency=b,
+                table = RequestTable(np.zeros(n), np.full(n, p), np.full(n, shape_output(b, p, out_tokens)[0]),
+                                     max_concurrency=b,
                                      source="overhead")
                 rec = replay(table, ReplayConfig(args.endpoint, max_concurrency=b, seed=seed, fifo=fifo),
                              name=f"overhead-b{b}")
                 samples.setdefault((b, p), []).append(_median_itl_us(rec))
                 gaps.setdefault((b, p), []).append(_window_gaps(rec))
-    # the timed stretch sits mid-decode: mean context = prompt + half the output
-    rows = [{"batch": b, "prompt_tokens": p, "requests": b, "mean_context": p + out_tokens // 2,
+    # the timed stretch sits mid-decode, past every prompt's prefill (shape_output)
+    rows = [{"batch": b, "prompt_tokens": p, "requests": b, "mean_context": shape_output(b, p, out_tokens)[1],
+             "output_tokens": shape_output(b, p, out_tokens)[0],
              "median_itl_us": float(np.nanmedian(v)) if not np.isnan(v).all() else None,
              "repeats_us": [round(x, 1) for x in v]}
             for (b, p), v in sorted(samples.items())]

@@ -102,7 +102,10 @@ def test_remeasure_then_record_and_validate_here(tmp_path):
     pdir, cases = tmp_path / "profile", tmp_path / "cases"
     out = subprocess.run([sys.executable, str(ROOT / "validation/cpu-vllm/here.py"), "--python", str(PYTHON),
                           "--model", str(MODEL), "--cases", str(cases), "--profile-dir", str(pdir),
-                          "--prefix", "ci", "--requests", "12", "16", "--port", str(_port())],
+                          "--prefix", "ci", "--requests", "12", "16", "--port", str(_port()),
+                          # the flow, not the fit's range: here.py's default adds 32 x 2,048-token runs
+                          "--remeasure-args", "--repeat 5 --batches 1 4 16 --prompts 32 512 --output-tokens 48 "
+                                              "--repeats 3"],
                          capture_output=True, text=True, cwd=ROOT, timeout=1500,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
