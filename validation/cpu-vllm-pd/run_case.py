@@ -33,16 +33,15 @@ LOADS = {"light": (3.0, 150)}
 
 
 def session_tasks(sid: int) -> list[int]:
-    """Every thread of every process in session ``sid`` (a server started in a session of its own)."""
+    """Every thread of every process in session ``sid`` (a server started in a session of its own;
+    its processes: pdsim.replay.local_server.session_processes)."""
+    from pdsim.replay.local_server import session_processes
+
     out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
+    for pid in session_processes(sid):
         try:
-            st = Path(f"/proc/{d}/stat").read_text()
-            if int(st[st.rindex(")") + 2:].split()[3]) == sid:
-                out.extend(int(t) for t in os.listdir(f"/proc/{d}/task"))
-        except (OSError, ValueError, IndexError):
+            out.extend(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+        except OSError:
             continue  # gone meanwhile
     return out
 
@@ -163,6 +162,7 @@ def main() -> None:
                        env=p_env, log=f"/tmp/pdsim-vllm-p-{args.port}.log")
     d_srv = VLLMServer(args.python, args.model, args.port + 1, args=ENGINE_ARGS + kv,
                        env=d_env, log=f"/tmp/pdsim-vllm-d-{args.port}.log")
+    pinner = None
     try:
         with p_srv, d_srv, PDProxy(sys.executable, p_srv.url, d_srv.url, args.port + 2) as proxy:
             # each server was started in a session of its own: its session id is its pid
@@ -247,6 +247,8 @@ def main() -> None:
                                   "p90_itl_ms": s["p90_itl_ms"], "output_throughput": s["output_throughput"]}),
                       flush=True)
     finally:
+        if pinner is not None:
+            pinner.stop()
         shutil.rmtree(store, ignore_errors=True)
 
 

@@ -227,13 +227,12 @@ def main() -> None:  # noqa: C901 (one driver, three steps)
         t_remeasure = time.monotonic() - t0
         host = json.loads((pdir / "host_overheads.json").read_text())
         router_ms = round(host["request_path_ms"] / 2, 3)  # paid once each way (the scenario's convention)
-        sc = api.load_scenario(ROOT / scenario, [f"hardware={prof.resolve()}"])
+        sc = api.load_scenario(ROOT / scenario, [f"hardware={prof.resolve()}", *engine_set])  # the server's engine
         if requests is not None:  # the workload's own requests (lengths, prefix blocks), sent at each load's rate
             source = args.workload
         else:
             requests, source = materialize(sc.scenario.workload, seed=seed), f"{scenario} workload"
-        cap = args.capacity_rps or capacity_rps(api.load_scenario(ROOT / scenario, [f"hardware={prof.resolve()}",
-                                                                         *engine_set]), requests)
+        cap = args.capacity_rps or capacity_rps(sc, requests)
         own = os.sched_getaffinity(0)
         if len(cpus) > 1:
             os.sched_setaffinity(0, {client_core})
