@@ -289,16 +289,17 @@ def test_constants_come_back_from_a_vllm_trace_priced_with_them(tmp_path):
 def test_the_cpu_engines_own_steps_check_its_measured_profile():
     """vLLM's CPU engine, traced step by step while it served the fifo light and knee loads
     (validation/cpu-vllm-calibration/fifo/step-traces): the profile re-measured just before
-    (fitted on no recording) prices the light load's steps within 2% by median and the knee's
-    within 7%; the host constants fitted on the light load's 6,619 steps price the knee's 5,215
-    within 3%."""
+    (fitted on no recording) prices the light load's steps within 4% by median and the knee's
+    within 9% (2% and 7% before its host fit priced the compute as the world does, 2026-11-29:
+    the host work it finds is ~0.2 ms a step more); the host constants fitted on the light load's
+    6,619 steps price the knee's 5,215 within 3%."""
     trace = str(FIFO / "step-traces/fifo-steps.jsonl")
     sc = api.load_scenario(CPU_SCENARIO, [f"hardware={FIFO / 'cpu-epyc-2c.yaml'}"])
     res = from_steps(sc, [trace + "@cpu-vllm-fifo-light"], holdout=[trace + "@cpu-vllm-fifo-knee"])
     rows = {(r.trace.split("@")[1], r.kind): r for r in res.rows}
     assert rows["cpu-vllm-fifo-light", "all"].steps == 6619 and rows["cpu-vllm-fifo-knee", "all"].steps == 5215
-    assert abs(1 - rows["cpu-vllm-fifo-light", "all"].before) < 0.03
-    assert abs(1 - rows["cpu-vllm-fifo-knee", "all"].before) < 0.08
+    assert abs(1 - rows["cpu-vllm-fifo-light", "all"].before) < 0.04
+    assert abs(1 - rows["cpu-vllm-fifo-knee", "all"].before) < 0.09
     assert abs(1 - rows["cpu-vllm-fifo-knee", "all"].after) < 0.04
     assert res.idle == {"fifo-steps.jsonl@cpu-vllm-fifo-light": 28, "fifo-steps.jsonl@cpu-vllm-fifo-knee": 11}
 

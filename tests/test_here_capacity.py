@@ -29,7 +29,9 @@ def test_cached_prefixes_raise_the_capacity(here):
     table = load_target(str(REPO / "validation/cpu-vllm-fifo3-multiturn-light/workload.yaml"), seed=21)
     cached = here.capacity_rps(_scenario(), table)
     uncached = here.capacity_rps(_scenario(), dataclasses.replace(table, hash_ids=None))
-    assert cached > 2 * uncached > 0
+    # about twice (1.99x since the profile's host work was refitted with the compute priced as the
+    # world prices it, 2026-11-29: more of each step is host work, which cached prefixes do not save)
+    assert cached > 1.8 * uncached > 0
 
 
 def test_a_bigger_batch_cap_raises_it_and_a_longer_output_lowers_it(here):

@@ -3,7 +3,8 @@
 cpu-vllm-zen1d-prefix-knee (2026-11-28, the zen1 host): the profile re-measured 00:16-00:19 UTC, the
 shared-prefix knee recorded 00:20-00:21 on a fresh server, the profile re-measured again 00:21-00:25
 (validation/cpu-vllm-calibration/zen1d/before, /after). In those eight minutes the host's measured
-bf16 GEMM went 6.06 -> 5.57 GFLOP/s, attention 43.5 -> 35.3, step overhead 3,795 -> 4,419 us.
+bf16 GEMM went 6.06 -> 5.57 GFLOP/s, attention 43.5 -> 35.3, step overhead 3,915 -> 4,646 us (3,795 ->
+4,419 as first fitted, before the fit priced the compute as the world does, 2026-11-29).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ GATED = ("mean_ttft_ms", "p90_ttft_ms", "mean_itl_ms", "p90_itl_ms")
 def test_the_recording_lies_between_the_profiles_measured_before_and_after_it():
     """The real run is bracketed by the host's own drift: priced with the profile measured before it
     pdsim is faster than the engine, with the one measured after slower, on every gated metric;
-    the verdict stays the profile's measured before (1 of 4 pass), the other passes 4 of 4."""
+    the verdict stays the profile's measured before (2 of 4 pass; 1 as first fitted), the other passes 4 of 4."""
     r = run_case(CASE)
     rows = {row.metric: row for row in r.rows}
     for m in GATED:
@@ -33,7 +34,7 @@ def test_the_recording_lies_between_the_profiles_measured_before_and_after_it():
         assert row.after is not None and row.simulated < row.real < row.after, m
         assert row.bracketed
         assert abs(row.after - row.real) <= 0.2 * row.real, m  # passes with the profile after
-    assert sum(rows[m].verdict == "pass" for m in GATED) == 1
+    assert sum(rows[m].verdict == "pass" for m in GATED) == 2
     assert any("re-measured just after the recording" in n for n in r.notes)
 
 

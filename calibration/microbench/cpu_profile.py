@@ -12,7 +12,9 @@ the thread count vLLM's CPU worker uses for serving (it logs "Reducing Torch thr
      oneDNN handler where oneDNN has a bf16 primitive for this ISA, else torch's linear) -> gemm.csv rows
    - attention with vLLM's own CPU paged-attention kernel (the op its CPU backend calls; torch SDPA
      with ``--attention sdpa``): causal prefill over 16..2048 tokens, decode over batch x context
-     -> attention.csv rows
+     -> attention.csv rows; the decode kernel over the model's layers' caches in turn at growing
+     working sets, where its KV outgrows the last-level cache -> kv_residency.csv rows
+     (kv_residency.py)
    - loopback TCP bandwidth (one stream, 64 MiB) -> ``node.nic_gbit``
    - total memory (/proc/meminfo) -> ``gpu.hbm_gib`` / ``node.host_dram_gib``
 2. ``overhead`` (pdsim's replay client, system python): dedicated runs against the real server,
@@ -191,6 +193,10 @@ def measure(args) -> None:
     write_csv(out / "gemm.csv", rows)
     att = vllm_attention_rows(args, m, prov) if args.attention == "vllm" else sdpa_rows(args, m, prov)
     write_csv(out / "attention.csv", att)
+    if args.attention == "vllm":  # the decode kernel's KV read rate against the step's working set
+        from kv_residency import sweep
+
+        write_csv(out / "kv_residency.csv", sweep(m, args.block_size, min(args.repeat, 5), prov))
     facts = {"cpu": cpu_name(), "threads": args.threads, "torch": torch.__version__, "date": prov["date"],
              "peak_bf16_flops": peak, "peak_gemm": f"{n_peak}^3 bf16, {gemm_note} (largest within "
                                                    f"{BUDGET_US / 1e6:g} s, up to 2048), best of repeats",

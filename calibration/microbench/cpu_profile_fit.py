@@ -40,7 +40,7 @@ def _hw(facts: dict, name: str):
     gpu = GPUSpec(name=facts["cpu"], bf16_tflops=facts["peak_bf16_flops"] / 1e12, fp8_tflops=0.0,
                   hbm_gib=round(facts["mem_gib"], 2), hbm_gbps=facts["copy_bytes_per_s"] / 1e9,
                   nvlink_gbps=facts["copy_bytes_per_s"] / 1e9, pcie_gen=4, pcie_gbps=facts["copy_bytes_per_s"] / 1e9,
-                  attn_tflops=attn_tflops(facts))
+                  attn_tflops=attn_tflops(facts), arch="cpu")  # priced as the profile it writes (arch: cpu)
     node = NodeSpec(gpus_per_node=1, nics_per_node=1, nic_gbit=facts["loopback_gbit"],
                     host_dram_gib=round(facts["mem_gib"], 2))
     eff = Efficiency(layer_launch_us=0.0, graph_launch_us=0.0, nic=1.0, gemm_m_tile=1.0)  # no row tile on a CPU
@@ -63,6 +63,12 @@ def fits(out: Path, facts: dict, name: str) -> dict:
     cal.update(fit_attention(a, {name: hw}, row_term="heldout"))  # CPU kernels: per-row work, where it predicts
     for k, v in cal.items():
         v["data"] = f"{out}/{'gemm' if k.startswith('gemm') else 'attention'}.csv"
+    if (out / "kv_residency.csv").exists():  # the decode KV read rate by working set (kv_residency.py)
+        from pdsim.calibrate.kv_residency import fit_kv_residency
+
+        r = fit_kv_residency(pd.read_csv(out / "kv_residency.csv").to_dict("records"))
+        if r:
+            cal["kv_residency"] = {**r, "data": f"{out}/kv_residency.csv"}
     return cal
 
 
@@ -153,6 +159,63 @@ def prefill_check(ov: dict, cost, path_ms: float, fixed_us: float) -> dict | Non
             "priced_over_engine": round(ratio, 3) if ratio is not None else None}
 
 
+def host_fit(rows: list[dict], cost):
+    """Host overhead = measured ITL - priced compute (the fitted kernels) at each (B, context),
+    fitted as a + b B + c B context by non-negative least squares (host work cannot be negative: a
+    term the rows cannot support comes out 0, and the rows' fit errors say how well the rest holds).
+    Returns (coefficients, design rows, sum of squared relative errors); sets each row's
+    ``priced_compute_us`` and ``fit_error``."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    xs, ys = [], []
+    for r in rows:
+        b, ctx = r["batch"], r["mean_context"]
+        parts = cost.breakdown(0, 0.0, 0, b, float(b * ctx))
+        compute_us = (sum(parts.values()) - parts["overhead"]) * 1e6
+        xs.append([1.0, b, b * ctx])
+        ys.append(r["median_itl_us"] - compute_us)
+        r["priced_compute_us"] = round(compute_us, 1)
+    xa, ya = np.asarray(xs), np.asarray(ys)
+    scale = np.abs(xa).max(axis=0)
+    coef = nnls(xa / scale, ya)[0] / scale
+    sse = 0.0
+    for r, x, y in zip(rows, xs, ys):
+        err = float((np.dot(coef, x) - y) / r["median_itl_us"])
+        r["fit_error"] = round(err, 4)
+        sse += err * err
+    return coef, xs, sse
+
+
+def served_cache(rows: list[dict], res: dict, sse_at, cal: dict, model) -> tuple[dict, str]:
+    """The ``kv_residency`` block with the cache size that best explains the served runs ``rows``:
+    each candidate is a geometric midpoint between two neighbouring runs' working sets (KV of the
+    step plus the weights, as roofline.py counts it), or below / above them all; ``sse_at(cal)`` is
+    the host fit's squared error with that block. Ties (runs all on one side) go to the candidate
+    nearest the kernel's own cliff. The kernel's size is kept as ``cache_bytes_kernel``."""
+    import math
+
+    kv_tok = model.kv_bytes_per_token(model.kv_dtype)  # bytes per context token, all layers
+    ws = sorted({r["batch"] * r["mean_context"] * kv_tok + model.weight_bytes for r in rows})
+    kernel = float(res.get("cache_bytes_kernel", res["cache_bytes"]))
+    cands = [ws[0] / 2] + [math.sqrt(a * b) for a, b in zip(ws, ws[1:])] + [max(ws[-1] * 2, kernel)]
+    scored = []
+    for c in cands:
+        block = {**res, "cache_bytes": float(round(c))}
+        scored.append((round(sse_at({**cal, "kv_residency": block}), 9), abs(math.log(c / kernel)), c))
+    sse, _, c = min(scored)
+    lo = max((w for w in ws if w <= c), default=0.0)
+    hi = min((w for w in ws if w > c), default=math.inf)
+    block = {**{k: v for k, v in res.items() if k not in ("cache_bytes_lo", "cache_bytes_hi")},
+             "cache_bytes": float(round(c)), "cache_bytes_kernel": kernel,
+             "cache_bytes_lo": float(round(lo)), "cache_bytes_hi": float(round(hi)) if math.isfinite(hi) else 0.0,
+             "cache_from": "the served runs' host fit (overhead.json): the size between the working sets of the runs "
+                           "either side (cache_bytes_lo / _hi; _hi 0: above them all) with the least squared error; "
+                           "cache_bytes_kernel: the kernel's own cliff (kv_residency.csv)"}
+    return block, (f"{c / 2**20:.1f} MiB (runs either side {lo / 2**20:.1f} / {hi / 2**20:.1f} MiB; the kernel "
+                   f"alone {kernel / 2**20:.1f} MiB; host fit squared error {sse:.4f})")
+
+
 def profile(args) -> None:
     import dataclasses
 
@@ -174,32 +237,22 @@ def profile(args) -> None:
         cal = fits(out, facts, args.name)
     ov = json.loads((out / "overhead.json").read_text())
     model = load_model_ref(args.model, Path("."), args.model)
-    hw0 = dataclasses.replace(_hw(facts, args.name), calibration=cal)
     group = GroupSpec(gpus=1, engine=EngineSpec(cuda_graph_max_bs=0))
-    cost = CalibratedStepCost(hw0, model, group, "colocated")
-    # host overhead = measured ITL - priced compute (the fitted kernels) at each (B, context):
-    # a + b B + c B context by least squares
-    import numpy as np
+
+    def cost_with(c: dict):
+        return CalibratedStepCost(dataclasses.replace(_hw(facts, args.name), calibration=c), model, group, "colocated")
 
     rows = [r for r in ov["itl_by_batch"] if r["median_itl_us"] is not None]  # None: every repeat coalesced
-    xs, ys = [], []
-    for r in rows:
-        b, ctx = r["batch"], r["mean_context"]
-        parts = cost.breakdown(0, 0.0, 0, b, float(b * ctx))
-        compute_us = (sum(parts.values()) - parts["overhead"]) * 1e6
-        xs.append([1.0, b, b * ctx])
-        ys.append(r["median_itl_us"] - compute_us)
-        r["priced_compute_us"] = round(compute_us, 1)
-    # host work cannot be negative: non-negative least squares (a term the rows cannot support comes
-    # out 0, and the rows' fit errors below say how well the rest holds)
-    from scipy.optimize import nnls
-
-    xa, ya = np.asarray(xs), np.asarray(ys)
-    scale = np.abs(xa).max(axis=0)
-    coef = nnls(xa / scale, ya)[0] / scale
+    res = cal.get("kv_residency")
+    if res and res.get("cache_bytes"):
+        # the cache the served engine's decode KV had: the kernel's cliff (kv_residency.csv) is where
+        # the kernel alone loses it; serving, the engine's other processes (and the host's other
+        # tenants) share the last-level cache, so the size is the one that best explains these runs
+        cal["kv_residency"], chosen = served_cache(rows, res, lambda c: host_fit(rows, cost_with(c))[2], cal, model)
+        print(f"kv residency: the served engine's cache {chosen}", file=sys.stderr)
+    cost = cost_with(cal)
+    coef, xs, _ = host_fit(rows, cost)
     step_overhead_us, seq_overhead_us, ctx_overhead_ns = float(coef[0]), float(coef[1]), float(coef[2]) * 1e3
-    for r, x, y in zip(rows, xs, ys):
-        r["fit_error"] = round(float((np.dot(coef, x) - y) / r["median_itl_us"]), 4)
     # the request path outside the engine: idle TTFT minus one priced prefill step of the prompt;
     # with idle prompts of several lengths, jointly with the prefill's work per prompt token
     p = ov["idle_ttft_prompt_tokens"]
@@ -255,8 +308,10 @@ def profile(args) -> None:
                 "measured: b of the same fit (per-sequence host work: input preparation, sampling, output "
                 "processing and streaming)"),
             "efficiency.ctx_overhead_ns": (
-                "measured: c of the same fit (per context token of the decode batch, per step: the decode step grows "
-                "with the sequences' length far beyond the attention kernel measured alone)"),
+                "measured: c of the same fit (per context token of the decode batch, per step: what the decode step "
+                "grows by with the sequences' length beyond the priced attention"
+                + (", whose KV reads are priced by working set, calibration.kv_residency)" if "kv_residency" in cal
+                   else ", the kernel timed with its KV in the cache)")),
             **({"efficiency.prefill_token_ns": (
                 f"measured: t of idle TTFT(L) - priced kernels and step work = request path + t L over single prompts "
                 f"of {', '.join(map(str, tok['tokens']))} tokens against the same server ({tok['note']}; leave-one-out "
@@ -323,6 +378,11 @@ def profile(args) -> None:
                             f"--name {args.name} --yaml {args.yaml}{' ' + bounds if bounds else ''} (kernels, then a "
                             "server with the validation engine's arguments and its host overheads, then this "
                             "profile; a few minutes)")
+    if getattr(args, "bounds", None) is None and Path(args.yaml).exists():
+        # the fit alone run again over rows measured before (``profile``, not ``remeasure``): where and
+        # how they were measured stays as that profile says, not this process's machine
+        before = (yaml.safe_load(Path(args.yaml).read_text()) or {}).get("machine") or {}
+        machine.update({k: before[k] for k in ("cores", "remeasure") if k in before})
     doc["machine"] = machine
     uncertainty = {"uncertainty": {"efficiency.step_overhead_us": 0.25, "efficiency.seq_overhead_us": 0.25,
                                    "efficiency.ctx_overhead_ns": 0.2}}

@@ -42,7 +42,7 @@ from ..specs.hardware import FRACTIONS, HardwareProfile, calibration_kind
 
 HEADLINE = ("mean_ttft_ms", "mean_itl_ms", "output_throughput", "request_goodput")
 SLOWER = ("latency_us", "base_us", "pair_us", "setup_ms", "per_chunk_us", "per_page_us")
-FASTER = ("eff", "hbm_eff", "nvl_gbps", "rdma_gbps", "intranode_gbps", "internode_gbps")
+FASTER = ("eff", "hbm_eff", "nvl_gbps", "rdma_gbps", "intranode_gbps", "internode_gbps", "cache_gbps", "dram_gbps")
 
 
 @dataclass(frozen=True)

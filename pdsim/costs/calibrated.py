@@ -18,6 +18,9 @@ derived from its architecture's measured GPUs at fractions of *its own* peaks) i
   ``deepgemm`` (default), ``deepgemm_swapab`` (the same kernel with skinny experts padded to 32
   rows), ``triton`` (the fused Triton MoE fit under EP too); DeepGEMM's weight stream at its
   cold-L2 bandwidth (moe_kernels.py).
+- decode KV reads by working set: ``kv_residency`` (kv_residency.csv, calibrate/kv_residency.py),
+  where a profile measured it: the KV read rate from the last-level cache while the step's KV and
+  weights fit it, from DRAM once they do not (roofline.py).
 - attention: GQA ``attention_prefill`` / ``attention_decode`` (attention.csv); MLA decode
   ``mla_decode`` (mla.csv: weight-absorbed, reads the latent), else the FlashMLA prior. MLA
   prefill without a cached prefix runs in SGLang as MHA through FA3 on the non-absorbed heads,
@@ -95,6 +98,10 @@ class CalibratedStepCost(RooflineStepCost):
         if d:
             k.decode_attn = SimpleNamespace(pair_flops=self.pair_flops_dec, eff=float(d["eff"]),
                                             hbm_eff=float(d["hbm_eff"]), lat=float(d["latency_us"]) * 1e-6)
+        r = cal.get("kv_residency")
+        if r and float(r.get("cache_bytes", 0.0)) > 0.0:  # the decode KV read rate by working set (roofline.py)
+            k.kv_residency = SimpleNamespace(cache_bytes=float(r["cache_bytes"]), cache_bps=float(r["cache_gbps"]) * 1e9,
+                                             dram_bps=float(r["dram_gbps"]) * 1e9)
         if self.k and self.ep > 1:
             for mode, ll in (("ll", True), ("normal", False)):
                 ps = [cal.get(f"deepep_{mode}_{op}") for op in ("dispatch", "combine")]

@@ -248,6 +248,20 @@ class RooflineStepCost:
         # FP8 KV (FlashMLA-FP8 / FA3-FP8) runs the attention math on FP8 tensor cores
         dec_peak = self.hw.gpu.peak_flops("fp8") if self.kv_fp8 else self.peak_attn
         self.c_dec = (self.kv_read_tok / (hbm * da.hbm_eff), da.pair_flops / (dec_peak * da.eff), da.lat)
+        # where the profile measured it (calibrate/kv_residency.py): a decode step sweeps every layer's
+        # KV once and the next step sweeps it again, so while the step's KV and the weights it streams
+        # fit the last-level cache its reads are hits, and past that nearly all come from DRAM (an
+        # LRU-like cache under a cyclic sweep): the KV read rate depends on the step's own context,
+        # and the step is not linear in decode_ctx (priced step by step)
+        self.dec_kv_hot, self.resident_ctx = None, 0.0
+        res = getattr(k, "kv_residency", None)
+        if res is not None:
+            self.c_dec = (self.kv_read_tok / res.dram_bps,) + self.c_dec[1:]
+            self.dec_kv_hot = self.kv_read_tok / res.cache_bps
+            room = res.cache_bytes - self.model.weight_bytes / self.world
+            # decode_ctx counts the instance's context tokens: each DP rank holds its share
+            self.resident_ctx = self.dp * room / (self.kv_read_tok * self.layers) if room > 0 else 0.0
+            self.linear = False
         if self.k:
             m = k.moe
             self.c_moe = (self.expert_flops_tok * self.flop_scale / (m.peak * m.eff), m.m_tile,

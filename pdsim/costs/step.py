@@ -15,7 +15,9 @@ Per layer and per GPU (M = tokens on the busiest DP rank, n = tokens in the inst
   kernels around them (norm, quantisation, RoPE, residual: elementwise.py); TP all-reduce
   (attention TP > 1) of M x hidden BF16;
 - attention core: linear in the work (prefill pairs plus ``row_pairs`` per prefill token, decode
-  context tokens x query tokens); under ``attention_backend: sdpa_packed`` (transformers'
+  context tokens x query tokens); where the profile measured ``kv_residency`` the decode KV is read
+  at the cache's rate while the step's KV and weights fit the last-level cache, at DRAM's past it
+  (roofline.py: such a step is priced at its own context, not linear); under ``attention_backend: sdpa_packed`` (transformers'
   paged|sdpa: one ``scaled_dot_product_attention`` call over the packed batch with a 4-D mask,
   transformers/integrations/sdpa_paged.py) every query token of the step meets every key the step
   reads, so the work is (prefill tokens + decodes) x (decode context + decodes + the chunks'
@@ -99,6 +101,7 @@ def make_coeffs(c):
     lm = _gemm(c.c_lm)
     pf_c, pf_lat, pf_rows = c.c_pf
     dec_kv, dec_fl, dec_lat = c.c_dec
+    dec_hot, resident_ctx = c.dec_kv_hot, c.resident_ctx  # KV read from the cache up to resident_ctx
     ar_a0, ar_a1 = c.c_ar_attn
     ar_w0, ar_w1 = c.c_ar_world
     sync = c.c_dp_sync
@@ -239,7 +242,9 @@ def make_coeffs(c):
             c_ctx = 0.0
             if decode_batch:
                 fl = dec_fl * q
-                c_ctx = L * (dec_kv if dec_kv > fl else fl) + ctx_overhead
+                kv = dec_hot if (dec_hot is not None and decode_ctx is not None and decode_ctx <= resident_ctx) \
+                    else dec_kv  # (no step context given: the DRAM rate, an upper bound)
+                c_ctx = L * (kv if kv > fl else fl) + ctx_overhead
                 core += per_layer * dec_lat
         if tbo:
             proj = mlp = moe = comm = 0.0
