@@ -119,11 +119,12 @@ def sweep(m: dict, block_size: int, repeat: int, prov: dict, max_mib: float = MA
 
 
 def main() -> None:
+    import csv
     import datetime as dt
 
     import yaml
 
-    from cpu_profile import cpu_name, write_csv
+    from pdsim.specs.machine import cpu_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder to write kv_residency.csv into")
@@ -141,15 +142,17 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     m = yaml.safe_load(open(args.model))
     prov = {"source": "measured", "hardware": args.name, "date": dt.date.today().isoformat(),
-            "software": f"torch {torch.__version__}, {args.threads} thread(s), {cpu_name()}"}
+            "software": f"torch {torch.__version__}, {args.threads} thread(s), {cpu_model()}"}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = sweep(m, args.block_size, args.repeat, prov, args.max_mib)
-    write_csv(out / "kv_residency.csv", rows)
+    with open(out / "kv_residency.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
     for r in rows:
         print(f"{r['working_set_bytes'] / 2**20:8.1f} MiB  {r['ns_per_token']:6.1f} ns/token/layer")
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     main()

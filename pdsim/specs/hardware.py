@@ -30,19 +30,39 @@ _DEEPEP_LL = (("base_us", ">= 0", True), ("pair_us", ">= 0", False), ("nvl_gbps"
               ("rdma_gbps", "> 0", True))
 
 
-def _check_deepep_ll(p: Any, where: str) -> None:
-    """Refuse a profile's ``calibration.deepep_ll_*`` entry whose constants the price could not use
-    (a negative ``pair_us`` would make every remote pair speed the kernel up)."""
-    check(isinstance(p, dict), "expected a mapping of base_us, pair_us, nvl_gbps, rdma_gbps", where)
-    for key, rule, required in _DEEPEP_LL:
+def _check_constants(p: Any, where: str, rules, what: str) -> None:
+    """Refuse a calibration entry whose constants (``rules``: name, ">= 0" or "> 0", required) the
+    price could not use, naming the field."""
+    check(isinstance(p, dict), f"expected a mapping of {', '.join(r[0] for r in rules)}", where)
+    for key, rule, required in rules:
         v = p.get(key)
         if v is None:
-            check(not required, f"missing (a number {rule}, costs/deepep.py)", f"{where}.{key}")
+            check(not required, f"missing (a number {rule}, {what})", f"{where}.{key}")
             continue
         check(isinstance(v, (int, float)) and not isinstance(v, bool), f"expected a number {rule}, got {v!r}",
               f"{where}.{key}")
         ok = v >= 0.0 and v != float("inf") if rule == ">= 0" else v > 0.0
         check(ok, f"must be {rule}{' and finite' if rule == '>= 0' else ''}, got {v}", f"{where}.{key}")
+
+
+def _check_deepep_ll(p: Any, where: str) -> None:
+    """Refuse a profile's ``calibration.deepep_ll_*`` entry whose constants the price could not use
+    (a negative ``pair_us`` would make every remote pair speed the kernel up)."""
+    _check_constants(p, where, _DEEPEP_LL, "costs/deepep.py")
+
+
+#: calibration.kv_residency (calibrate/kv_residency.py): the cache size in bytes >= 0 (0: one rate),
+#: the KV read rates from the cache and from DRAM (1e9 B/s) > 0
+_KV_RESIDENCY = (("cache_bytes", ">= 0", True), ("cache_gbps", "> 0", True), ("dram_gbps", "> 0", True))
+
+
+def _check_kv_residency(p: Any, where: str) -> None:
+    """Refuse a ``calibration.kv_residency`` entry the decode price could not use: DRAM faster than
+    the cache would make a step faster where its context outgrows the cache."""
+    _check_constants(p, where, _KV_RESIDENCY, "costs/roofline.py")
+    check(p["dram_gbps"] <= p["cache_gbps"],
+          f"the KV read rate from DRAM ({p['dram_gbps']}) must not exceed the cache's ({p['cache_gbps']}): more "
+          "context would make a decode step faster", f"{where}.dram_gbps")
 
 
 CALIBRATION_LABELS = ("borrowed", "measured")  # ``label`` of a calibration model: calibration_kind
@@ -242,6 +262,8 @@ class HardwareProfile:
         for op in ("dispatch", "combine"):
             if f"deepep_ll_{op}" in self.calibration:
                 _check_deepep_ll(self.calibration[f"deepep_ll_{op}"], f"calibration.deepep_ll_{op}")
+        if "kv_residency" in self.calibration:
+            _check_kv_residency(self.calibration["kv_residency"], "calibration.kv_residency")
         eff = {f"efficiency.{f.name}" for f in fields(Efficiency)}
         for k, v in self.uncertainty.items():
             check(k in eff or k.startswith("calibration."), f"unknown constant {k!r}", f"uncertainty.{k}")

@@ -124,3 +124,24 @@ def test_the_served_runs_place_the_cache_and_the_cliff_explains_them_better_than
 def _fit_errors(text: str) -> list[float]:
     """The rows' fit errors (%) a profile's step_overhead_us source lists."""
     return [float(x) for x in re.findall(r"fit ([-+]\d+)%", " ".join(text.split()))]
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("cache_bytes", -1, ">= 0"),
+    ("cache_gbps", 0, "> 0"),
+    ("dram_gbps", "fast", "a number"),
+    ("dram_gbps", 20.0, "must not exceed the cache's"),  # DRAM faster: more context would speed a step up
+])
+def test_bad_kv_residency_constants_are_refused_naming_the_field(tmp_path, key, value, words):
+    good = {"cache_bytes": 1.1e8, "cache_gbps": 17.0, "dram_gbps": 7.5}
+    lines = ["base: cpu-epyc-2c", "calibration:", "  kv_residency:"] + [
+        f"    {k}: {v}" for k, v in {**good, key: value}.items()]
+    path = tmp_path / "bad.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    from pdsim.specs.catalog import load_hardware_ref
+    from pdsim.specs.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        load_hardware_ref(str(path))
+    msg = str(err.value)
+    assert f"calibration.kv_residency.{key}" in msg and words in msg and "bad.yaml" in msg
