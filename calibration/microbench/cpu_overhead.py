@@ -39,12 +39,14 @@ def shape_output(b: int, p: int, out_tokens: int, budget: int = 512) -> tuple[in
     tokens: the B prompts take about B P / ``budget`` steps to prefill (the engine's step token
     budget, 512 in every validation run), and all B decode together only after the last one, so
     the output is lengthened to leave ``out_tokens``-worth of the stretch past them (32 x 2,048
-    with 48 tokens left none: every repeat NaN, 2026-11-29). Inside the stretch a request has
-    generated from ~0 (the last prefilled) to ~B P / budget (the first) tokens at its start and
-    ``out`` minus that at its end: mean context P + (B P / budget + out) / 2."""
+    with 48 tokens left none: every repeat NaN, 2026-11-29). The stretch runs from the last
+    prompt's first token to the first request's last: at its start the requests have generated 0
+    (the last prefilled) to ~B P / budget (the first) tokens, mean half that, at its end ``out``
+    minus that range, so the mean context over the stretch is P + out / 2 (from d3ae602 to
+    2026-11-29 this said P + (B P / budget + out) / 2, 64 tokens too many at 32 x 2,048)."""
     steps = -(-b * p // budget)
     out = max(out_tokens, steps + 16)
-    return out, p + (min(steps, out) + out) // 2
+    return out, p + out // 2
 
 
 def _median_itl_us(rec) -> float:

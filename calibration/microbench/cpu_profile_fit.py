@@ -187,33 +187,42 @@ def host_fit(rows: list[dict], cost):
     return coef, xs, sse
 
 
+#: spreads of the cliff tried (natural-log units of the cache size: 0 a hard cliff, 1.0 ~ a factor e)
+CACHE_LOG_WIDTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
 def served_cache(rows: list[dict], res: dict, sse_at, cal: dict, model) -> tuple[dict, str]:
-    """The ``kv_residency`` block with the cache size that best explains the served runs ``rows``:
-    each candidate is a geometric midpoint between two neighbouring runs' working sets (KV of the
-    step plus the weights, as roofline.py counts it), or below / above them all; ``sse_at(cal)`` is
-    the host fit's squared error with that block. Ties (runs all on one side) go to the candidate
-    nearest the kernel's own cliff. The kernel's size is kept as ``cache_bytes_kernel``."""
+    """The ``kv_residency`` block with the cache size, and the spread of its cliff, that best explain
+    the served runs ``rows`` (``sse_at(cal)``: the host fit's squared error with that block). A hard
+    cliff (width 0) is tried at each geometric midpoint between two neighbouring runs' working sets
+    (KV of the step plus the weights, as roofline.py counts it) and below / above them all; a spread
+    one (``CACHE_LOG_WIDTHS``) on a geometric grid over the same span. Ties go to the narrower
+    cliff, then to the size nearest the kernel's own (kept as ``cache_bytes_kernel``)."""
     import math
 
     kv_tok = model.kv_bytes_per_token(model.kv_dtype)  # bytes per context token, all layers
     ws = sorted({r["batch"] * r["mean_context"] * kv_tok + model.weight_bytes for r in rows})
     kernel = float(res.get("cache_bytes_kernel", res["cache_bytes"]))
-    cands = [ws[0] / 2] + [math.sqrt(a * b) for a, b in zip(ws, ws[1:])] + [max(ws[-1] * 2, kernel)]
+    hard = [ws[0] / 2] + [math.sqrt(a * b) for a, b in zip(ws, ws[1:])] + [max(ws[-1] * 2, kernel)]
+    lo_c, hi_c = ws[0] / 2, max(ws[-1] * 2, kernel)
+    grid = [lo_c * (hi_c / lo_c) ** (i / 24) for i in range(25)]
     scored = []
-    for c in cands:
-        block = {**res, "cache_bytes": float(round(c))}
-        scored.append((round(sse_at({**cal, "kv_residency": block}), 9), abs(math.log(c / kernel)), c))
-    sse, _, c = min(scored)
+    for width in CACHE_LOG_WIDTHS:
+        for c in (hard if width == 0.0 else grid):
+            block = {**res, "cache_bytes": float(round(c)), "cache_log_width": width}
+            scored.append((round(sse_at({**cal, "kv_residency": block}), 6), width, abs(math.log(c / kernel)), c))
+    sse, width, _, c = min(scored)
     lo = max((w for w in ws if w <= c), default=0.0)
     hi = min((w for w in ws if w > c), default=math.inf)
     block = {**{k: v for k, v in res.items() if k not in ("cache_bytes_lo", "cache_bytes_hi")},
-             "cache_bytes": float(round(c)), "cache_bytes_kernel": kernel,
+             "cache_bytes": float(round(c)), "cache_log_width": width, "cache_bytes_kernel": kernel,
              "cache_bytes_lo": float(round(lo)), "cache_bytes_hi": float(round(hi)) if math.isfinite(hi) else 0.0,
-             "cache_from": "the served runs' host fit (overhead.json): the size between the working sets of the runs "
-                           "either side (cache_bytes_lo / _hi; _hi 0: above them all) with the least squared error; "
+             "cache_from": "the served runs' host fit (overhead.json): the size and the spread of the cliff "
+                           "(cache_log_width, natural-log units; 0 a hard cliff) with the least squared error; "
+                           "cache_bytes_lo / _hi: the runs' working sets either side (_hi 0: above them all); "
                            "cache_bytes_kernel: the kernel's own cliff (kv_residency.csv)"}
-    return block, (f"{c / 2**20:.1f} MiB (runs either side {lo / 2**20:.1f} / {hi / 2**20:.1f} MiB; the kernel "
-                   f"alone {kernel / 2**20:.1f} MiB; host fit squared error {sse:.4f})")
+    return block, (f"{c / 2**20:.1f} MiB, spread {width:g} (runs either side {lo / 2**20:.1f} / {hi / 2**20:.1f} MiB; "
+                   f"the kernel alone {kernel / 2**20:.1f} MiB; host fit squared error {sse:.4f})")
 
 
 def profile(args) -> None:

@@ -101,7 +101,8 @@ class CalibratedStepCost(RooflineStepCost):
         r = cal.get("kv_residency")
         if r and float(r.get("cache_bytes", 0.0)) > 0.0:  # the decode KV read rate by working set (roofline.py)
             k.kv_residency = SimpleNamespace(cache_bytes=float(r["cache_bytes"]), cache_bps=float(r["cache_gbps"]) * 1e9,
-                                             dram_bps=float(r["dram_gbps"]) * 1e9)
+                                             dram_bps=float(r["dram_gbps"]) * 1e9,
+                                             width=float(r.get("cache_log_width", 0.0)))
         if self.k and self.ep > 1:
             for mode, ll in (("ll", True), ("normal", False)):
                 ps = [cal.get(f"deepep_{mode}_{op}") for op in ("dispatch", "combine")]

@@ -116,6 +116,17 @@ def decode_attention_s(kv_bytes, flops, peak: float, hbm: float, eff: float, hbm
     return lat_s + np.maximum(kv_bytes / (hbm * hbm_eff), flops / (peak * eff))
 
 
+def dram_share(ws_bytes: float, cache_bytes: float, log_width: float) -> float:
+    """Share of a decode step's KV reads that come from DRAM, for a step whose working set (its KV
+    plus the weights it streams) is ``ws_bytes`` against a last-level cache of ``cache_bytes``
+    (calibration.kv_residency). A cyclic sweep of an LRU-like cache is all hits below its size and
+    all misses above; ``log_width`` (natural-log units) spreads that cliff as a normal in log size:
+    the cache the step finds drifts with what else shares it. 0: the hard cliff."""
+    if log_width <= 0.0:
+        return 0.0 if ws_bytes <= cache_bytes else 1.0
+    return 0.5 * math.erfc(-math.log(ws_bytes / cache_bytes) / (log_width * math.sqrt(2.0)))
+
+
 def effective_sharp(sharp) -> float:
     """A fitted ``sharp`` as a float (missing or non-finite: a hard max)."""
     try:

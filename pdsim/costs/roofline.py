@@ -253,14 +253,15 @@ class RooflineStepCost:
         # fit the last-level cache its reads are hits, and past that nearly all come from DRAM (an
         # LRU-like cache under a cyclic sweep): the KV read rate depends on the step's own context,
         # and the step is not linear in decode_ctx (priced step by step)
-        self.dec_kv_hot, self.resident_ctx = None, 0.0
+        self.dec_kv_hot, self.kv_residency = None, None
         res = getattr(k, "kv_residency", None)
         if res is not None:
             self.c_dec = (self.kv_read_tok / res.dram_bps,) + self.c_dec[1:]
             self.dec_kv_hot = self.kv_read_tok / res.cache_bps
-            room = res.cache_bytes - self.model.weight_bytes / self.world
-            # decode_ctx counts the instance's context tokens: each DP rank holds its share
-            self.resident_ctx = self.dp * room / (self.kv_read_tok * self.layers) if room > 0 else 0.0
+            # the step's working set per GPU: the weights it streams plus its KV (decode_ctx counts the
+            # instance's context tokens; each DP rank holds its share), against the cache (compute.dram_share)
+            self.kv_residency = (self.model.weight_bytes / self.world, self.kv_read_tok * self.layers / self.dp,
+                                 res.cache_bytes, res.width)
             self.linear = False
         if self.k:
             m = k.moe

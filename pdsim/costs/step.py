@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import math
 
-from .compute import soft_max_scalar
+from .compute import dram_share, soft_max_scalar
 from .comm import FP8_DISPATCH_BYTES, deepep_legs
 from . import tbo as tbo_mod
 from .sm_partition import sm_stretch
@@ -101,7 +101,7 @@ def make_coeffs(c):
     lm = _gemm(c.c_lm)
     pf_c, pf_lat, pf_rows = c.c_pf
     dec_kv, dec_fl, dec_lat = c.c_dec
-    dec_hot, resident_ctx = c.dec_kv_hot, c.resident_ctx  # KV read from the cache up to resident_ctx
+    dec_hot, kv_res = c.dec_kv_hot, c.kv_residency  # KV from the cache or DRAM by working set (roofline.py)
     ar_a0, ar_a1 = c.c_ar_attn
     ar_w0, ar_w1 = c.c_ar_world
     sync = c.c_dp_sync
@@ -242,8 +242,10 @@ def make_coeffs(c):
             c_ctx = 0.0
             if decode_batch:
                 fl = dec_fl * q
-                kv = dec_hot if (dec_hot is not None and decode_ctx is not None and decode_ctx <= resident_ctx) \
-                    else dec_kv  # (no step context given: the DRAM rate, an upper bound)
+                kv = dec_kv  # (no step context given: the DRAM rate, an upper bound)
+                if kv_res is not None and decode_ctx is not None:
+                    w0, per_ctx, cache, width = kv_res
+                    kv = dec_hot + (dec_kv - dec_hot) * dram_share(w0 + per_ctx * decode_ctx, cache, width)
                 c_ctx = L * (kv if kv > fl else fl) + ctx_overhead
                 core += per_layer * dec_lat
         if tbo:

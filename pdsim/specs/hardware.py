@@ -52,8 +52,9 @@ def _check_deepep_ll(p: Any, where: str) -> None:
 
 
 #: calibration.kv_residency (calibrate/kv_residency.py): the cache size in bytes >= 0 (0: one rate),
-#: the KV read rates from the cache and from DRAM (1e9 B/s) > 0
-_KV_RESIDENCY = (("cache_bytes", ">= 0", True), ("cache_gbps", "> 0", True), ("dram_gbps", "> 0", True))
+#: the KV read rates from the cache and from DRAM (1e9 B/s) > 0, the cliff's spread in log size >= 0
+_KV_RESIDENCY = (("cache_bytes", ">= 0", True), ("cache_gbps", "> 0", True), ("dram_gbps", "> 0", True),
+                 ("cache_log_width", ">= 0", False))
 
 
 def _check_kv_residency(p: Any, where: str) -> None:
