@@ -30,7 +30,10 @@ the thread count vLLM's CPU worker uses for serving (it logs "Reducing Torch thr
    TTFT(L) - kernels(L) = path + t L) -> ``efficiency.prefill_token_ns`` (cpu_profile_fit.py
    prefill_token_fit).
 3. ``profile`` (system python, pandas): fits the GEMM and attention forms of pdsim/costs/compute.py
-   to the rows (pdsim.calibrate.fit_compute, held-out errors) and writes the YAML with sources.
+   to the rows (pdsim.calibrate.fit_compute, held-out errors), the decode KV's cache and DRAM rates
+   to kv_residency.csv (pdsim.calibrate.kv_residency) with the cache size and spread the served
+   runs had (cpu_profile_fit.served_cache), prices each run's compute as the world prices the
+   profile it writes (a CPU device), and writes the YAML with sources.
 
     /work/venvs/vllm/bin/python calibration/microbench/cpu_profile.py measure --out DIR
     python calibration/microbench/cpu_profile.py overhead --out DIR --endpoint http://127.0.0.1:8000

@@ -1,5 +1,5 @@
-"""Fit of the decode attention's KV read rate against the step's working set (costs/compute.py
-``decode_kv_seconds_per_byte``).
+"""Fit of the decode attention's KV read rates, from the cache and from DRAM, against the step's
+working set (the price: costs/compute.py ``dram_share``, costs/roofline.py).
 
 A decode step reads every layer's KV of every sequence once, layer after layer, and the next
 step reads the same bytes again in the same order. Under an LRU-like last-level cache such a
