@@ -81,6 +81,15 @@ def time_us(fn, args, warmup: int = 3) -> float:
     return samples[len(samples) // 2]
 
 
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """``rows`` to a new CSV at ``path``, in the first row's column order (a file of its own: not
+    one of calibration/data's schemas, which ``write_rows`` appends to)."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def write_rows(args, name: str, rows: list[dict], prov: dict | None = None) -> Path:
     """Append ``rows`` (+ provenance, ``provenance(args)`` unless given) to ``<out>/<name>.csv``
     in that file's column order."""

@@ -154,11 +154,10 @@ def overhead(args) -> None:
                 samples.setdefault((b, p), []).append(_median_itl_us(rec))
                 gaps.setdefault((b, p), []).append(_window_gaps(rec))
     # the timed stretch sits mid-decode, past every prompt's prefill (shape_output)
-    rows = [{"batch": b, "prompt_tokens": p, "requests": b, "mean_context": shape_output(b, p, out_tokens)[1],
-             "output_tokens": shape_output(b, p, out_tokens)[0],
+    rows = [{"batch": b, "prompt_tokens": p, "requests": b, "mean_context": ctx, "output_tokens": out,
              "median_itl_us": float(np.nanmedian(v)) if not np.isnan(v).all() else None,
              "repeats_us": [round(x, 1) for x in v]}
-            for (b, p), v in sorted(samples.items())]
+            for (b, p), v in sorted(samples.items()) for out, ctx in [shape_output(b, p, out_tokens)]]
     for r in rows:
         print(r)
     def idle_ttft_us(tokens: int, spacing_s: float, k: int) -> float:

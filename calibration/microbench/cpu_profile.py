@@ -47,7 +47,6 @@ the measured ``step_overhead_us``.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime as dt
 import json
 import os
@@ -64,6 +63,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # pdsim from this checkout, in the engine venv too
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling step module
 
+from common import write_csv  # noqa: E402
 from cpu_overhead import BATCHES, OUTPUT_TOKENS, PROMPTS, REPEATS, overhead  # noqa: E402  (step 2)
 from cpu_profile_fit import profile  # noqa: E402  (step 3: fit and write the YAML)
 from cpu_remeasure import remeasure  # noqa: E402  (all three on the machine at hand)
@@ -295,38 +295,16 @@ def vllm_attention_rows(args, m, prov):
     from vllm import _custom_ops as ops
     from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
+    from kv_residency import kernel
+
     heads, kvh, d = m["num_heads"], m["num_kv_heads"], m["head_dim"]
     bs = args.block_size
-    dt_ = torch.bfloat16
-    isa = _get_attn_isa(dt_, bs, d, "auto")
+    isa = _get_attn_isa(torch.bfloat16, bs, d, "auto")
 
     def t(b, new, ctx):
-        blocks = -(-ctx // bs)
-        cache = torch.randn(b * blocks, kvh, bs * 2, d, dtype=dt_)
-        kc, vc = cache.chunk(2, dim=2)
-        table = torch.arange(b * blocks, dtype=torch.int32).view(b, blocks)
-        q = torch.randn(b * new, heads, d, dtype=dt_)
-        out = torch.empty_like(q)
-        qsl = torch.arange(0, b * new + 1, new, dtype=torch.int32)
-        seq = torch.full((b,), ctx, dtype=torch.int32)
-        meta = ops.cpu_attn_get_scheduler_metadata(num_reqs=b, num_heads=heads, num_kv_heads=kvh, head_dim=d,
-                                                   seq_lens=seq, dtype=dt_, query_start_loc=qsl, causal=True,
-                                                   sliding_window_size=-1, isa=isa, enable_kv_split=False)
-
-        def run():
-            ops.cpu_attention_with_kv_cache(query=q, key_cache=kc, value_cache=vc, output=out, query_start_loc=qsl,
-                                            seq_lens=seq, scale=d ** -0.5, causal=True, alibi_slopes=None,
-                                            sliding_window=-1, block_table=table, softcap=0.0,
-                                            scheduler_metadata=meta, s_aux=None)
-        return time_us(run, args.repeat)
+        run, _ = kernel(torch, ops, isa, heads, kvh, d, bs, b, ctx, layers=1, new=new)
+        return time_us(lambda: run(0), args.repeat)
     return _shape_rows(args, m, prov, t, f"vLLM cpu_attention_with_kv_cache, isa {isa}, block {bs}")
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # pdsim from this checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling common.py
 
 from pdsim.calibrate.kv_residency import MIN_STEP  # noqa: E402
 
@@ -40,16 +41,19 @@ BATCH = 32
 CALLS = 16  # kernel calls per timing (all layers at least twice)
 
 
-def kernel(torch, ops, isa, heads: int, kvh: int, d: int, bs: int, batch: int, ctx: int, layers: int):
-    """A function running the decode kernel on layer ``i mod layers`` of fresh caches, and the
-    KV bytes of one layer's cache."""
+def kernel(torch, ops, isa, heads: int, kvh: int, d: int, bs: int, batch: int, ctx: int, layers: int = 1,
+           new: int = 1):
+    """A function ``run(i)`` calling vLLM's CPU attention op (``cpu_attention_with_kv_cache``, what
+    its CPU backend calls) for ``batch`` requests of ``new`` query tokens over ``ctx`` tokens of a
+    paged KV cache of ``bs``-token blocks, on layer ``i mod layers`` of that many fresh caches; and
+    the KV bytes of one layer's cache. (``cpu_profile.py`` times one cache: its attention.csv rows.)"""
     dt_ = torch.bfloat16
     blocks = -(-ctx // bs)
     caches = [torch.randn(batch * blocks, kvh, bs * 2, d, dtype=dt_).chunk(2, dim=2) for _ in range(layers)]
     table = torch.arange(batch * blocks, dtype=torch.int32).view(batch, blocks)
-    q = torch.randn(batch, heads, d, dtype=dt_)
+    q = torch.randn(batch * new, heads, d, dtype=dt_)
     out = torch.empty_like(q)
-    qsl = torch.arange(0, batch + 1, dtype=torch.int32)
+    qsl = torch.arange(0, batch * new + 1, new, dtype=torch.int32)
     seq = torch.full((batch,), ctx, dtype=torch.int32)
     meta = ops.cpu_attn_get_scheduler_metadata(num_reqs=batch, num_heads=heads, num_kv_heads=kvh, head_dim=d,
                                                seq_lens=seq, dtype=dt_, query_start_loc=qsl, causal=True,
@@ -76,7 +80,7 @@ def sweep(m: dict, block_size: int, repeat: int, prov: dict, max_mib: float = MA
 
     def point(mib: float) -> dict:
         ctx = max(block_size, round(mib * 2**20 / (layers * BATCH * kv_tok) / block_size) * block_size)
-        run, layer_bytes = kernel(torch, ops, isa, heads, kvh, d, block_size, BATCH, ctx, layers)
+        run, layer_bytes = kernel(torch, ops, isa, heads, kvh, d, block_size, BATCH, ctx, layers=layers)
         for i in range(2 * layers):  # warm: every cache touched, the sweep in its steady state
             run(i)
         best = math.inf
@@ -119,11 +123,11 @@ def sweep(m: dict, block_size: int, repeat: int, prov: dict, max_mib: float = MA
 
 
 def main() -> None:
-    import csv
     import datetime as dt
 
     import yaml
 
+    from common import write_csv
     from pdsim.specs.machine import cpu_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -146,10 +150,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = sweep(m, args.block_size, args.repeat, prov, args.max_mib)
-    with open(out / "kv_residency.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out / "kv_residency.csv", rows)
     for r in rows:
         print(f"{r['working_set_bytes'] / 2**20:8.1f} MiB  {r['ns_per_token']:6.1f} ns/token/layer")
 

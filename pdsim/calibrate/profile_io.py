@@ -20,8 +20,9 @@ FORMULAS = {
                  "RDMA bytes / rdma_gbps)  [costs/deepep.py]",
     "deepep_normal": "t = base + NVLink bytes / nvl_gbps (1 node) or RDMA bytes / rdma_gbps  [costs/deepep.py]",
     "allreduce": "t = base + 2 (n-1) latency + 2 (n-1)/n bytes / busbw  [costs/comm.py]",
-    "kv_residency": "decode KV bytes at cache_gbps while the step's KV + weights <= cache_bytes, else at dram_gbps "
-                    "(cyclic sweep of an LRU-like cache)  [calibrate/kv_residency.py, costs/roofline.py]",
+    "kv_residency": "decode KV bytes: a share Phi(ln(W / cache_bytes) / cache_log_width) at dram_gbps, the rest at "
+                    "cache_gbps, W = the step's KV + weights (a hard cliff at width 0: a cyclic sweep of an LRU-like "
+                    "cache)  [calibrate/kv_residency.py, costs/compute.py dram_share]",
     "mooncake": "t = setup + chunks x per_chunk_us (queued per sending GPU) + bytes / (eff x senders' NIC share x "
                 "line rate); per-page path: per_page_us per chunk [costs/transfer.py, docs/mechanisms/kv-transfer.md]",
     "memcopy": "measured copies: t = <kind>_latency_us + traffic bytes / <kind>_gbps; hbm_eff = d2d / datasheet HBM; "

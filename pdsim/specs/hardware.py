@@ -25,7 +25,8 @@ Arch = Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
 
 
 # The DeepEP low-latency kernels' constants (costs/deepep.py ``ll_time_s``): microsecond costs
-# are >= 0, bandwidths (1e9 B/s) > 0; ``pair_us`` may be absent (no per-remote-pair cost).
+# are >= 0, bandwidths (1e9 B/s) > 0; ``pair_us`` may be absent (no per-remote-pair cost), and a negative
+# one would make every remote pair speed the kernel up.
 _DEEPEP_LL = (("base_us", ">= 0", True), ("pair_us", ">= 0", False), ("nvl_gbps", "> 0", True),
               ("rdma_gbps", "> 0", True))
 
@@ -43,12 +44,6 @@ def _check_constants(p: Any, where: str, rules, what: str) -> None:
               f"{where}.{key}")
         ok = v >= 0.0 and v != float("inf") if rule == ">= 0" else v > 0.0
         check(ok, f"must be {rule}{' and finite' if rule == '>= 0' else ''}, got {v}", f"{where}.{key}")
-
-
-def _check_deepep_ll(p: Any, where: str) -> None:
-    """Refuse a profile's ``calibration.deepep_ll_*`` entry whose constants the price could not use
-    (a negative ``pair_us`` would make every remote pair speed the kernel up)."""
-    _check_constants(p, where, _DEEPEP_LL, "costs/deepep.py")
 
 
 #: calibration.kv_residency (calibrate/kv_residency.py): the cache size in bytes >= 0 (0: one rate),
@@ -262,7 +257,8 @@ class HardwareProfile:
             _check_calibration_model(params, f"calibration.{model}")
         for op in ("dispatch", "combine"):
             if f"deepep_ll_{op}" in self.calibration:
-                _check_deepep_ll(self.calibration[f"deepep_ll_{op}"], f"calibration.deepep_ll_{op}")
+                _check_constants(self.calibration[f"deepep_ll_{op}"], f"calibration.deepep_ll_{op}", _DEEPEP_LL,
+                                 "costs/deepep.py")
         if "kv_residency" in self.calibration:
             _check_kv_residency(self.calibration["kv_residency"], "calibration.kv_residency")
         eff = {f"efficiency.{f.name}" for f in fields(Efficiency)}
